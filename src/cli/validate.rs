@@ -1,0 +1,128 @@
+//! `holon validate PATH...`: exit 0 all valid, 1 some invalid, 2 some unreadable.
+
+use std::path::{Path, PathBuf};
+
+use holon::doc::{self, DocError, Limits, Violation};
+use serde::Serialize;
+
+use super::exit;
+use super::style::Style;
+
+/// Most files one run reads (a directory walk is bounded like everything else).
+const FILES_MAX: usize = 10_000;
+/// Deepest directory nesting walked.
+const DIR_DEPTH_MAX: usize = 32;
+
+#[derive(Serialize)]
+struct FileReport {
+    path: String,
+    kind: Option<&'static str>,
+    valid: bool,
+    errors: Vec<Violation>,
+    #[serde(skip)]
+    unreadable: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    files: Vec<FileReport>,
+}
+
+pub fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
+    let mut files = Vec::new();
+    let mut reports = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            collect_yaml(path, 0, &mut files)?;
+        } else {
+            files.push((path.clone(), true));
+        }
+    }
+    let limits = Limits::default();
+    for (path, named) in files {
+        let report = check_one(&path, &limits);
+        // In a directory walk, YAML that is not a holon document is not ours to judge.
+        let foreign = !named
+            && report.kind.is_none()
+            && report.errors.first().is_some_and(|e| e.message == DocError::UnknownKind.to_string());
+        if !foreign {
+            reports.push(report);
+        }
+    }
+    let code = if reports.iter().any(|r| r.unreadable) {
+        exit::BAD_INPUT
+    } else if reports.iter().any(|r| !r.valid) {
+        exit::FAILED
+    } else {
+        exit::OK
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&Report { files: reports })?);
+    } else {
+        print_human(&reports, style);
+    }
+    Ok(code)
+}
+
+fn check_one(path: &Path, limits: &Limits) -> FileReport {
+    let shown = path.display().to_string();
+    let checked = doc::read_text(path, limits).and_then(|text| doc::check_str(&text, limits));
+    match checked {
+        Ok(c) => {
+            let errors = c.result.err().unwrap_or_default();
+            FileReport { path: shown, kind: Some(c.kind.as_str()), valid: errors.is_empty(), errors, unreadable: false }
+        }
+        Err(e) => FileReport {
+            path: shown,
+            kind: None,
+            valid: false,
+            errors: vec![Violation::new("", e.to_string())],
+            unreadable: true,
+        },
+    }
+}
+
+fn collect_yaml(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, bool)>) -> anyhow::Result<()> {
+    if depth > DIR_DEPTH_MAX {
+        anyhow::bail!("{}: directories nested deeper than {DIR_DEPTH_MAX} levels", dir.display());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            collect_yaml(&path, depth + 1, out)?;
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            if out.len() >= FILES_MAX {
+                anyhow::bail!("more than {FILES_MAX} files to validate; name a smaller directory");
+            }
+            out.push((path, false));
+        }
+    }
+    Ok(())
+}
+
+fn print_human(reports: &[FileReport], style: &Style) {
+    for r in reports {
+        let kind = r.kind.unwrap_or("unreadable");
+        if r.valid {
+            println!("{} {} {}", style.good("ok"), r.path, style.dim(&format!("({kind})")));
+        } else {
+            let mark = if r.unreadable { style.bad("unreadable") } else { style.bad("invalid") };
+            println!("{mark} {} {}", r.path, style.dim(&format!("({kind})")));
+            for e in &r.errors {
+                if e.path == "/" && r.unreadable {
+                    println!("    {}", e.message);
+                } else {
+                    println!("    {} {}", style.bold(&e.path), e.message);
+                }
+            }
+        }
+    }
+    let invalid = reports.iter().filter(|r| !r.valid).count();
+    let summary = format!("{} file(s), {} valid, {invalid} with problems", reports.len(), reports.len() - invalid);
+    println!("{}", if invalid == 0 { style.good(&summary) } else { style.warn(&summary) });
+}

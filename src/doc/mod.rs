@@ -1,0 +1,286 @@
+//! The document layer: text in, typed and validated documents out.
+//!
+//! Pipeline (parse → check shape → type → check meaning), each step a separate function:
+//! 1. [`yaml::parse`]: YAML text to a JSON value, under [`Limits`]. Failure = unparseable.
+//! 2. [`detect_kind`]: the top key says which document it is.
+//! 3. [`schema::check`]: the committed JSON Schema reports **every** shape violation.
+//! 4. typed deserialization (`serde_path_to_error` names the field of the first failure).
+//! 5. the kind's own rules (`manifest::validate`, `mandate::validate`, `record::validate`),
+//!    again reporting every violation.
+//!
+//! Only `yaml.rs` knows YAML; everything above it sees `serde_json::Value`.
+
+pub mod schema;
+pub mod yaml;
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::mandate::Mandate;
+use crate::manifest::Manifest;
+use crate::record::AgentRecord;
+
+/// Limits on any document we read. Permission documents are small; these bound the work
+/// a hostile file can cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub bytes_max: usize,
+    pub depth_max: usize,
+    pub nodes_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { bytes_max: 1 << 20, depth_max: 64, nodes_max: 100_000 }
+    }
+}
+
+/// Why a document could not be read at all (exit code 2 in the CLI).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DocError {
+    #[error("cannot read: {0}")]
+    Io(String),
+    #[error(
+        "file is {bytes} bytes, over the limit of {bytes_max} bytes; holon documents are small, check you passed the right file"
+    )]
+    TooLarge { bytes: usize, bytes_max: usize },
+    #[error(
+        "line {line}: YAML anchors and aliases (&name, *name) are not accepted in holon documents; write the value out"
+    )]
+    Anchor { line: usize },
+    #[error("{}YAML syntax error: {message}", location(*line, *column))]
+    Syntax { line: Option<usize>, column: Option<usize>, message: String },
+    #[error("nesting is deeper than {depth_max} levels")]
+    TooDeep { depth_max: usize },
+    #[error("more than {nodes_max} values in one document")]
+    TooManyNodes { nodes_max: usize },
+    #[error("duplicate key `{key}`: each key may appear once in a mapping")]
+    DuplicateKey { key: String },
+    #[error("{what} cannot be represented; use plain strings, numbers, booleans, lists and mappings")]
+    NotJson { what: String },
+    #[error(
+        "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate` or `holon_record` key"
+    )]
+    UnknownKind,
+}
+
+fn location(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!("line {l}, column {c}: "),
+        (Some(l), None) => format!("line {l}: "),
+        _ => String::new(),
+    }
+}
+
+/// One thing wrong with a document: where (a JSON Pointer) and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+impl Violation {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        let path = path.into();
+        Violation { path: if path.is_empty() { "/".into() } else { path }, message: message.into() }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Escapes one JSON Pointer reference token (RFC 6901).
+pub fn pointer_escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DocKind {
+    Manifest,
+    Mandate,
+    Record,
+}
+
+impl DocKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::Manifest => "manifest",
+            DocKind::Mandate => "mandate",
+            DocKind::Record => "record",
+        }
+    }
+}
+
+/// Which document this is, by its top-level key.
+pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
+    let obj = value.as_object().ok_or(DocError::UnknownKind)?;
+    let kinds = [("holon", DocKind::Manifest), ("holon_mandate", DocKind::Mandate), ("holon_record", DocKind::Record)];
+    let mut found = kinds.iter().filter(|(key, _)| obj.contains_key(*key)).map(|(_, k)| *k);
+    match (found.next(), found.next()) {
+        (Some(kind), None) => Ok(kind),
+        _ => Err(DocError::UnknownKind),
+    }
+}
+
+/// A typed, valid document.
+#[derive(Debug, Clone)]
+pub enum Document {
+    Manifest(Box<Manifest>),
+    Mandate(Box<Mandate>),
+    Record(Box<AgentRecord>),
+}
+
+/// What reading one document gives: its kind, then the document or every violation.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub kind: DocKind,
+    pub result: Result<Document, Vec<Violation>>,
+}
+
+/// Reads, shapes, types and validates one document from text.
+pub fn check_str(text: &str, limits: &Limits) -> Result<Checked, DocError> {
+    let value = yaml::parse(text, limits)?;
+    check_value(&value)
+}
+
+/// Steps 2 to 5 of the pipeline on an already-parsed value.
+pub fn check_value(value: &Value) -> Result<Checked, DocError> {
+    let kind = detect_kind(value)?;
+    let shape = schema::check(kind, value);
+    if !shape.is_empty() {
+        return Ok(Checked { kind, result: Err(shape) });
+    }
+    let result = match kind {
+        DocKind::Manifest => typed::<Manifest>(value)
+            .and_then(|m| reject_if_any(crate::manifest::validate(&m)).map(|()| Document::Manifest(Box::new(m)))),
+        DocKind::Mandate => typed::<Mandate>(value)
+            .and_then(|m| reject_if_any(crate::mandate::validate(&m)).map(|()| Document::Mandate(Box::new(m)))),
+        DocKind::Record => typed::<AgentRecord>(value)
+            .and_then(|r| reject_if_any(crate::record::validate(&r)).map(|()| Document::Record(Box::new(r)))),
+    };
+    Ok(Checked { kind, result })
+}
+
+fn reject_if_any(violations: Vec<Violation>) -> Result<(), Vec<Violation>> {
+    if violations.is_empty() { Ok(()) } else { Err(violations) }
+}
+
+/// Deserializes into the typed model; the first failure becomes a violation at its path.
+fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, Vec<Violation>> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e
+            .path()
+            .iter()
+            .filter_map(|seg| match seg {
+                serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+                serde_path_to_error::Segment::Map { key } => Some(pointer_escape(key)),
+                serde_path_to_error::Segment::Enum { variant } => Some(pointer_escape(variant)),
+                serde_path_to_error::Segment::Unknown => None,
+            })
+            .fold(String::new(), |acc, seg| acc + "/" + &seg);
+        vec![Violation::new(path, e.into_inner().to_string())]
+    })
+}
+
+/// Reads a file and checks it. I/O problems are [`DocError::Io`].
+pub fn check_file(path: &Path, limits: &Limits) -> Result<Checked, DocError> {
+    let text = read_text(path, limits)?;
+    check_str(&text, limits)
+}
+
+/// Reads a file as UTF-8 text, refusing files over the size limit before reading them.
+pub fn read_text(path: &Path, limits: &Limits) -> Result<String, DocError> {
+    let meta = std::fs::metadata(path).map_err(|e| DocError::Io(e.to_string()))?;
+    let bytes = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    if bytes > limits.bytes_max {
+        return Err(DocError::TooLarge { bytes, bytes_max: limits.bytes_max });
+    }
+    let raw = std::fs::read(path).map_err(|e| DocError::Io(e.to_string()))?;
+    String::from_utf8(raw).map_err(|_| DocError::Io("the file is not UTF-8 text".into()))
+}
+
+/// Errors from loading a document of an expected kind.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Unreadable { path: String, source: DocError },
+    #[error("{path}: expected a {expected} document, found a {found}")]
+    WrongKind { path: String, expected: &'static str, found: &'static str },
+    #[error("{path}: invalid {kind}:\n{}", list(violations))]
+    Invalid { path: String, kind: &'static str, violations: Vec<Violation> },
+}
+
+fn list(violations: &[Violation]) -> String {
+    violations.iter().map(|v| format!("  {v}")).collect::<Vec<_>>().join("\n")
+}
+
+/// Loads and validates a document of one expected kind from text; `origin` names it.
+pub fn load_str(text: &str, origin: &str, expected: DocKind, limits: &Limits) -> Result<Document, LoadError> {
+    let checked = check_str(text, limits).map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
+    if checked.kind != expected {
+        return Err(LoadError::WrongKind {
+            path: origin.into(),
+            expected: expected.as_str(),
+            found: checked.kind.as_str(),
+        });
+    }
+    checked.result.map_err(|violations| LoadError::Invalid { path: origin.into(), kind: expected.as_str(), violations })
+}
+
+/// [`load_str`] for a file.
+pub fn load_file(path: &Path, expected: DocKind, limits: &Limits) -> Result<Document, LoadError> {
+    let origin = path.display().to_string();
+    let text = read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    load_str(&text, &origin, expected, limits)
+}
+
+pub fn load_manifest(path: &Path) -> Result<Manifest, LoadError> {
+    match load_file(path, DocKind::Manifest, &Limits::default())? {
+        Document::Manifest(m) => Ok(*m),
+        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "manifest", found: "other" }),
+    }
+}
+
+pub fn load_mandate(path: &Path) -> Result<Mandate, LoadError> {
+    match load_file(path, DocKind::Mandate, &Limits::default())? {
+        Document::Mandate(m) => Ok(*m),
+        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "mandate", found: "other" }),
+    }
+}
+
+pub fn load_record(path: &Path) -> Result<AgentRecord, LoadError> {
+    match load_file(path, DocKind::Record, &Limits::default())? {
+        Document::Record(r) => Ok(*r),
+        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "record", found: "other" }),
+    }
+}
+
+/// Parses a mandate from YAML text (for embedding and doctests).
+pub fn mandate_from_str(text: &str) -> Result<Mandate, LoadError> {
+    match load_str(text, "<mandate>", DocKind::Mandate, &Limits::default())? {
+        Document::Mandate(m) => Ok(*m),
+        _ => Err(LoadError::WrongKind { path: "<mandate>".into(), expected: "mandate", found: "other" }),
+    }
+}
+
+/// Parses a manifest from YAML text (for embedding and doctests).
+pub fn manifest_from_str(text: &str) -> Result<Manifest, LoadError> {
+    match load_str(text, "<manifest>", DocKind::Manifest, &Limits::default())? {
+        Document::Manifest(m) => Ok(*m),
+        _ => Err(LoadError::WrongKind { path: "<manifest>".into(), expected: "manifest", found: "other" }),
+    }
+}
+
+/// Serializes a document back to YAML (the only other place YAML is written is `yaml.rs`).
+pub fn to_yaml<T: Serialize>(doc: &T) -> Result<String, DocError> {
+    yaml::to_string(doc)
+}

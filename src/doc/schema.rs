@@ -1,0 +1,161 @@
+//! The committed JSON Schemas (`schema/*.json`), compiled once, reporting every shape
+//! violation of a document with its JSON Pointer and a sentence a person can act on.
+
+use std::sync::OnceLock;
+
+use jsonschema::Validator;
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+
+use super::{DocKind, Violation};
+
+pub const MANIFEST_SCHEMA: &str = include_str!("../../schema/holon-manifest.schema.json");
+pub const MANDATE_SCHEMA: &str = include_str!("../../schema/holon-mandate.schema.json");
+pub const RECORD_SCHEMA: &str = include_str!("../../schema/holon-record.schema.json");
+
+/// Most violations reported for one document; past that the rest are summarised.
+const VIOLATIONS_MAX: usize = 100;
+
+/// The schema text of a document kind.
+pub fn text(kind: DocKind) -> &'static str {
+    match kind {
+        DocKind::Manifest => MANIFEST_SCHEMA,
+        DocKind::Mandate => MANDATE_SCHEMA,
+        DocKind::Record => RECORD_SCHEMA,
+    }
+}
+
+fn compiled(kind: DocKind) -> Result<&'static Validator, String> {
+    static CELLS: [OnceLock<Result<Validator, String>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let index = match kind {
+        DocKind::Manifest => 0,
+        DocKind::Mandate => 1,
+        DocKind::Record => 2,
+    };
+    let cell = CELLS.get(index).ok_or_else(|| "no schema slot".to_owned())?;
+    cell.get_or_init(|| {
+        let schema: Value = serde_json::from_str(text(kind)).map_err(|e| e.to_string())?;
+        jsonschema::draft202012::new(&schema).map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Every shape violation of `value` against the schema of `kind`.
+pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
+    let validator = match compiled(kind) {
+        Ok(v) => v,
+        // A committed schema that does not compile is our bug; fail closed, loudly.
+        Err(e) => {
+            return vec![Violation::new(
+                "/",
+                format!("internal error: the {} schema does not compile: {e}", kind.as_str()),
+            )];
+        }
+    };
+    let mut out: Vec<Violation> = Vec::new();
+    for error in validator.iter_errors(value) {
+        if out.len() == VIOLATIONS_MAX {
+            out.push(Violation::new("/", "more violations not shown; fix the ones above first"));
+            break;
+        }
+        let path = error.instance_path().to_string();
+        let schema_path = error.schema_path().to_string();
+        out.push(Violation::new(path, humanize(error.kind(), &schema_path, error.instance())));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Turns a schema error into advice. Money and patterns get specific words.
+fn humanize(kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> String {
+    let is_money = schema_path.contains("/$defs/money/");
+    match kind {
+        ValidationErrorKind::Type { .. } if is_money && instance.is_number() => {
+            format!("money must be a quoted decimal string, not a number: write \"{instance}\"")
+        }
+        ValidationErrorKind::Pattern { .. } if is_money => {
+            format!(
+                "{instance} is not a decimal amount: use digits with an optional `.` and at most 6 decimals, like \"0.03\""
+            )
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            let keys: Vec<String> = unexpected.iter().map(|k| format!("`{k}`")).collect();
+            format!(
+                "unknown key {}: check the spelling; unknown keys are refused so that a typo cannot be ignored",
+                keys.join(", ")
+            )
+        }
+        ValidationErrorKind::Required { property } => format!("missing required key {property}"),
+        ValidationErrorKind::Constant { expected_value } => format!("must be {expected_value}"),
+        ValidationErrorKind::Enum { options } => format!("{instance} is not one of {options}"),
+        ValidationErrorKind::Pattern { pattern } => {
+            let hint = pattern_hint(schema_path);
+            format!("{instance} is not {hint} (pattern {pattern})")
+        }
+        ValidationErrorKind::OneOfNotValid { .. } if schema_path.contains("/calls/") => {
+            "a call names exactly one of `capability` or `agent`".to_owned()
+        }
+        _ => {
+            let text = match kind {
+                ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::OneOfMultipleValid { .. } => {
+                    format!("{instance} has the wrong form")
+                }
+                _ => format!("{instance} {}", kind_text(kind)),
+            };
+            text.chars().take(300).collect()
+        }
+    }
+}
+
+fn kind_text(kind: &ValidationErrorKind) -> String {
+    match kind {
+        ValidationErrorKind::Type { kind } => format!("has the wrong type: expected {kind:?}").to_lowercase(),
+        ValidationErrorKind::MinItems { limit } => format!("needs at least {limit} item(s)"),
+        ValidationErrorKind::MaxItems { limit } => format!("has more than {limit} items"),
+        ValidationErrorKind::MaxLength { limit } => format!("is longer than {limit} characters"),
+        ValidationErrorKind::MinLength { limit } => format!("is shorter than {limit} characters"),
+        ValidationErrorKind::Minimum { limit } => format!("is below the minimum {limit}"),
+        ValidationErrorKind::Maximum { limit } => format!("is above the maximum {limit}"),
+        ValidationErrorKind::UniqueItems => "has duplicate items".to_owned(),
+        other => format!("is invalid ({other:?})").chars().take(200).collect(),
+    }
+}
+
+fn pattern_hint(schema_path: &str) -> &'static str {
+    const HINTS: [(&str, &str); 11] = [
+        ("/$defs/agentId/", "an agent id `namespace/name` in lower case"),
+        ("/$defs/className/", "a capability class such as `extraction.table`"),
+        ("/$defs/semver/", "a SemVer version such as 1.2.3"),
+        ("/$defs/currency/", "a three-letter upper-case currency code such as EUR"),
+        ("/$defs/retention/", "`none` or an ISO-8601 duration such as P7D"),
+        ("/$defs/classPattern/", "a class pattern (`extraction.table`, `extraction.*` or `*`)"),
+        ("/$defs/agentPattern/", "an agent pattern (`ns/name`, `ns/*` or `*`)"),
+        ("/$defs/principal/", "an account (`alice`) or agent (`alice/assistant`)"),
+        ("/$defs/mandateId/", "a mandate id such as `alice/m-2026-11`"),
+        ("/implements/", "an interface reference such as `holon/extraction.table@1`"),
+        ("/agent/", "an agent and version range such as `acme/company-lookup@^1`"),
+    ];
+    HINTS.iter().find(|(key, _)| schema_path.contains(key)).map_or("in the expected form", |(_, hint)| hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_schemas_compile() {
+        for kind in [DocKind::Manifest, DocKind::Mandate, DocKind::Record] {
+            assert!(compiled(kind).is_ok(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn money_numbers_get_a_specific_message() {
+        let v = serde_json::json!({"holon_record": "0.1", "agent": "a/b", "runs_30d": "x"});
+        let out = check(DocKind::Record, &v);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].path, "/runs_30d");
+    }
+}

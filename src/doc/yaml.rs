@@ -1,0 +1,187 @@
+//! The one module that knows YAML. `serde_yaml` 0.9 is deprecated upstream: swapping the
+//! parser means rewriting this file only. Everything above it sees `serde_json::Value`.
+//!
+//! Our own limits apply whatever the parser does (TIGER_STYLE: a limit on everything):
+//! input size, nesting depth, node count (which also defuses alias "billion laughs"
+//! bombs, since aliases are expanded into nodes), and no anchors or aliases at all in
+//! permission documents — they are the bomb's only tool and a reviewer's blind spot.
+
+use serde_json::{Map, Number, Value};
+use serde_yaml::Value as Yaml;
+
+use super::{DocError, Limits};
+
+/// Parses YAML text into a JSON value, enforcing `limits`.
+pub fn parse(text: &str, limits: &Limits) -> Result<Value, DocError> {
+    if text.len() > limits.bytes_max {
+        return Err(DocError::TooLarge { bytes: text.len(), bytes_max: limits.bytes_max });
+    }
+    if let Some(line) = find_anchor_or_alias(text) {
+        return Err(DocError::Anchor { line });
+    }
+    let yaml: Yaml = serde_yaml::from_str(text).map_err(|e| DocError::Syntax {
+        line: e.location().map(|l| l.line()),
+        column: e.location().map(|l| l.column()),
+        message: strip_location(&e.to_string()),
+    })?;
+    let mut nodes = 0usize;
+    to_json(&yaml, 0, &mut nodes, limits)
+}
+
+/// Writes a serializable value as YAML.
+pub fn to_string<T: serde::Serialize>(value: &T) -> Result<String, DocError> {
+    serde_yaml::to_string(value).map_err(|e| DocError::NotJson { what: e.to_string() })
+}
+
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message.get(..i).unwrap_or(message).to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// Finds an anchor (`&name`) or alias (`*name`) token outside quotes and comments.
+/// A conservative lexical scan: a `&` or `*` that starts a plain scalar position.
+fn find_anchor_or_alias(text: &str) -> Option<usize> {
+    for (index, line) in text.lines().enumerate() {
+        let mut in_single = false;
+        let mut in_double = false;
+        let mut prev: char = ' ';
+        let mut escaped = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            let next_is_name = chars.peek().is_some_and(|n| !n.is_whitespace());
+            if in_double {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    in_double = false;
+                }
+            } else if in_single {
+                if c == '\'' {
+                    in_single = false;
+                }
+            } else {
+                match c {
+                    '#' if prev.is_whitespace() => break,
+                    '"' if is_token_start(prev) => in_double = true,
+                    '\'' if is_token_start(prev) => in_single = true,
+                    // `&name` / `*name`: a name must follow at once (`R & D` is text).
+                    '&' | '*' if is_token_start(prev) && next_is_name => return Some(index + 1),
+                    _ => {}
+                }
+            }
+            prev = c;
+        }
+    }
+    None
+}
+
+fn is_token_start(prev: char) -> bool {
+    prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':' | '-')
+}
+
+fn to_json(yaml: &Yaml, depth: usize, nodes: &mut usize, limits: &Limits) -> Result<Value, DocError> {
+    if depth > limits.depth_max {
+        return Err(DocError::TooDeep { depth_max: limits.depth_max });
+    }
+    *nodes += 1;
+    if *nodes > limits.nodes_max {
+        return Err(DocError::TooManyNodes { nodes_max: limits.nodes_max });
+    }
+    Ok(match yaml {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(b) => Value::Bool(*b),
+        Yaml::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Value::Number(u.into())
+            } else if let Some(i) = n.as_i64() {
+                Value::Number(i.into())
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                Value::Number(
+                    Number::from_f64(f)
+                        .ok_or(DocError::NotJson { what: "a number that is not finite (.nan or .inf)".into() })?,
+                )
+            }
+        }
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Sequence(items) => {
+            Value::Array(items.iter().map(|v| to_json(v, depth + 1, nodes, limits)).collect::<Result<_, _>>()?)
+        }
+        Yaml::Mapping(map) => {
+            let mut out = Map::new();
+            for (k, v) in map {
+                let key = match k {
+                    Yaml::String(s) => s.clone(),
+                    // Unquoted `1: x` or `true: x` keys: keep them addressable, as JSON does.
+                    Yaml::Number(n) => n.to_string(),
+                    Yaml::Bool(b) => b.to_string(),
+                    _ => {
+                        return Err(DocError::NotJson { what: "a mapping key that is not a scalar".into() });
+                    }
+                };
+                if out.insert(key.clone(), to_json(v, depth + 1, nodes, limits)?).is_some() {
+                    return Err(DocError::DuplicateKey { key });
+                }
+            }
+            Value::Object(out)
+        }
+        Yaml::Tagged(tagged) => {
+            return Err(DocError::NotJson { what: format!("a YAML tag ({})", tagged.tag) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Value, DocError> {
+        parse(text, &Limits::default())
+    }
+
+    #[test]
+    fn plain_documents_parse() {
+        let v = p("a: 1\nb: [x, 'y']\nc: {d: \"e\"}\n").unwrap();
+        assert_eq!(v["a"], 1);
+        assert_eq!(v["b"][1], "y");
+    }
+
+    #[test]
+    fn anchors_and_aliases_are_refused() {
+        assert!(matches!(p("a: &x 1\nb: *x\n"), Err(DocError::Anchor { line: 1 })));
+        assert!(matches!(p("a: [*x]\n"), Err(DocError::Anchor { line: 1 })));
+        // Inside quotes and comments they are just text.
+        assert!(p("a: \"&x *y\"\nb: 'R&D * 2'\nc: 1 # &z\nd: a&b\ne: R & D\n").is_ok());
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        let err = p("a: 1\na: 2\n").unwrap_err();
+        assert!(err.to_string().contains("duplicate"), "{err}");
+    }
+
+    #[test]
+    fn limits_hold() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert!(p(&deep).is_err());
+        let big = "a: ".to_owned() + &"x".repeat(2 << 20);
+        assert!(matches!(p(&big), Err(DocError::TooLarge { .. })));
+        let many: String = (0..200_000).map(|i| format!("- {i}\n")).collect::<String>();
+        let limits = Limits { bytes_max: 8 << 20, ..Limits::default() };
+        assert!(matches!(parse(&many, &limits), Err(DocError::TooManyNodes { .. })));
+    }
+
+    #[test]
+    fn syntax_errors_carry_a_line() {
+        match p("a: 1\nb: [\n") {
+            Err(DocError::Syntax { line: Some(_), .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(p(".nan_key: .nan\n").is_err());
+        assert!(p("a: !custom 1\n").is_err());
+    }
+}

@@ -1,0 +1,10 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+pub mod doc;
+pub mod mandate;
+pub mod manifest;
+pub mod money;
+pub mod pattern;
+pub mod record;
+pub mod time;

@@ -1,0 +1,146 @@
+//! The typed caller mandate. The shape is the one in DECISIONS.md, kept key for key,
+//! because users and other tools write it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::RuntimeKind;
+use crate::money::{Amount, Currency, Fixed6, FxRate};
+use crate::pattern::{AgentPattern, ClassPattern, Principal};
+use crate::time::{Retention, Timestamp};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mandate {
+    pub holon_mandate: String,
+    pub id: String,
+    /// Set on sub-mandates only.
+    #[serde(default)]
+    pub parent: Option<String>,
+    pub issuer: Principal,
+    pub grantee: Principal,
+    pub valid: Validity,
+    pub budget: Budget,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    pub allow: Allow,
+    #[serde(default)]
+    pub deny: Deny,
+    #[serde(default)]
+    pub require: Require,
+    #[serde(default)]
+    pub data: DataRules,
+    #[serde(default)]
+    pub delegation: Delegation,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Validity {
+    pub from: Timestamp,
+    pub until: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    pub currency: Currency,
+    pub total: Amount,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_call: Option<Amount>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<Amount>,
+    /// 1 unit of the key currency = this many units of `currency`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fx: BTreeMap<Currency, FxRate>,
+}
+
+impl Budget {
+    /// The rate from `from` into this budget's currency; the identity for its own.
+    pub fn rate(&self, from: Currency) -> Option<FxRate> {
+        if from == self.currency { Some(FxRate::ONE) } else { self.fx.get(&from).copied() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    pub above: Amount,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Allow {
+    #[serde(default)]
+    pub capabilities: Vec<ClassPattern>,
+    #[serde(default)]
+    pub agents: Vec<AgentPattern>,
+    #[serde(default)]
+    pub published: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deny {
+    #[serde(default)]
+    pub agents: Vec<AgentPattern>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Require {
+    #[serde(default)]
+    pub charge_on_success: bool,
+    /// Absent = any runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtimes: Option<Vec<RuntimeKind>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_success_rate: Option<Fixed6>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_latency_p95_s: Option<Fixed6>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runs_30d: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_eval_score: Option<Fixed6>,
+}
+
+impl Require {
+    /// Whether any measured threshold is set (an agent without a record then fails).
+    pub fn has_thresholds(&self) -> bool {
+        self.min_success_rate.is_some()
+            || self.max_latency_p95_s.is_some()
+            || self.min_runs_30d.is_some()
+            || self.min_eval_score.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataRules {
+    /// Absent = no limit on retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retention: Option<Retention>,
+    /// `false` requires agents that do not train on the data; absent or `true` = no rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_use: Option<bool>,
+    /// `false` requires agents with an empty `egress` list; absent or `true` = no rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_egress: Option<bool>,
+}
+
+impl DataRules {
+    pub fn forbids_training(&self) -> bool {
+        self.training_use == Some(false)
+    }
+    pub fn forbids_egress(&self) -> bool {
+        self.allow_egress == Some(false)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delegation {
+    #[serde(default)]
+    pub max_depth: u32,
+}

@@ -1,0 +1,6 @@
+//! The agent manifest (`holon.yaml`): what an agent offers.
+mod model;
+mod validate;
+
+pub use model::*;
+pub use validate::{RESERVED_ERROR_CODES, validate};

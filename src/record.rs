@@ -1,0 +1,74 @@
+//! The Agent Record: what the platform measured about an agent, never written by its
+//! author. Admission reads its thresholds; ranking reads cost per success and latency.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::doc::Violation;
+use crate::money::Fixed6;
+use crate::pattern::AgentId;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRecord {
+    pub holon_record: String,
+    pub agent: AgentId,
+    /// Absent = applies to any version.
+    #[serde(default)]
+    pub version: Option<semver::Version>,
+    /// Share of successful runs, declared failures excluded. Absent = not measured.
+    #[serde(default)]
+    pub success_rate: Option<Fixed6>,
+    #[serde(default)]
+    pub latency_p50_s: Option<Fixed6>,
+    #[serde(default)]
+    pub latency_p95_s: Option<Fixed6>,
+    #[serde(default)]
+    pub runs_30d: Option<u64>,
+    #[serde(default)]
+    pub declared_failures: Option<u64>,
+    /// Platform evaluation score (cold start).
+    #[serde(default)]
+    pub eval_score: Option<Fixed6>,
+    /// Score per evaluation suite.
+    #[serde(default)]
+    pub benchmarks: BTreeMap<String, Fixed6>,
+}
+
+impl AgentRecord {
+    /// Success rate for thresholds and ranking: the measured one, or for an agent never
+    /// run (no runs in 30 days) the evaluation score, which "feeds success rate without
+    /// counting as usage" (mandate document, cold start).
+    pub fn effective_success_rate(&self) -> Option<Fixed6> {
+        match (self.success_rate, self.runs_30d) {
+            (Some(rate), _) => Some(rate),
+            (None, None | Some(0)) => self.eval_score,
+            (None, Some(_)) => None,
+        }
+    }
+}
+
+/// Rules that relate a record's fields (shapes are the schema's job).
+pub fn validate(record: &AgentRecord) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let unit = |v: Option<Fixed6>, path: &str, out: &mut Vec<Violation>| {
+        if v.is_some_and(|v| v > Fixed6::ONE) {
+            out.push(Violation::new(path, "must be between 0 and 1"));
+        }
+    };
+    unit(record.success_rate, "/success_rate", &mut out);
+    unit(record.eval_score, "/eval_score", &mut out);
+    for (suite, score) in &record.benchmarks {
+        unit(Some(*score), &format!("/benchmarks/{}", crate::doc::pointer_escape(suite)), &mut out);
+    }
+    if let (Some(p50), Some(p95)) = (record.latency_p50_s, record.latency_p95_s) {
+        if p50 > p95 {
+            out.push(Violation::new(
+                "/latency_p50_s",
+                format!("p50 latency {p50}s is above p95 latency {p95}s; a median cannot exceed the 95th percentile"),
+            ));
+        }
+    }
+    out
+}

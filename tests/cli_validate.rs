@@ -1,0 +1,57 @@
+//! `holon validate` through the real binary: exit codes, JSON shape, human output.
+
+use std::process::Command;
+
+fn holon(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn examples_are_valid() {
+    let (code, out, _) = holon(&["validate", "examples/"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("0 with problems"));
+}
+
+#[test]
+fn invalid_files_exit_1_with_every_error() {
+    let (code, out, _) =
+        holon(&["validate", "testdata/invalid/manifest-branch-ref.yaml", "examples/agents/fx-convert"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("/source/ref"), "{out}");
+    assert!(out.contains("ok examples/agents/fx-convert/holon.yaml"), "{out}");
+}
+
+#[test]
+fn unreadable_files_exit_2_with_the_line() {
+    let (code, out, _) = holon(&["validate", "testdata/unreadable/syntax-error.yaml", "examples/agents/fx-convert"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("line "), "{out}");
+    let (code, _, _) = holon(&["validate", "no/such/file.yaml"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn json_output_has_the_contract_shape() {
+    let (code, out, _) =
+        holon(&["validate", "--json", "testdata/invalid/mandate-typo-key.yaml", "examples/mandates/alice-root.yaml"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["kind"], "mandate");
+    assert_eq!(files[0]["valid"], false);
+    assert_eq!(files[0]["errors"][0]["path"], "/allow");
+    assert!(files[0]["errors"][0]["message"].as_str().unwrap().contains("publsihed"));
+    assert_eq!(files[1]["valid"], true);
+    assert_eq!(files[1]["errors"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let (code, _, _) = holon(&["validate"]);
+    assert_eq!(code, 2);
+    let (code, _, _) = holon(&["frobnicate"]);
+    assert_eq!(code, 2);
+}

@@ -1,0 +1,59 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use holon::doc::{self, Limits};
+use serde_json::Value;
+
+pub enum Edit {
+    Set(&'static str, Value),
+    Remove(&'static str),
+}
+
+pub fn set(pointer: &'static str, value: Value) -> Edit {
+    Edit::Set(pointer, value)
+}
+pub fn remove(pointer: &'static str) -> Edit {
+    Edit::Remove(pointer)
+}
+
+pub fn load_value(path: &str) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    doc::yaml::parse(&text, &Limits::default()).unwrap()
+}
+
+/// Applies edits at JSON Pointers (the parent must exist; the last token is created).
+pub fn apply(base: &Value, edits: &[Edit]) -> Value {
+    let mut doc = base.clone();
+    for edit in edits {
+        let pointer = match edit {
+            Edit::Set(p, _) | Edit::Remove(p) => *p,
+        };
+        let (parent, last) = pointer.rsplit_once('/').unwrap();
+        let target = doc.pointer_mut(parent).unwrap_or_else(|| panic!("no parent {parent}"));
+        match (edit, target) {
+            (Edit::Set(_, v), Value::Object(map)) => {
+                map.insert(last.to_owned(), v.clone());
+            }
+            (Edit::Set(_, v), Value::Array(items)) => {
+                items[last.parse::<usize>().unwrap()] = v.clone();
+            }
+            (Edit::Remove(_), Value::Object(map)) => {
+                map.remove(last).unwrap_or_else(|| panic!("nothing at {pointer}"));
+            }
+            (Edit::Remove(_), Value::Array(items)) => {
+                items.remove(last.parse::<usize>().unwrap());
+            }
+            _ => panic!("cannot edit {pointer}"),
+        }
+    }
+    doc
+}
+
+/// Every violation of a document, as "pointer: message" strings.
+pub fn violations(value: &Value) -> Vec<String> {
+    let checked = doc::check_value(value).unwrap();
+    match checked.result {
+        Ok(_) => vec![],
+        Err(v) => v.iter().map(|v| format!("{}: {}", v.path, v.message)).collect(),
+    }
+}

@@ -1,0 +1,75 @@
+//! Bad input of any kind gets a clear error and never a panic.
+
+use holon::doc::{self, DocError, Limits};
+use proptest::prelude::*;
+
+fn check(text: &str) -> Result<doc::Checked, DocError> {
+    doc::check_str(text, &Limits::default())
+}
+
+#[test]
+fn billion_laughs_is_refused_before_expansion() {
+    let mut text = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    for i in 1..10 {
+        let prev = (b'a' + i - 1) as char;
+        let name = (b'a' + i) as char;
+        text.push_str(&format!(
+            "{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+        ));
+    }
+    assert!(matches!(check(&text), Err(DocError::Anchor { line: 1 })));
+}
+
+#[test]
+fn deep_nesting_is_refused() {
+    let text = format!("holon: {}{}", "[".repeat(10_000), "]".repeat(10_000));
+    assert!(check(&text).is_err());
+    let text = "a:\n".to_owned() + &(1..200).map(|i| format!("{}b{i}:\n", "  ".repeat(i))).collect::<String>();
+    assert!(check(&text).is_err());
+}
+
+#[test]
+fn oversized_files_are_refused() {
+    let text = format!("holon: \"0.1\"\ndescription: \"{}\"\n", "x".repeat(2 << 20));
+    assert!(matches!(check(&text), Err(DocError::TooLarge { .. })));
+}
+
+#[test]
+fn duplicate_keys_and_unknown_documents() {
+    assert!(check("holon_mandate: \"0.1\"\nid: a\nid: b\n").is_err());
+    assert!(matches!(check("kind: Pod\n"), Err(DocError::UnknownKind)));
+    assert!(matches!(check("- 1\n- 2\n"), Err(DocError::UnknownKind)));
+    assert!(matches!(check("holon: \"0.1\"\nholon_mandate: \"0.1\"\n"), Err(DocError::UnknownKind)));
+    assert!(check("").is_err());
+}
+
+#[test]
+fn wrong_types_are_violations_not_crashes() {
+    for text in [
+        "holon_mandate: \"0.1\"\nid: 5\nissuer: [1]\ngrantee: {a: 1}\nvalid: x\nbudget: 3\nallow: null\n",
+        "holon: 0.1\n",
+        "holon_record: \"0.1\"\nagent: a/b\nbenchmarks: [1, 2]\n",
+    ] {
+        let checked = check(text).unwrap();
+        assert!(checked.result.is_err(), "{text}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Arbitrary text never panics the document layer.
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let _ = check(&text);
+    }
+
+    /// Arbitrary YAML-ish structure under a known top key never panics either.
+    #[test]
+    fn yamlish_never_panics(
+        key in prop::sample::select(vec!["holon", "holon_mandate", "holon_record"]),
+        body in prop::collection::vec("[a-z_]{1,8}: (\"[0-9.]{0,8}\"|[0-9.e-]{1,8}|\\[\\]|\\{\\}|null|true|[a-z/*.]{1,10})", 0..12),
+    ) {
+        let text = format!("{key}: \"0.1\"\n{}\n", body.join("\n"));
+        let _ = check(&text);
+    }
+}

@@ -1,0 +1,76 @@
+//! The committed JSON Schemas and the Rust validator never drift apart:
+//! - every example validates against its schema alone and against the full validator;
+//! - every invalid fixture is refused by the validator at the pointer it names, and the
+//!   schema alone refuses exactly the fixtures whose rule is structural (`# schema: rejects`).
+
+use std::path::{Path, PathBuf};
+
+use holon::doc::{self, Limits, schema};
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml") {
+            out.push(path);
+        }
+    }
+}
+
+fn header<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("# {key}: ")))
+        .unwrap_or_else(|| panic!("missing `# {key}:` header"))
+}
+
+#[test]
+fn examples_pass_schema_and_validator() {
+    let mut files = Vec::new();
+    yaml_files(Path::new("examples/agents"), &mut files);
+    yaml_files(Path::new("examples/mandates"), &mut files);
+    assert!(files.len() >= 10, "examples went missing: {files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let value = doc::yaml::parse(&text, &Limits::default()).unwrap();
+        let kind = doc::detect_kind(&value).unwrap();
+        assert_eq!(schema::check(kind, &value), vec![], "{} against the schema", path.display());
+        let checked = doc::check_value(&value).unwrap();
+        assert!(checked.result.is_ok(), "{}: {:?}", path.display(), checked.result.err());
+    }
+}
+
+#[test]
+fn invalid_fixtures_are_refused() {
+    let mut files = Vec::new();
+    yaml_files(Path::new("testdata/invalid"), &mut files);
+    assert!(files.len() >= 10);
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expect = header(&text, "expect");
+        let structural = match header(&text, "schema") {
+            "rejects" => true,
+            "accepts" => false,
+            other => panic!("{}: bad schema header {other}", path.display()),
+        };
+        let value = doc::yaml::parse(&text, &Limits::default()).unwrap();
+        let kind = doc::detect_kind(&value).unwrap();
+        let shape = schema::check(kind, &value);
+        assert_eq!(!shape.is_empty(), structural, "{}: schema said {shape:?}", path.display());
+        let violations = doc::check_value(&value).unwrap().result.unwrap_err();
+        assert!(
+            violations.iter().any(|v| v.path == expect),
+            "{}: expected a violation at {expect}, got {violations:?}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn unreadable_fixtures_are_parse_errors() {
+    let mut files = Vec::new();
+    yaml_files(Path::new("testdata/unreadable"), &mut files);
+    for path in files {
+        assert!(doc::check_file(&path, &Limits::default()).is_err(), "{}", path.display());
+    }
+}
