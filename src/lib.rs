@@ -1,10 +1,17 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+pub mod admission;
+pub mod attenuation;
+pub mod catalog;
+pub mod delegation;
 pub mod doc;
 pub mod mandate;
 pub mod manifest;
 pub mod money;
 pub mod pattern;
+pub mod ranking;
 pub mod record;
+pub mod scenario;
+pub mod settlement;
 pub mod time;

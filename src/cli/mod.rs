@@ -1,6 +1,8 @@
 //! Command-line front end: argument parsing (clap) and dispatch. Each verb lives in its
 //! own module; they share `style` for terminal output.
 
+mod mandate;
+mod search;
 mod style;
 mod validate;
 
@@ -14,6 +16,7 @@ pub mod exit {
     pub const OK: u8 = 0;
     pub const FAILED: u8 = 1;
     pub const BAD_INPUT: u8 = 2;
+    pub const HELD: u8 = 3;
 }
 
 #[derive(Parser)]
@@ -36,6 +39,73 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Decide, narrow, derive and simulate under caller mandates.
+    #[command(subcommand)]
+    Mandate(MandateCommand),
+    /// Rank only the agents a mandate permits.
+    Search {
+        /// Words to match against ids, classes, names and descriptions.
+        query: Option<String>,
+        #[arg(long)]
+        mandate: PathBuf,
+        #[arg(long)]
+        agents: PathBuf,
+        #[arg(long)]
+        records: Option<PathBuf>,
+        /// The decision time (RFC 3339); default now.
+        #[arg(long)]
+        at: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum MandateCommand {
+    /// May the grantee call these agents? Exit 0 all allowed, 3 some held, 1 some denied.
+    Check {
+        mandate: PathBuf,
+        /// holon.yaml files or directories searched recursively.
+        #[arg(required = true)]
+        agents: Vec<PathBuf>,
+        /// The caller's ceiling for the call, in the mandate's currency.
+        #[arg(long)]
+        max_cost: Option<String>,
+        #[arg(long)]
+        spent_total: Option<String>,
+        #[arg(long)]
+        spent_today: Option<String>,
+        /// The decision time (RFC 3339); default now.
+        #[arg(long)]
+        at: Option<String>,
+        #[arg(long)]
+        records: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Is CHILD within PARENT? Exit 0 valid, 1 not.
+    Attenuate {
+        parent: PathBuf,
+        child: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the sub-mandate the gateway derives for AGENT's delegated run.
+    Derive {
+        parent: PathBuf,
+        agent: PathBuf,
+        #[arg(long)]
+        max_cost: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a delegated call tree described in a scenario file.
+    Simulate {
+        mandate: PathBuf,
+        scenario: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run() -> ExitCode {
@@ -49,6 +119,37 @@ pub fn run() -> ExitCode {
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
         Command::Validate { paths, json } => validate::run(&paths, json, &style),
+        Command::Search { query, mandate, agents, records, at, json } => search::run(
+            query.as_deref().unwrap_or(""),
+            &mandate,
+            &agents,
+            records.as_deref(),
+            at.as_deref(),
+            json,
+            &style,
+        ),
+        Command::Mandate(MandateCommand::Check {
+            mandate,
+            agents,
+            max_cost,
+            spent_total,
+            spent_today,
+            at,
+            records,
+            json,
+        }) => mandate::check(
+            &mandate::CheckArgs { mandate, agents, max_cost, spent_total, spent_today, at, records, json },
+            &style,
+        ),
+        Command::Mandate(MandateCommand::Attenuate { parent, child, json }) => {
+            mandate::attenuate(&parent, &child, json, &style)
+        }
+        Command::Mandate(MandateCommand::Derive { parent, agent, max_cost, json }) => {
+            mandate::derive(&parent, &agent, &max_cost, json, &style)
+        }
+        Command::Mandate(MandateCommand::Simulate { mandate, scenario, json }) => {
+            mandate::simulate(&mandate, &scenario, json, &style)
+        }
     };
     match code {
         Ok(code) => ExitCode::from(code),

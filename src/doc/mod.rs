@@ -284,3 +284,11 @@ pub fn manifest_from_str(text: &str) -> Result<Manifest, LoadError> {
 pub fn to_yaml<T: Serialize>(doc: &T) -> Result<String, DocError> {
     yaml::to_string(doc)
 }
+
+/// Parses YAML text into any typed value with the document limits (for auxiliary files
+/// such as simulation scenarios). Shape errors name their path.
+pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, LoadError> {
+    let value = yaml::parse(text, &Limits::default())
+        .map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
+    typed(&value).map_err(|violations| LoadError::Invalid { path: origin.into(), kind: "file", violations })
+}

@@ -1,0 +1,148 @@
+//! Reason codes: the stable, snake_case API users switch on. A set of them fits one `u32`,
+//! so the hot path can report every failing condition without allocating.
+
+use std::fmt;
+
+use serde::Serialize;
+
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $bit:literal => $text:literal,)*) => {
+        /// Why a call is denied (or, for `ApprovalRequired`, held).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Code { $($(#[$doc])* $name = $bit,)* }
+
+        impl Code {
+            pub const ALL: &'static [Code] = &[$(Code::$name,)*];
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Code::$name => $text,)* }
+            }
+        }
+    };
+}
+
+codes! {
+    MandateNotYetValid = 0 => "mandate_not_yet_valid",
+    MandateExpired = 1 => "mandate_expired",
+    AgentDenied = 2 => "agent_denied",
+    NotAllowed = 3 => "not_allowed",
+    PublishedNotAllowed = 4 => "published_not_allowed",
+    DelegationDepthExceeded = 5 => "delegation_depth_exceeded",
+    DownstreamNotAllowed = 6 => "downstream_not_allowed",
+    ChargeOnSuccessRequired = 7 => "charge_on_success_required",
+    RuntimeNotAllowed = 8 => "runtime_not_allowed",
+    RetentionTooLong = 9 => "retention_too_long",
+    TrainingUseNotAllowed = 10 => "training_use_not_allowed",
+    EgressNotAllowed = 11 => "egress_not_allowed",
+    RecordMissing = 12 => "record_missing",
+    SuccessRateBelowMin = 13 => "success_rate_below_min",
+    LatencyP95AboveMax = 14 => "latency_p95_above_max",
+    RunsBelowMin = 15 => "runs_below_min",
+    EvalScoreBelowMin = 16 => "eval_score_below_min",
+    CurrencyWithoutRate = 17 => "currency_without_rate",
+    MaxCostBelowPrice = 18 => "max_cost_below_price",
+    PerCallExceeded = 19 => "per_call_exceeded",
+    TotalExceeded = 20 => "total_exceeded",
+    PerDayExceeded = 21 => "per_day_exceeded",
+    ApprovalUnavailableInDelegation = 22 => "approval_unavailable_in_delegation",
+    /// Money arithmetic overflowed: the engine cannot decide, so it denies.
+    AmountOverflow = 23 => "amount_overflow",
+    /// Inside a delegated run: the sub-call is not among the orchestrator's declared calls.
+    CallNotDeclared = 24 => "call_not_declared",
+    /// Inside a delegated run: the sub-call's worst case is above its declared `max_cost`.
+    CallMaxCostExceeded = 25 => "call_max_cost_exceeded",
+    /// Inside a delegated run: the sub-call would exceed what is left of the downstream cap.
+    DownstreamCapExceeded = 26 => "downstream_cap_exceeded",
+    /// The engine could not decide (internal fault, unknown id): fail closed.
+    InternalError = 27 => "internal_error",
+    /// The derived sub-mandate of an orchestrator would widen its parent: the call is
+    /// denied before anything runs.
+    SubMandateWidens = 28 => "sub_mandate_widens",
+    /// Held, not denied: the worst case is above `approval.above`.
+    ApprovalRequired = 31 => "approval_required",
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A set of codes in one word: allocation-free "every failing condition".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CodeSet(u32);
+
+impl CodeSet {
+    pub const EMPTY: CodeSet = CodeSet(0);
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    pub const fn from_bits(bits: u32) -> Self {
+        CodeSet(bits)
+    }
+    pub fn insert(&mut self, code: Code) {
+        self.0 |= 1u32 << (code as u8);
+    }
+    pub const fn with(self, code: Code) -> Self {
+        CodeSet(self.0 | 1u32 << (code as u8))
+    }
+    pub const fn contains(self, code: Code) -> bool {
+        self.0 & (1u32 << (code as u8)) != 0
+    }
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    pub const fn union(self, other: CodeSet) -> Self {
+        CodeSet(self.0 | other.0)
+    }
+    /// Codes in a stable order (their numbers).
+    pub fn iter(self) -> impl Iterator<Item = Code> {
+        Code::ALL.iter().copied().filter(move |c| self.contains(*c))
+    }
+    pub fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+}
+
+/// A code with the sentence that explains it for this call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reason {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Reason {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Reason { code, message: message.into() }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_fit_a_word() {
+        let mut seen = std::collections::HashSet::new();
+        for c in Code::ALL {
+            assert!((*c as u8) < 32);
+            assert!(seen.insert(c.as_str()));
+            assert!(c.as_str().bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+        }
+        let set = CodeSet::EMPTY.with(Code::TotalExceeded).with(Code::AgentDenied);
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![Code::AgentDenied, Code::TotalExceeded]);
+        assert_eq!(set.len(), 2);
+    }
+}

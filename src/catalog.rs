@@ -1,0 +1,149 @@
+//! A set of known agents: manifests with their records, loaded from directories.
+//! Admission asks it for the manifests of declared downstream agents; ranking and the
+//! CLI iterate it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::doc::{self, DocKind, Document, Limits, LoadError};
+use crate::manifest::Manifest;
+use crate::pattern::AgentId;
+use crate::record::AgentRecord;
+
+/// Most agents one catalog holds when loaded from disk.
+pub const AGENTS_MAX: usize = 100_000;
+/// Deepest directory nesting walked.
+const DIR_DEPTH_MAX: usize = 32;
+
+/// Finds the manifest of a declared downstream agent.
+pub trait AgentLookup {
+    /// The newest known manifest of `id` whose version satisfies `range`.
+    fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest>;
+}
+
+/// A lookup that knows no agent (fail closed: undeclarable agents stay unmatched).
+pub struct NoAgents;
+impl AgentLookup for NoAgents {
+    fn find(&self, _: &AgentId, _: &semver::VersionReq) -> Option<&Manifest> {
+        None
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub manifest: Manifest,
+    pub record: Option<AgentRecord>,
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub entries: Vec<Entry>,
+}
+
+impl AgentLookup for Catalog {
+    fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest> {
+        self.entries
+            .iter()
+            .map(|e| &e.manifest)
+            .filter(|m| &m.id == id && range.matches(&m.version))
+            .max_by(|a, b| a.version.cmp(&b.version))
+    }
+}
+
+impl Catalog {
+    pub fn get(&self, id: &AgentId) -> Option<&Entry> {
+        self.entries.iter().filter(|e| &e.manifest.id == id).max_by(|a, b| a.manifest.version.cmp(&b.manifest.version))
+    }
+
+    /// Loads manifests from files or directories (recursively). A `record.yaml` beside a
+    /// manifest is its record; `records_dir`, if given, supplies records by agent id.
+    pub fn load(paths: &[PathBuf], records_dir: Option<&Path>) -> Result<Catalog, LoadError> {
+        let limits = Limits::default();
+        let mut files = Vec::new();
+        for p in paths {
+            collect(p, 0, &mut files)
+                .map_err(|e| LoadError::Unreadable { path: p.display().to_string(), source: e })?;
+        }
+        let mut records: BTreeMap<AgentId, Vec<AgentRecord>> = BTreeMap::new();
+        if let Some(dir) = records_dir {
+            let mut rfiles = Vec::new();
+            collect(dir, 0, &mut rfiles)
+                .map_err(|e| LoadError::Unreadable { path: dir.display().to_string(), source: e })?;
+            for f in rfiles {
+                if let Some(Document::Record(r)) = load_if(&f, DocKind::Record, &limits)? {
+                    records.entry(r.agent.clone()).or_default().push(*r);
+                }
+            }
+        }
+        let mut entries = Vec::new();
+        for f in files {
+            let Some(Document::Manifest(m)) = load_if(&f, DocKind::Manifest, &limits)? else { continue };
+            let beside = f.with_file_name("record.yaml");
+            let mut record = match beside.exists() {
+                true => Some(doc::load_record(&beside)?),
+                false => None,
+            };
+            if let Some(rs) = records.get(&m.id) {
+                record = rs
+                    .iter()
+                    .find(|r| r.version.as_ref() == Some(&m.version))
+                    .or_else(|| rs.iter().find(|r| r.version.is_none()))
+                    .cloned()
+                    .or(record);
+            }
+            // A record for another agent, or another version, does not apply.
+            let record = record.filter(|r| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version));
+            if entries.len() >= AGENTS_MAX {
+                return Err(LoadError::Unreadable {
+                    path: f.display().to_string(),
+                    source: doc::DocError::Io(format!("more than {AGENTS_MAX} agents")),
+                });
+            }
+            entries.push(Entry { manifest: *m, record, path: f });
+        }
+        Ok(Catalog { entries })
+    }
+}
+
+/// Loads a file if it is a document of `kind`; other holon documents are skipped,
+/// unreadable or invalid ones are errors.
+fn load_if(path: &Path, kind: DocKind, limits: &Limits) -> Result<Option<Document>, LoadError> {
+    let origin = path.display().to_string();
+    let text = doc::read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    let value =
+        doc::yaml::parse(&text, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    match doc::detect_kind(&value) {
+        Ok(k) if k == kind => {}
+        _ => return Ok(None),
+    }
+    let checked = doc::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    checked.result.map(Some).map_err(|violations| LoadError::Invalid { path: origin, kind: kind.as_str(), violations })
+}
+
+fn collect(path: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), doc::DocError> {
+    if depth > DIR_DEPTH_MAX {
+        return Err(doc::DocError::Io(format!("directories nested deeper than {DIR_DEPTH_MAX}")));
+    }
+    if !path.is_dir() {
+        if !path.exists() {
+            return Err(doc::DocError::Io("no such file or directory".into()));
+        }
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| doc::DocError::Io(e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            collect(&p, depth + 1, out)?;
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}

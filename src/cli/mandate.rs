@@ -1,0 +1,212 @@
+//! `holon mandate check | attenuate | derive | simulate`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use holon::admission::{self, CallContext, Verdict};
+use holon::attenuation;
+use holon::catalog::{Catalog, NoAgents};
+use holon::delegation;
+use holon::doc;
+use holon::money::Amount;
+use holon::scenario::{self, Receipt};
+use holon::time::Timestamp;
+use serde_json::json;
+
+use super::exit;
+use super::style::Style;
+
+/// Input problems exit 2; `anyhow` carries the message to `cli::run`.
+fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
+    v.as_deref().map(|s| Amount::parse(s).with_context(|| format!("--{flag}"))).transpose()
+}
+
+pub struct CheckArgs {
+    pub mandate: PathBuf,
+    pub agents: Vec<PathBuf>,
+    pub max_cost: Option<String>,
+    pub spent_total: Option<String>,
+    pub spent_today: Option<String>,
+    pub at: Option<String>,
+    pub records: Option<PathBuf>,
+    pub json: bool,
+}
+
+pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
+    let mandate = doc::load_mandate(&args.mandate)?;
+    let catalog = Catalog::load(&args.agents, args.records.as_deref())?;
+    if catalog.entries.is_empty() {
+        anyhow::bail!("no agent manifest found in {:?}", args.agents);
+    }
+    let at = match &args.at {
+        Some(t) => Timestamp::parse(t).context("--at")?,
+        None => Timestamp::now(),
+    };
+    let spent_total = amount("spent-total", &args.spent_total)?.unwrap_or_default();
+    let ctx = CallContext {
+        max_cost: amount("max-cost", &args.max_cost)?,
+        spent_total,
+        spent_today: amount("spent-today", &args.spent_today)?.unwrap_or_default(),
+        ..CallContext::at(at)
+    };
+    let cur = mandate.budget.currency.to_string();
+    let mut results = Vec::new();
+    for e in &catalog.entries {
+        let fit = admission::fit(&mandate, &e.manifest, e.record.as_ref(), &catalog);
+        results.push((e, admission::assess(&mandate, &fit, &ctx)));
+    }
+    let code = if results.iter().any(|(_, a)| a.verdict == Verdict::Denied) {
+        exit::FAILED
+    } else if results.iter().any(|(_, a)| a.verdict == Verdict::Held) {
+        exit::HELD
+    } else {
+        exit::OK
+    };
+    if args.json {
+        let out = json!({
+            "mandate": mandate.id,
+            "results": results.iter().map(|(e, a)| json!({
+                "agent": e.manifest.id,
+                "version": e.manifest.version.to_string(),
+                "decision": a.verdict,
+                "worst_case": a.worst_case.to_string(),
+                "currency": cur,
+                "reasons": a.reasons,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(code);
+    }
+    println!(
+        "{} {} {}",
+        style.bold("mandate"),
+        mandate.id,
+        style.dim(&format!("({} → {}, at {at})", mandate.issuer, mandate.grantee))
+    );
+    let width = results
+        .iter()
+        .map(|(e, _)| e.manifest.id.as_str().len() + e.manifest.version.to_string().len() + 1)
+        .max()
+        .unwrap_or(0);
+    for (e, a) in &results {
+        let name = format!("{}@{}", e.manifest.id, e.manifest.version);
+        let verdict = match a.verdict {
+            Verdict::Allowed => style.good("allowed"),
+            Verdict::Held => style.warn("held   "),
+            Verdict::Denied => style.bad("denied "),
+        };
+        println!("  {verdict} {name:<width$}  worst case {} {cur}", a.worst_case);
+        for r in &a.reasons {
+            println!("      {} {}", style.dim(r.code.as_str()), r.message);
+        }
+    }
+    Ok(code)
+}
+
+pub fn attenuate(parent: &Path, child: &Path, json: bool, style: &Style) -> anyhow::Result<u8> {
+    let parent = doc::load_mandate(parent)?;
+    let child = doc::load_mandate(child)?;
+    let widenings = attenuation::attenuate(&parent, &child, &NoAgents);
+    if json {
+        let out = json!({
+            "valid": widenings.is_empty(),
+            "reasons": widenings.iter().map(|w| json!({"code": w.code, "message": w.message, "parent": w.parent, "child": w.child})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if widenings.is_empty() {
+        println!("{} {} narrows {}", style.good("valid"), child.id, parent.id);
+    } else {
+        println!("{} {} widens {}:", style.bad("invalid"), child.id, parent.id);
+        for w in &widenings {
+            println!("  {} {}", style.bold(w.code), w.message);
+            println!("      parent: {}   child: {}", w.parent, w.child);
+        }
+    }
+    Ok(if widenings.is_empty() { exit::OK } else { exit::FAILED })
+}
+
+pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool, style: &Style) -> anyhow::Result<u8> {
+    let parent = doc::load_mandate(parent)?;
+    let manifest_path = if agent.is_dir() { agent.join("holon.yaml") } else { agent.to_path_buf() };
+    let catalog = Catalog::load(&[agent.parent().unwrap_or(Path::new(".")).to_path_buf()], None).unwrap_or_default();
+    let manifest = doc::load_manifest(&manifest_path)?;
+    if manifest.calls.is_empty() {
+        anyhow::bail!("{} declares no downstream calls: there is no sub-mandate to derive", manifest.id);
+    }
+    let fit = admission::fit(&parent, &manifest, None, &catalog);
+    let (wc, codes) =
+        admission::budget::worst_case(fit.own_ceiling, fit.passthrough_cap, amount("max-cost", max_cost)?);
+    if !codes.is_empty() || fit.reasons.iter().any(|r| r.code == admission::Code::CurrencyWithoutRate) {
+        anyhow::bail!(
+            "cannot compute the sub-budget of {}: {:?}",
+            manifest.id,
+            codes.iter().chain(fit.codes.iter()).map(|c| c.as_str()).collect::<Vec<_>>()
+        );
+    }
+    match delegation::derive(&parent, &manifest, wc.sub_budget, &catalog) {
+        Ok(sub) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"derived": true, "mandate": sub}))?);
+            } else {
+                print!("{}", doc::to_yaml(&sub)?);
+            }
+            Ok(exit::OK)
+        }
+        Err(refusal) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"derived": false, "reasons": refusal.reasons}))?);
+            } else {
+                println!("{} the sub-mandate for {} would widen {}:", style.bad("refused"), manifest.id, parent.id);
+                for w in &refusal.reasons {
+                    println!("  {} {} (parent {}, derived {})", style.bold(w.code), w.message, w.parent, w.child);
+                }
+            }
+            Ok(exit::FAILED)
+        }
+    }
+}
+
+pub fn simulate(mandate: &Path, scenario_path: &Path, json: bool, style: &Style) -> anyhow::Result<u8> {
+    let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate))?;
+    let report = scenario::run(&s, &mandate, &catalog)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{} {} {}", style.bold("simulation under"), report.mandate, style.dim(&format!("at {}", s.at)));
+        for (i, r) in report.receipts.iter().enumerate() {
+            println!("{}", style.bold(&format!("call {}", i + 1)));
+            print_receipt(r, &report.currency, 1, style);
+        }
+        println!("{} {} {}", style.bold("billed in total"), report.billed, report.currency);
+    }
+    Ok(exit::OK)
+}
+
+fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) {
+    let pad = "  ".repeat(depth);
+    let verdict = match r.decision {
+        Verdict::Allowed => style.good("allowed"),
+        Verdict::Held => style.warn("held"),
+        Verdict::Denied => style.bad("denied"),
+    };
+    let approved = r.approved_by.as_ref().map(|a| format!(" (approved by {a})")).unwrap_or_default();
+    println!("{pad}{verdict}{approved} {}  worst case {} {cur}  billed {} {cur}", r.agent, r.worst_case, r.billed);
+    for reason in &r.reasons {
+        println!("{pad}    {} {}", style.dim(reason.code.as_str()), reason.message);
+    }
+    if let Some(st) = &r.settlement {
+        if !r.children.is_empty() || st.downstream > Amount::ZERO {
+            println!("{pad}    own {} + downstream {} = {} {cur}", st.own, st.downstream, st.billed);
+        }
+    }
+    if !r.children.is_empty() {
+        println!(
+            "{pad}    {} sub-call(s) under {}:",
+            r.children.len(),
+            r.children.first().map_or("", |c| c.mandate.as_str())
+        );
+    }
+    for c in &r.children {
+        print_receipt(c, cur, depth + 2, style);
+    }
+}

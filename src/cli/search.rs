@@ -1,0 +1,71 @@
+//! `holon search [QUERY] --mandate M --agents DIR`: rank only what the mandate permits.
+
+use std::path::{Path, PathBuf};
+
+use holon::catalog::Catalog;
+use holon::doc;
+use holon::ranking;
+use holon::time::Timestamp;
+use serde_json::json;
+
+use super::exit;
+use super::style::Style;
+
+pub fn run(
+    query: &str,
+    mandate: &Path,
+    agents: &Path,
+    records: Option<&Path>,
+    at: Option<&str>,
+    json: bool,
+    style: &Style,
+) -> anyhow::Result<u8> {
+    let mandate = doc::load_mandate(mandate)?;
+    let catalog = Catalog::load(&[PathBuf::from(agents)], records)?;
+    // An expired mandate ranks nothing: every agent is excluded with `mandate_expired`.
+    let at = match at {
+        Some(t) => Timestamp::parse(t)?,
+        None => Timestamp::now(),
+    };
+    let r = ranking::rank(&mandate, &catalog, query, at);
+    let cur = mandate.budget.currency;
+    if json {
+        let out = json!({
+            "ranked": r.ranked.iter().map(|x| json!({
+                "agent": x.agent,
+                "worst_case": x.worst_case.to_string(),
+                "cost_per_success": x.cost_per_success.map(|c| c.to_string()),
+                "latency_p95_s": x.latency_p95_s.map(|l| l.to_string()),
+            })).collect::<Vec<_>>(),
+            "excluded": r.excluded.iter().map(|x| json!({"agent": x.agent, "reason": x.reason})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(exit::OK);
+    }
+    let width = r
+        .ranked
+        .iter()
+        .map(|x| x.agent.as_str().len())
+        .chain(r.excluded.iter().map(|x| x.agent.as_str().len()))
+        .max()
+        .unwrap_or(0);
+    println!("{} {}", style.bold("ranked under"), mandate.id);
+    for (i, x) in r.ranked.iter().enumerate() {
+        let cps = x.cost_per_success.map_or_else(|| "unknown".to_owned(), |c| format!("{c} {cur}"));
+        let p95 = x.latency_p95_s.map_or_else(|| "unknown".to_owned(), |l| format!("{l}s"));
+        let held = if x.held { style.warn(" (held for approval)") } else { String::new() };
+        println!(
+            "  {:>2}. {:<width$}  worst {} {cur}  per success {cps}  p95 {p95}{held}",
+            i + 1,
+            x.agent.as_str(),
+            x.worst_case
+        );
+    }
+    if !r.excluded.is_empty() {
+        println!("{}", style.bold("excluded"));
+        for x in &r.excluded {
+            println!("      {:<width$}  {} {}", x.agent.as_str(), style.bad(x.reason.code.as_str()), x.reason.message);
+        }
+    }
+    Ok(exit::OK)
+}

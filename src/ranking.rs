@@ -1,0 +1,122 @@
+//! Ranking under a mandate (mandate document §5 and cold start): drop the agents the
+//! mandate denies (each with its first reason), then order the rest by
+//! 1. relevance to the query (higher first),
+//! 2. cost per successful run = worst case / success rate (lower first; unknown last),
+//! 3. p95 latency (lower first; unknown last), then id for a stable order.
+//!
+//! Relevance is an integer so that ties are common and cost decides among equally
+//! relevant agents: for each distinct query word (lower-cased, split on non-alphanumerics),
+//! 3 points if it is a word of the agent's id or one of its capability classes, else 2 if
+//! it is a word of its name, else 1 if it occurs in its description. No query: all 0.
+//! The success rate is the measured one, or for an agent with no runs, its eval score.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::admission::{self, CallContext, Reason, Verdict};
+use crate::catalog::Catalog;
+use crate::mandate::Mandate;
+use crate::money::{Amount, Fixed6, MICROS_PER_UNIT};
+use crate::pattern::AgentId;
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ranked {
+    pub agent: AgentId,
+    pub relevance: u32,
+    pub worst_case: Amount,
+    pub cost_per_success: Option<Amount>,
+    pub latency_p95_s: Option<Fixed6>,
+    pub held: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Excluded {
+    pub agent: AgentId,
+    pub reason: Reason,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Ranking {
+    pub ranked: Vec<Ranked>,
+    pub excluded: Vec<Excluded>,
+}
+
+fn words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+pub fn relevance(query: &str, entry: &crate::manifest::Manifest) -> u32 {
+    let strong: BTreeSet<String> =
+        words(entry.id.as_str()).into_iter().chain(entry.classes().flat_map(|c| words(c.as_str()))).collect();
+    let name = words(entry.name.as_deref().unwrap_or(""));
+    let description = words(entry.description.as_deref().unwrap_or(""));
+    words(query)
+        .iter()
+        .map(|w| {
+            if strong.contains(w) {
+                3
+            } else if name.contains(w) {
+                2
+            } else if description.contains(w) {
+                1
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+/// `worst / rate`, rounded up; `None` for an unknown or zero rate.
+pub fn cost_per_success(worst: Amount, rate: Option<Fixed6>) -> Option<Amount> {
+    let rate = rate.filter(|r| r.millionths() > 0)?.millionths();
+    let num = u128::from(worst.micros()) * u128::from(MICROS_PER_UNIT);
+    let v = num.div_ceil(u128::from(rate));
+    u64::try_from(v).ok().map(Amount::from_micros)
+}
+
+/// Ranks the catalog under a mandate for a capability search.
+pub fn rank(mandate: &Mandate, catalog: &Catalog, query: &str, at: Timestamp) -> Ranking {
+    let mut out = Ranking::default();
+    let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
+    for entry in &catalog.entries {
+        let fit = admission::fit(mandate, &entry.manifest, entry.record.as_ref(), catalog);
+        let a = admission::assess(mandate, &fit, &ctx);
+        if a.verdict == Verdict::Denied {
+            if let Some(first) = a.reasons.into_iter().next() {
+                out.excluded.push(Excluded { agent: entry.manifest.id.clone(), reason: first });
+            }
+            continue;
+        }
+        let rate = entry.record.as_ref().and_then(|r| r.effective_success_rate());
+        out.ranked.push(Ranked {
+            agent: entry.manifest.id.clone(),
+            relevance: if query.is_empty() { 0 } else { relevance(query, &entry.manifest) },
+            worst_case: a.worst_case,
+            cost_per_success: cost_per_success(a.worst_case, rate),
+            latency_p95_s: entry.record.as_ref().and_then(|r| r.latency_p95_s),
+            held: a.verdict == Verdict::Held,
+        });
+    }
+    if !query.is_empty() {
+        out.ranked.retain(|r| r.relevance > 0);
+    }
+    out.ranked.sort_by(|a, b| {
+        b.relevance
+            .cmp(&a.relevance)
+            .then_with(|| cmp_unknown_last(a.cost_per_success, b.cost_per_success))
+            .then_with(|| cmp_unknown_last(a.latency_p95_s, b.latency_p95_s))
+            .then_with(|| a.agent.cmp(&b.agent))
+    });
+    out
+}
+
+fn cmp_unknown_last<T: Ord>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {
+    match (a, b) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    }
+}

@@ -1,0 +1,341 @@
+//! `holon mandate simulate`: replays a delegated call tree described in a small YAML
+//! scenario through the decision logic, producing decisions, bills and the receipt tree.
+//!
+//! ```yaml
+//! holon_scenario: "0.1"
+//! mandate: ../mandates/alice-root.yaml   # paths relative to the scenario file
+//! agents: ../agents                      # manifests (with record.yaml beside them)
+//! at: "2026-11-20T10:00:00Z"             # the clock of the simulation
+//! calls:                                 # top-level calls, in order (at most 100)
+//!   - agent: holon-labs/invoice-pipeline
+//!     max_cost: "0.60"                   # optional, in the mandate's currency
+//!     approve_as: alice                  # optional: who approves if the call is held
+//!     outcome: success                   # success | invalid_output | error:CODE | gateway:CODE
+//!     charge: "0.10"                     # optional own charge; default its price ceiling
+//!     sub_calls:                         # optional, at most 100
+//!       - { capability: extraction.table, cost: "0.004" }   # or `agent: ns/name`
+//! ```
+//! Sub-call costs are in the mandate's currency. A capability sub-call goes to the
+//! admissible implementer with the lowest worst case (then id).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::admission::{self, CallContext, Code, Reason, Verdict};
+use crate::catalog::{Catalog, Entry};
+use crate::delegation::{self, Target};
+use crate::doc::{self, LoadError};
+use crate::mandate::Mandate;
+use crate::money::Amount;
+use crate::pattern::{AgentId, ClassName, Principal};
+use crate::settlement::{self, Outcome};
+use crate::time::Timestamp;
+
+/// Most calls (top-level, and sub-calls per top call) a scenario may describe.
+pub const CALLS_MAX: usize = 100;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub holon_scenario: String,
+    /// Optional here: `holon mandate simulate MANDATE SCENARIO` names it.
+    #[serde(default)]
+    pub mandate: Option<PathBuf>,
+    pub agents: PathBuf,
+    #[serde(default)]
+    pub records: Option<PathBuf>,
+    pub at: Timestamp,
+    pub calls: Vec<TopCall>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopCall {
+    pub agent: AgentId,
+    #[serde(default)]
+    pub max_cost: Option<Amount>,
+    #[serde(default)]
+    pub approve_as: Option<Principal>,
+    #[serde(default = "success")]
+    pub outcome: String,
+    #[serde(default)]
+    pub charge: Option<Amount>,
+    #[serde(default)]
+    pub sub_calls: Vec<SubCall>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubCall {
+    #[serde(default)]
+    pub capability: Option<ClassName>,
+    #[serde(default)]
+    pub agent: Option<AgentId>,
+    pub cost: Amount,
+    #[serde(default = "success")]
+    pub outcome: String,
+}
+
+fn success() -> String {
+    "success".into()
+}
+
+fn parse_outcome(s: &str) -> Option<Outcome> {
+    match s {
+        "success" => Some(Outcome::Success { output_valid: true }),
+        "invalid_output" => Some(Outcome::Success { output_valid: false }),
+        _ => match s.split_once(':') {
+            Some(("error", code)) => Some(Outcome::Error { code: code.into() }),
+            Some(("gateway", code)) => Some(Outcome::Gateway { code: code.into() }),
+            _ => None,
+        },
+    }
+}
+
+/// One node of the receipt tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct Receipt {
+    pub agent: String,
+    pub mandate: String,
+    pub decision: Verdict,
+    pub worst_case: Amount,
+    pub billed: Amount,
+    pub reasons: Vec<Reason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settlement: Option<settlement::Settlement>,
+    pub children: Vec<Receipt>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub mandate: String,
+    pub currency: String,
+    pub receipts: Vec<Receipt>,
+    /// Total billed to the mandate over the scenario.
+    pub billed: Amount,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Loads a scenario and everything it names; `mandate` overrides the scenario's own.
+pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, Catalog), ScenarioError> {
+    let text = doc::read_text(path, &doc::Limits::default())
+        .map_err(|source| LoadError::Unreadable { path: path.display().to_string(), source })?;
+    let s: Scenario = doc::parse_typed(&text, &path.display().to_string())?;
+    if s.holon_scenario != "0.1" {
+        return Err(ScenarioError::Invalid(format!("{}: `holon_scenario` must be \"0.1\"", path.display())));
+    }
+    if s.calls.len() > CALLS_MAX || s.calls.iter().any(|c| c.sub_calls.len() > CALLS_MAX) {
+        return Err(ScenarioError::Invalid(format!("{}: at most {CALLS_MAX} calls per level", path.display())));
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mandate_path = match (mandate, &s.mandate) {
+        (Some(m), _) => m.to_path_buf(),
+        (None, Some(m)) => base.join(m),
+        (None, None) => return Err(ScenarioError::Invalid(format!("{}: no mandate named", path.display()))),
+    };
+    let mandate = doc::load_mandate(&mandate_path)?;
+    let records = s.records.as_ref().map(|r| base.join(r));
+    let catalog = Catalog::load(&[base.join(&s.agents)], records.as_deref())?;
+    Ok((s, mandate, catalog))
+}
+
+/// Runs the scenario. Spend accumulates across the top-level calls.
+pub fn run(s: &Scenario, mandate: &Mandate, catalog: &Catalog) -> Result<Report, ScenarioError> {
+    let mut spent = Amount::ZERO;
+    let mut receipts = Vec::new();
+    for call in &s.calls {
+        let receipt = run_top(s, mandate, catalog, call, spent)?;
+        spent = spent.checked_add(receipt.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        receipts.push(receipt);
+    }
+    Ok(Report { mandate: mandate.id.clone(), currency: mandate.budget.currency.to_string(), receipts, billed: spent })
+}
+
+fn denied(agent: &str, mandate: &str, code: Code, message: String) -> Receipt {
+    Receipt {
+        agent: agent.into(),
+        mandate: mandate.into(),
+        decision: Verdict::Denied,
+        worst_case: Amount::ZERO,
+        billed: Amount::ZERO,
+        reasons: vec![Reason::new(code, message)],
+        approved_by: None,
+        settlement: None,
+        children: vec![],
+    }
+}
+
+fn run_top(
+    s: &Scenario,
+    mandate: &Mandate,
+    catalog: &Catalog,
+    call: &TopCall,
+    spent: Amount,
+) -> Result<Receipt, ScenarioError> {
+    let Some(entry) = catalog.get(&call.agent) else {
+        return Ok(denied(
+            call.agent.as_str(),
+            &mandate.id,
+            Code::InternalError,
+            format!("no manifest known for {}", call.agent),
+        ));
+    };
+    let outcome = parse_outcome(&call.outcome)
+        .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", call.outcome)))?;
+    let fit = admission::fit(mandate, &entry.manifest, entry.record.as_ref(), catalog);
+    let ctx = CallContext { max_cost: call.max_cost, spent_total: spent, spent_today: spent, ..CallContext::at(s.at) };
+    let a = admission::assess(mandate, &fit, &ctx);
+    let mut receipt = Receipt {
+        agent: entry.manifest.id.to_string(),
+        mandate: mandate.id.clone(),
+        decision: a.verdict,
+        worst_case: a.worst_case,
+        billed: Amount::ZERO,
+        reasons: a.reasons.clone(),
+        approved_by: None,
+        settlement: None,
+        children: vec![],
+    };
+    match a.verdict {
+        Verdict::Denied => return Ok(receipt),
+        Verdict::Held => {
+            let Some(approver) = &call.approve_as else { return Ok(receipt) };
+            if let Err(e) = admission::check_approver(mandate, approver) {
+                receipt.reasons.push(Reason::new(Code::ApprovalRequired, format!("approval refused: {e}")));
+                return Ok(receipt);
+            }
+            // Approving re-admits the call; the held reason stays on the receipt.
+            receipt.decision = Verdict::Allowed;
+            receipt.approved_by = Some(approver.to_string());
+        }
+        Verdict::Allowed => {}
+    }
+    // The worst case is now reserved on the mandate; the children spend the sub-budget.
+    let mut downstream = Amount::ZERO;
+    if !entry.manifest.calls.is_empty() {
+        let sub = match delegation::derive(mandate, &entry.manifest, a.sub_budget, catalog) {
+            Ok(sub) => sub,
+            Err(refusal) => {
+                receipt.decision = Verdict::Denied;
+                for w in refusal.reasons {
+                    receipt.reasons.push(Reason::new(
+                        Code::SubMandateWidens,
+                        format!("{}: {} (parent {}, derived {})", w.code, w.message, w.parent, w.child),
+                    ));
+                }
+                return Ok(receipt);
+            }
+        };
+        for sc in &call.sub_calls {
+            let child = run_sub(s, &sub, entry, catalog, sc, downstream)?;
+            downstream = downstream.checked_add(child.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+            receipt.children.push(child);
+        }
+    } else if !call.sub_calls.is_empty() {
+        for sc in &call.sub_calls {
+            let name = sc
+                .agent
+                .as_ref()
+                .map(|a| a.to_string())
+                .or(sc.capability.as_ref().map(|c| c.to_string()))
+                .unwrap_or_default();
+            receipt.children.push(denied(
+                &name,
+                &mandate.id,
+                Code::CallNotDeclared,
+                format!("{} declares no downstream calls", entry.manifest.id),
+            ));
+        }
+    }
+    let own_charge = call.charge.unwrap_or(fit.own_ceiling);
+    let st = settlement::settle(&entry.manifest, &outcome, own_charge, downstream, a.worst_case, catalog)
+        .map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+    receipt.billed = st.billed;
+    receipt.settlement = Some(st);
+    Ok(receipt)
+}
+
+fn run_sub(
+    s: &Scenario,
+    sub: &Mandate,
+    orchestrator: &Entry,
+    catalog: &Catalog,
+    sc: &SubCall,
+    sub_spent: Amount,
+) -> Result<Receipt, ScenarioError> {
+    let outcome = parse_outcome(&sc.outcome)
+        .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", sc.outcome)))?;
+    let assess = |target: &Target<'_>, callee: &Entry| {
+        delegation::assess_sub_call(
+            sub,
+            &orchestrator.manifest,
+            target,
+            &callee.manifest,
+            callee.record.as_ref(),
+            sub_spent,
+            sub_spent,
+            s.at,
+            catalog,
+        )
+    };
+    let (callee, a) = match (&sc.capability, &sc.agent) {
+        (Some(cap), None) => {
+            let target = Target::Capability(cap.as_str());
+            let best = catalog
+                .entries
+                .iter()
+                .filter(|e| e.manifest.classes().any(|c| c == cap))
+                .map(|e| (e, assess(&target, e)))
+                .filter(|(_, a)| a.verdict == Verdict::Allowed)
+                .min_by(|(e1, a1), (e2, a2)| {
+                    a1.worst_case.cmp(&a2.worst_case).then_with(|| e1.manifest.id.cmp(&e2.manifest.id))
+                });
+            match best {
+                Some(found) => found,
+                None => {
+                    return Ok(denied(
+                        cap.as_str(),
+                        &sub.id,
+                        Code::NotAllowed,
+                        format!("no implementer of `{cap}` is admissible under {}", sub.id),
+                    ));
+                }
+            }
+        }
+        (None, Some(id)) => match catalog.get(id) {
+            Some(e) => (e, assess(&Target::Agent(id), e)),
+            None => {
+                return Ok(denied(id.as_str(), &sub.id, Code::InternalError, format!("no manifest known for {id}")));
+            }
+        },
+        _ => return Err(ScenarioError::Invalid("a sub-call names exactly one of `capability` or `agent`".into())),
+    };
+    let mut receipt = Receipt {
+        agent: callee.manifest.id.to_string(),
+        mandate: sub.id.clone(),
+        decision: a.verdict,
+        worst_case: a.worst_case,
+        billed: Amount::ZERO,
+        reasons: a.reasons,
+        approved_by: None,
+        settlement: None,
+        children: vec![],
+    };
+    if a.verdict == Verdict::Allowed {
+        let st = settlement::settle(&callee.manifest, &outcome, sc.cost, Amount::ZERO, a.worst_case, catalog)
+            .map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        receipt.billed = st.billed;
+        receipt.settlement = Some(st);
+    }
+    Ok(receipt)
+}

@@ -1,0 +1,117 @@
+//! The mandate and search verbs through the real binary: the contract's exit codes,
+//! JSON keys, and the worked example end to end.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn holon(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
+    let mut text = String::from_utf8(out.stdout).unwrap();
+    text.push_str(&String::from_utf8(out.stderr).unwrap());
+    (out.status.code().unwrap(), text)
+}
+
+const ROOT: &str = "examples/mandates/alice-root.yaml";
+const AT: &str = "2026-11-20T10:00:00Z";
+
+#[test]
+fn worked_example_number_for_number() {
+    let (code, out) = holon(&["mandate", "simulate", ROOT, "examples/worked-example/scenario.yaml", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let first = &v["receipts"][0];
+    assert_eq!(first["decision"], "denied");
+    assert_eq!(first["worst_case"], "3.10");
+    assert_eq!(first["reasons"][0]["code"], "per_call_exceeded");
+    let second = &v["receipts"][1];
+    assert_eq!(second["worst_case"], "0.60");
+    assert_eq!(second["reasons"][0]["code"], "approval_required");
+    assert_eq!(second["approved_by"], "alice");
+    assert_eq!(second["decision"], "allowed");
+    let children = second["children"].as_array().unwrap();
+    assert_eq!(children.len(), 6);
+    let tables = children.iter().filter(|c| c["agent"] == "acme/table-extract" && c["billed"] == "0.004").count();
+    let fx = children.iter().filter(|c| c["agent"] == "holon-labs/fx-convert" && c["billed"] == "0.001").count();
+    assert_eq!((tables, fx), (4, 2));
+    assert_eq!(second["settlement"]["downstream"], "0.018");
+    assert_eq!(second["billed"], "0.118");
+    assert_eq!(v["billed"], "0.118");
+    let (_, human) = holon(&["mandate", "simulate", ROOT, "examples/worked-example/scenario.yaml"]);
+    assert!(human.contains("billed in total 0.118 EUR"), "{human}");
+}
+
+#[test]
+fn check_json_contract_and_exit_codes() {
+    let (code, out) = holon(&["mandate", "check", ROOT, "examples/agents", "--at", AT, "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mandate"], "alice/m-2026-11");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7);
+    for r in results {
+        for key in ["agent", "version", "decision", "worst_case", "currency", "reasons"] {
+            assert!(r.get(key).is_some(), "{key} missing in {r}");
+        }
+    }
+    let (code, _) = holon(&["mandate", "check", ROOT, "examples/agents/table-extract", "--at", AT]);
+    assert_eq!(code, 0);
+    let (code, out) = holon(&[
+        "mandate",
+        "check",
+        ROOT,
+        "examples/agents/invoice-pipeline",
+        "examples/agents/company-lookup",
+        "--at",
+        AT,
+        "--max-cost",
+        "0.60",
+    ]);
+    assert_eq!(code, 3, "{out}");
+    let (code, out) =
+        holon(&["mandate", "check", ROOT, "examples/agents/table-extract", "--at", AT, "--spent-total", "99.996001"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("total_exceeded"), "{out}");
+    let (code, out) = holon(&["mandate", "check", ROOT, "examples/agents/table-extract", "--spent-total", "1e3"]);
+    assert_eq!(code, 2, "{out}");
+    let (code, _) = holon(&["mandate", "check", ROOT, "examples/agents/table-extract", "--at", "yesterday"]);
+    assert_eq!(code, 2);
+    let (code, _) = holon(&["mandate", "check", "testdata/invalid/mandate-typo-key.yaml", "examples/agents"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn attenuate_and_derive() {
+    let (code, out) = holon(&["mandate", "attenuate", ROOT, "examples/mandates/alice-research.yaml", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["valid"], true);
+    let (code, out) = holon(&["mandate", "attenuate", "examples/mandates/alice-research.yaml", ROOT, "--json"]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["reasons"].as_array().unwrap().len() > 3);
+    assert!(v["reasons"][0]["code"].is_string() && v["reasons"][0]["message"].is_string());
+    let (code, out) = holon(&["mandate", "derive", ROOT, "examples/agents/invoice-pipeline", "--max-cost", "0.60"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("total: '0.50'") || out.contains("total: \"0.50\"") || out.contains("total: 0.50"), "{out}");
+    assert!(out.contains("issuer: alice/assistant"), "{out}");
+    let (code, out) = holon(&["mandate", "derive", ROOT, "examples/agents/table-extract"]);
+    assert_eq!(code, 2, "{out}");
+}
+
+#[test]
+fn search_contract() {
+    let (code, out) =
+        holon(&["search", "table", "--mandate", ROOT, "--agents", "examples/agents", "--at", AT, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let first = &v["ranked"][0];
+    for key in ["agent", "worst_case", "cost_per_success", "latency_p95_s"] {
+        assert!(first.get(key).is_some(), "{key}");
+    }
+    assert!(v["excluded"][0]["reason"]["code"].is_string());
+    let (_, out) =
+        holon(&["search", "--mandate", ROOT, "--agents", "examples/agents", "--at", "2027-02-01T00:00:00Z", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ranked"].as_array().unwrap().len(), 0, "an expired mandate ranks nothing");
+}
