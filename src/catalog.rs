@@ -12,8 +12,6 @@ use crate::record::AgentRecord;
 
 /// Most agents one catalog holds when loaded from disk.
 pub const AGENTS_MAX: usize = 100_000;
-/// Deepest directory nesting walked.
-const DIR_DEPTH_MAX: usize = 32;
 
 /// Finds the manifest of a declared downstream agent.
 pub trait AgentLookup {
@@ -62,13 +60,13 @@ impl Catalog {
         let limits = Limits::default();
         let mut files = Vec::new();
         for p in paths {
-            collect(p, 0, &mut files)
-                .map_err(|e| LoadError::Unreadable { path: p.display().to_string(), source: e })?;
+            files.extend(
+                doc::yaml_files(p).map_err(|e| LoadError::Unreadable { path: p.display().to_string(), source: e })?,
+            );
         }
         let mut records: BTreeMap<AgentId, Vec<AgentRecord>> = BTreeMap::new();
         if let Some(dir) = records_dir {
-            let mut rfiles = Vec::new();
-            collect(dir, 0, &mut rfiles)
+            let rfiles = doc::yaml_files(dir)
                 .map_err(|e| LoadError::Unreadable { path: dir.display().to_string(), source: e })?;
             for f in rfiles {
                 if let Some(Document::Record(r)) = load_if(&f, DocKind::Record, &limits)? {
@@ -119,31 +117,4 @@ fn load_if(path: &Path, kind: DocKind, limits: &Limits) -> Result<Option<Documen
     }
     let checked = doc::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
     checked.result.map(Some).map_err(|violations| LoadError::Invalid { path: origin, kind: kind.as_str(), violations })
-}
-
-fn collect(path: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), doc::DocError> {
-    if depth > DIR_DEPTH_MAX {
-        return Err(doc::DocError::Io(format!("directories nested deeper than {DIR_DEPTH_MAX}")));
-    }
-    if !path.is_dir() {
-        if !path.exists() {
-            return Err(doc::DocError::Io("no such file or directory".into()));
-        }
-        out.push(path.to_path_buf());
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| doc::DocError::Io(e.to_string()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            collect(&p, depth + 1, out)?;
-        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(p);
-        }
-    }
-    Ok(())
 }

@@ -29,14 +29,27 @@ fn sub_call(catalog: &Catalog, sub: &Mandate, target: Target<'_>, callee: &str, 
     let pipeline = &catalog.get(&id("holon-labs/invoice-pipeline")).unwrap().manifest;
     let e = catalog.get(&id(callee)).unwrap();
     let at = Timestamp::parse("2026-11-20T10:00:00Z").unwrap();
-    let r = delegation::assess_sub_call(sub, pipeline, &target, &e.manifest, e.record.as_ref(), a(spent), a(spent), at, catalog);
+    let r = delegation::assess_sub_call(
+        sub,
+        pipeline,
+        &target,
+        &e.manifest,
+        e.record.as_ref(),
+        a(spent),
+        a(spent),
+        at,
+        catalog,
+    );
     (r.verdict, r.reasons.iter().map(|r| r.code).collect())
 }
 
 #[test]
 fn declared_calls_pass() {
     let (c, sub) = setup("0.50");
-    assert_eq!(sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0"), (Verdict::Allowed, vec![]));
+    assert_eq!(
+        sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0"),
+        (Verdict::Allowed, vec![])
+    );
     let lookup = id("acme/company-lookup");
     assert_eq!(sub_call(&c, &sub, Target::Agent(&lookup), "acme/company-lookup", "0"), (Verdict::Allowed, vec![]));
 }
@@ -58,7 +71,10 @@ fn undeclared_calls_are_refused() {
 fn remaining_cap_is_enforced_at_the_boundary() {
     let (c, sub) = setup("0.50");
     // 0.496 spent + 0.004 = 0.50 passes; one micro more fails.
-    assert_eq!(sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0.496").0, Verdict::Allowed);
+    assert_eq!(
+        sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0.496").0,
+        Verdict::Allowed
+    );
     let (v, codes) = sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0.496001");
     assert_eq!(v, Verdict::Denied);
     assert!(codes.contains(&Code::DownstreamCapExceeded), "{codes:?}");
@@ -73,7 +89,17 @@ fn declared_max_cost_is_enforced() {
     let sub = delegation::derive(&root, &pipeline, a("0.50"), &catalog).unwrap();
     let e = catalog.get(&id("acme/table-extract")).unwrap();
     let at = Timestamp::parse("2026-11-20T10:00:00Z").unwrap();
-    let r = delegation::assess_sub_call(&sub, &pipeline, &Target::Capability("extraction.table"), &e.manifest, e.record.as_ref(), Amount::ZERO, Amount::ZERO, at, &catalog);
+    let r = delegation::assess_sub_call(
+        &sub,
+        &pipeline,
+        &Target::Capability("extraction.table"),
+        &e.manifest,
+        e.record.as_ref(),
+        Amount::ZERO,
+        Amount::ZERO,
+        at,
+        &catalog,
+    );
     assert_eq!(r.verdict, Verdict::Denied);
     assert_eq!(r.reasons.iter().map(|r| r.code).collect::<Vec<_>>(), vec![Code::CallMaxCostExceeded]);
 }

@@ -8,11 +8,6 @@ use serde::Serialize;
 use super::exit;
 use super::style::Style;
 
-/// Most files one run reads (a directory walk is bounded like everything else).
-const FILES_MAX: usize = 10_000;
-/// Deepest directory nesting walked.
-const DIR_DEPTH_MAX: usize = 32;
-
 #[derive(Serialize)]
 struct FileReport {
     path: String,
@@ -33,7 +28,8 @@ pub fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
     let mut reports = Vec::new();
     for path in paths {
         if path.is_dir() {
-            collect_yaml(path, 0, &mut files)?;
+            // Walk errors (too deep, too many files) are bad input: exit 2 via anyhow.
+            files.extend(doc::yaml_files(path)?.into_iter().map(|p| (p, false)));
         } else {
             files.push((path.clone(), true));
         }
@@ -80,29 +76,6 @@ fn check_one(path: &Path, limits: &Limits) -> FileReport {
             unreadable: true,
         },
     }
-}
-
-fn collect_yaml(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, bool)>) -> anyhow::Result<()> {
-    if depth > DIR_DEPTH_MAX {
-        anyhow::bail!("{}: directories nested deeper than {DIR_DEPTH_MAX} levels", dir.display());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            collect_yaml(&path, depth + 1, out)?;
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            if out.len() >= FILES_MAX {
-                anyhow::bail!("more than {FILES_MAX} files to validate; name a smaller directory");
-            }
-            out.push((path, false));
-        }
-    }
-    Ok(())
 }
 
 fn print_human(reports: &[FileReport], style: &Style) {

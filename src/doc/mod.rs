@@ -292,3 +292,48 @@ pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, L
         .map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
     typed(&value).map_err(|violations| LoadError::Invalid { path: origin.into(), kind: "file", violations })
 }
+
+/// Most YAML files one directory walk returns.
+pub const WALK_FILES_MAX: usize = 10_000;
+/// Deepest directory nesting walked.
+pub const WALK_DEPTH_MAX: usize = 32;
+
+/// `path` itself if it is a file; else every `.yaml`/`.yml` file below it, sorted,
+/// skipping hidden entries, bounded by [`WALK_FILES_MAX`] and [`WALK_DEPTH_MAX`].
+pub fn yaml_files(path: &Path) -> Result<Vec<std::path::PathBuf>, DocError> {
+    let mut out = Vec::new();
+    if path.is_dir() {
+        walk(path, 0, &mut out)?;
+    } else if path.exists() {
+        out.push(path.to_path_buf());
+    } else {
+        return Err(DocError::Io(format!("{}: no such file or directory", path.display())));
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) -> Result<(), DocError> {
+    if depth > WALK_DEPTH_MAX {
+        return Err(DocError::Io(format!("{}: directories nested deeper than {WALK_DEPTH_MAX} levels", dir.display())));
+    }
+    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| DocError::Io(format!("{}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, depth + 1, out)?;
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            if out.len() >= WALK_FILES_MAX {
+                return Err(DocError::Io(format!(
+                    "more than {WALK_FILES_MAX} files under {}; name a smaller directory",
+                    dir.display()
+                )));
+            }
+            out.push(p);
+        }
+    }
+    Ok(())
+}
