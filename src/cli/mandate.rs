@@ -207,6 +207,6 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) {
         );
     }
     for c in &r.children {
-        print_receipt(c, cur, depth + 2, style);
+        print_receipt(c, cur, depth + 3, style);
     }
 }
