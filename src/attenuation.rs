@@ -6,7 +6,6 @@ use serde::Serialize;
 
 use crate::catalog::AgentLookup;
 use crate::mandate::{Mandate, Require};
-use crate::money::{Amount, Fixed6};
 use crate::pattern::{AgentPattern, ClassPattern};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -88,7 +87,15 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
     format!("[{}]", items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", "))
 }
 
-fn ceiling(r: &mut Report, code: &'static str, what: &str, parent: Option<Amount>, child: Option<Amount>) {
+/// A bound the parent sets must exist in the child and not be higher (budgets, approval,
+/// latency).
+fn ceiling<T: PartialOrd + std::fmt::Display>(
+    r: &mut Report,
+    code: &'static str,
+    what: &str,
+    parent: Option<T>,
+    child: Option<T>,
+) {
     match (parent, child) {
         (Some(p), Some(c)) if c > p => {
             r.add(code, format!("`{what}` may not be higher than the parent's"), p.to_string(), c.to_string())
@@ -174,7 +181,14 @@ fn check_allow(parent: &Mandate, child: &Mandate, lookup: &dyn AgentLookup, r: &
     }
 }
 
-fn min_kept(r: &mut Report, code: &'static str, what: &str, parent: Option<Fixed6>, child: Option<Fixed6>) {
+/// A minimum the parent sets must exist in the child and not be lower (thresholds).
+fn min_kept<T: PartialOrd + std::fmt::Display>(
+    r: &mut Report,
+    code: &'static str,
+    what: &str,
+    parent: Option<T>,
+    child: Option<T>,
+) {
     match (parent, child) {
         (Some(p), Some(c)) if c < p => {
             r.add(code, format!("`{what}` may not be lower than the parent's"), p.to_string(), c.to_string())
@@ -204,36 +218,8 @@ fn check_require(p: &Require, c: &Require, r: &mut Report) {
     }
     min_kept(r, "min_success_rate_lowered", "require.min_success_rate", p.min_success_rate, c.min_success_rate);
     min_kept(r, "min_eval_score_lowered", "require.min_eval_score", p.min_eval_score, c.min_eval_score);
-    match (p.max_latency_p95_s, c.max_latency_p95_s) {
-        (Some(pv), Some(cv)) if cv > pv => r.add(
-            "max_latency_p95_raised",
-            "`require.max_latency_p95_s` may not be higher than the parent's",
-            pv.to_string(),
-            cv.to_string(),
-        ),
-        (Some(pv), None) => r.add(
-            "max_latency_p95_raised",
-            "the parent bounds p95 latency; the child must keep it",
-            pv.to_string(),
-            "(none)",
-        ),
-        _ => {}
-    }
-    match (p.min_runs_30d, c.min_runs_30d) {
-        (Some(pv), Some(cv)) if cv < pv => r.add(
-            "min_runs_lowered",
-            "`require.min_runs_30d` may not be lower than the parent's",
-            pv.to_string(),
-            cv.to_string(),
-        ),
-        (Some(pv), None) => r.add(
-            "min_runs_lowered",
-            "the parent requires a run count; the child must keep it",
-            pv.to_string(),
-            "(none)",
-        ),
-        _ => {}
-    }
+    ceiling(r, "max_latency_p95_raised", "require.max_latency_p95_s", p.max_latency_p95_s, c.max_latency_p95_s);
+    min_kept(r, "min_runs_lowered", "require.min_runs_30d", p.min_runs_30d, c.min_runs_30d);
 }
 
 fn check_data(parent: &Mandate, child: &Mandate, r: &mut Report) {

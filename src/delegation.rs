@@ -148,8 +148,8 @@ pub fn assess_sub_call(
             }
         }
     }
-    if !assessment.reasons.is_empty() && assessment.verdict != Verdict::Denied {
-        assessment.reasons.retain(|r| r.code != Code::ApprovalRequired);
+    // `delegated: true` never yields Held, so any reason here means denied.
+    if !assessment.reasons.is_empty() {
         assessment.verdict = Verdict::Denied;
     }
     assessment
