@@ -1,4 +1,4 @@
-//! Reason codes: the stable, snake_case API users switch on. A set of them fits one `u32`,
+//! Reason codes: the stable, snake_case API users switch on. A set of them fits one `u64`,
 //! so the hot path can report every failing condition without allocating.
 
 use std::fmt;
@@ -58,8 +58,15 @@ codes! {
     /// The derived sub-mandate of an orchestrator would widen its parent: the call is
     /// denied before anything runs.
     SubMandateWidens = 28 => "sub_mandate_widens",
+    /// The engine: the call names a mandate the live snapshot does not hold.
+    UnknownMandate = 29 => "unknown_mandate",
+    /// The engine: the call names an agent the live snapshot does not hold.
+    UnknownAgent = 30 => "unknown_agent",
     /// Held, not denied: the worst case is above `approval.above`.
     ApprovalRequired = 31 => "approval_required",
+    /// The engine: every reservation slot (or every pending-approval place) is taken.
+    /// A bound, not a budget decision: retry when calls in flight have finished.
+    InFlightLimitReached = 32 => "in_flight_limit_reached",
 }
 
 impl fmt::Display for Code {
@@ -76,24 +83,24 @@ impl Serialize for Code {
 
 /// A set of codes in one word: allocation-free "every failing condition".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct CodeSet(u32);
+pub struct CodeSet(u64);
 
 impl CodeSet {
     pub const EMPTY: CodeSet = CodeSet(0);
-    pub const fn bits(self) -> u32 {
+    pub const fn bits(self) -> u64 {
         self.0
     }
-    pub const fn from_bits(bits: u32) -> Self {
+    pub const fn from_bits(bits: u64) -> Self {
         CodeSet(bits)
     }
     pub fn insert(&mut self, code: Code) {
-        self.0 |= 1u32 << (code as u8);
+        self.0 |= 1u64 << (code as u8);
     }
     pub const fn with(self, code: Code) -> Self {
-        CodeSet(self.0 | 1u32 << (code as u8))
+        CodeSet(self.0 | 1u64 << (code as u8))
     }
     pub const fn contains(self, code: Code) -> bool {
-        self.0 & (1u32 << (code as u8)) != 0
+        self.0 & (1u64 << (code as u8)) != 0
     }
     pub const fn is_empty(self) -> bool {
         self.0 == 0

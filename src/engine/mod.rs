@@ -1,0 +1,546 @@
+//! The embedded admission engine: the decision logic of [`crate::admission`] turned into a
+//! hot path that is lock-free, allocation-free and cannot overrun a budget.
+//!
+//! - [`snapshot`]: mandates and agents compiled into an immutable indexed [`Snapshot`],
+//!   published with one atomic swap ([`Engine::publish`]);
+//! - [`ledger`]: the per-mandate atomic ledger (CAS on reserved + settled, per day);
+//! - [`slots`]: the reservation table that makes every reservation end exactly once;
+//! - [`reservation`]: the `#[must_use]` guard a gateway holds while the call runs, and
+//!   the delegated run of an orchestrator;
+//! - [`receipt`]: one receipt per call, handed to a non-blocking sink;
+//! - [`spend`]: spend state export/import (bincode).
+//!
+//! ```
+//! use holon::engine::{Admission, Call, Engine, EngineConfig, synthetic};
+//! use holon::time::Timestamp;
+//!
+//! let net = synthetic::network(&synthetic::Shape { agents: 4, mandates: 2, ..Default::default() }).unwrap();
+//! let engine = Engine::new(EngineConfig::default());
+//! engine.publish(&net.input).unwrap();
+//! let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
+//! match engine.admit(&call) {
+//!     Admission::Allowed(reservation) => {
+//!         let settled = reservation.settle(reservation.worst_case(), net.at).unwrap();
+//!         assert_eq!(settled.kept, settled.worst_case);
+//!     }
+//!     other => panic!("expected allowed, got {other:?}"),
+//! }
+//! ```
+
+pub mod ledger;
+pub mod receipt;
+pub mod reservation;
+pub mod slots;
+pub mod snapshot;
+pub mod spend;
+pub mod symbols;
+pub mod synthetic;
+
+use dashmap::DashMap;
+
+use crate::admission::{self, Code, CodeSet, Verdict, budget};
+use crate::money::Amount;
+use crate::pattern::Principal;
+use crate::sync::{self, Arc, SnapshotCell};
+use crate::time::Timestamp;
+
+pub use ledger::{Ledger, LedgerLimits};
+pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
+pub use reservation::{Reservation, ReservationError, Settled, SubCall};
+pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
+pub use symbols::Names;
+
+use ledger::DAY_NUMBER_MAX;
+use reservation::Run;
+use slots::{SlotRecord, Slots};
+
+/// Why the engine refused an operation (not a call: calls are denied, never errors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("mandate `{mandate}` cannot be compiled: {message}")]
+    Compile { mandate: String, message: String },
+    #[error("more than {max} {kind} names; the engine keeps names for its whole life, so restart it to forget old ones")]
+    TooManyNames { kind: &'static str, max: usize },
+    #[error("spend state cannot be read: {0}")]
+    SpendDecode(String),
+    #[error("spend state is invalid: {0}; nothing was imported")]
+    SpendInvalid(String),
+    #[error("no pending approval {0}: it was approved, refused or never held")]
+    UnknownPending(u64),
+    #[error(transparent)]
+    Approval(#[from] admission::ApprovalError),
+}
+
+/// Limits and knobs, each with a default that suits a gateway.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    /// Reservations in flight at once (the reservation table's size).
+    pub in_flight_max: usize,
+    /// Held calls waiting for approval at once.
+    pub pending_max: usize,
+    /// Seconds after the callee's `timeout_s` before a reservation may be reclaimed.
+    pub grace_s: u64,
+    /// The clock for what has no call time (a dropped reservation's receipt). Injected so
+    /// tests are deterministic.
+    pub clock: fn() -> Timestamp,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { in_flight_max: 65_536, pending_max: 10_000, grace_s: 30, clock: Timestamp::now }
+    }
+}
+
+/// One call a gateway asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub mandate: MandateIx,
+    pub agent: AgentIx,
+    pub at: Timestamp,
+    /// The caller's ceiling for this call, in the mandate's currency.
+    pub max_cost: Option<Amount>,
+    /// The call names a capability (the gateway picked the agent), not the agent.
+    pub by_capability: bool,
+}
+
+impl Call {
+    pub fn new(mandate: MandateIx, agent: AgentIx, at: Timestamp) -> Self {
+        Call { mandate, agent, at, max_cost: None, by_capability: false }
+    }
+}
+
+/// The decision: a value, never an error.
+#[derive(Debug)]
+#[must_use = "an allowed admission holds a reservation; dropping it releases the budget"]
+pub enum Admission<'e> {
+    Allowed(Reservation<'e>),
+    /// Nothing is reserved while held; [`Engine::approve`] re-admits and reserves.
+    Held(PendingApproval),
+    Denied(Denial),
+}
+
+impl Admission<'_> {
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            Admission::Allowed(_) => Verdict::Allowed,
+            Admission::Held(_) => Verdict::Held,
+            Admission::Denied(_) => Verdict::Denied,
+        }
+    }
+}
+
+/// A call waiting for its mandate's issuer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingApproval {
+    pub id: u64,
+    pub worst_case: Amount,
+}
+
+/// Every reason a call was denied. [`Engine::explain`] gives the sentences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denial {
+    pub codes: CodeSet,
+    pub worst_case: Amount,
+    pub receipt_id: u64,
+}
+
+/// What the engine has reserved, settled, dropped, for operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineStats {
+    pub generation: u64,
+    pub mandates: usize,
+    pub agents: usize,
+    pub in_flight: usize,
+    pub pending: usize,
+    pub receipts_dropped: u64,
+}
+
+/// Keys of run (child) ledgers have this bit; root ledgers are keyed by mandate number.
+const RUN_KEY_BIT: u64 = 1 << 63;
+
+/// The engine. Share it by reference (or `Arc`) between the gateway's threads.
+pub struct Engine {
+    cell: SnapshotCell<Snapshot>,
+    slots: Slots,
+    names: Arc<Names>,
+    /// Every ledger by key: root ledgers (kept for the engine's life, so a mandate that is
+    /// removed and added back keeps its spend) and open runs' ledgers. Slow paths only.
+    ledgers: DashMap<u64, Arc<Ledger>>,
+    pending: DashMap<u64, Call>,
+    sink: Arc<dyn ReceiptSink>,
+    config: EngineConfig,
+    publish_lock: parking_lot::Mutex<u64>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("stats", &self.stats()).finish_non_exhaustive()
+    }
+}
+
+/// Inputs of one decision, for root calls and for sub-calls of a delegated run.
+pub(crate) struct Ask<'a> {
+    pub m: &'a CompiledMandate,
+    pub a: &'a CompiledAgent,
+    pub snap: &'a Snapshot,
+    pub at: Timestamp,
+    pub max_cost: Option<Amount>,
+    pub by_capability: bool,
+    pub approved: bool,
+    /// Set for a sub-call: the run it belongs to and its extra checks.
+    pub run: Option<(&'a Run, CodeSet)>,
+    pub parent: u64,
+}
+
+impl Engine {
+    /// An engine with an empty snapshot whose receipts are discarded.
+    pub fn new(config: EngineConfig) -> Self {
+        Engine::with_sink(config, Arc::new(NullSink))
+    }
+
+    /// An engine that hands every receipt to `sink`.
+    pub fn with_sink(config: EngineConfig, sink: Arc<dyn ReceiptSink>) -> Self {
+        Engine {
+            cell: SnapshotCell::new(Arc::new(Snapshot::default())),
+            slots: Slots::new(config.in_flight_max),
+            names: Arc::new(Names::default()),
+            ledgers: DashMap::new(),
+            pending: DashMap::new(),
+            sink,
+            config,
+            publish_lock: parking_lot::Mutex::new(0),
+        }
+    }
+
+    /// The engine's names (for receipt writers).
+    pub fn names(&self) -> Arc<Names> {
+        Arc::clone(&self.names)
+    }
+
+    /// Compiles `input` and publishes it in one atomic swap. Calls in flight finish on the
+    /// snapshot they started with; ledgers of mandates that stay are carried over. On an
+    /// error nothing changes.
+    pub fn publish(&self, input: &SnapshotInput) -> Result<u64, EngineError> {
+        let mut generation = self.publish_lock.lock();
+        let next = *generation + 1;
+        let snapshot = snapshot::compile(input, next, &self.names, |sym| {
+            let key = u64::from(sym);
+            let ledger = self.ledgers.entry(key).or_insert_with(|| Arc::new(Ledger::new()));
+            (Arc::clone(ledger.value()), key)
+        })?;
+        self.cell.store(Arc::new(snapshot));
+        *generation = next;
+        Ok(next)
+    }
+
+    /// The live snapshot (for inspection; admission loads it itself).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.cell.load())
+    }
+
+    pub fn mandate_ix(&self, id: &str) -> Option<MandateIx> {
+        self.names.mandates.get(id).map(MandateIx)
+    }
+
+    pub fn agent_ix(&self, id: &str) -> Option<AgentIx> {
+        self.names.agents.get(id).map(AgentIx)
+    }
+
+    /// The root ledger of a mandate, if it has one.
+    pub fn ledger(&self, mandate: MandateIx) -> Option<Arc<Ledger>> {
+        self.ledgers.get(&u64::from(mandate.0)).map(|l| Arc::clone(l.value()))
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let snap = self.cell.load();
+        EngineStats {
+            generation: snap.generation,
+            mandates: snap.mandate_count(),
+            agents: snap.agent_count(),
+            in_flight: self.slots.active(),
+            pending: self.pending.len(),
+            receipts_dropped: self.sink.dropped(),
+        }
+    }
+
+    /// Decides one call and, when allowed, reserves its worst case.
+    ///
+    /// The allowed and denied paths take no lock, allocate nothing and do no I/O (an
+    /// orchestrator's allowed call is the exception: deriving its sub-mandate allocates).
+    #[inline]
+    pub fn admit(&self, call: &Call) -> Admission<'_> {
+        self.admit_inner(call, false)
+    }
+
+    fn admit_inner(&self, call: &Call, approved: bool) -> Admission<'_> {
+        let snap = self.cell.load();
+        let Some(m) = snap.mandate(call.mandate) else {
+            return self.deny_unknown(call, Code::UnknownMandate);
+        };
+        let Some(a) = snap.agent(call.agent) else {
+            return self.deny_unknown(call, Code::UnknownAgent);
+        };
+        self.decide(&Ask {
+            m,
+            a,
+            snap: &snap,
+            at: call.at,
+            max_cost: call.max_cost,
+            by_capability: call.by_capability,
+            approved,
+            run: None,
+            parent: 0,
+        })
+    }
+
+    fn deny_unknown(&self, call: &Call, code: Code) -> Admission<'_> {
+        let denial = Denial { codes: CodeSet::EMPTY.with(code), worst_case: Amount::ZERO, receipt_id: sync::next_id() };
+        self.sink.submit(&Receipt {
+            id: denial.receipt_id,
+            parent: 0,
+            mandate: call.mandate,
+            agent: call.agent,
+            decision: Verdict::Denied,
+            end: End::Decided,
+            codes: denial.codes,
+            worst_case: Amount::ZERO,
+            actual: Amount::ZERO,
+            at: call.at,
+            ended_at: call.at,
+        });
+        Admission::Denied(denial)
+    }
+
+    /// The decision shared by root calls and sub-calls.
+    pub(crate) fn decide<'e>(&'e self, ask: &Ask<'_>) -> Admission<'e> {
+        let (m, a) = (ask.m, ask.a);
+        let fit = snapshot::fit_codes(m, a, ask.by_capability);
+        let mut codes = fit.codes.union(snapshot::window_codes(m, ask.at.unix()));
+        let (wc, wc_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, ask.max_cost);
+        codes = codes.union(wc_codes);
+        let today = u64::try_from(ask.at.utc_day()).ok().filter(|d| *d <= DAY_NUMBER_MAX);
+        let Some(today) = today else {
+            return self.deny(ask, codes.with(Code::InternalError), wc.worst);
+        };
+        // A first look at the ledger, so a denial lists every exceeded limit. The CAS in
+        // `reserve` decides; this only reports.
+        let ledger = &m.ledger;
+        codes = codes.union(budget::check_limits(
+            &m.limits,
+            wc.worst,
+            Amount::from_micros(ledger.used_micros()),
+            Amount::from_micros(ledger.day_micros(today)),
+        ));
+        if let Some((_, extra)) = ask.run {
+            codes = delegated_codes(codes.union(extra));
+        }
+        if !codes.is_empty() {
+            return self.deny(ask, codes, wc.worst);
+        }
+        if !ask.approved && budget::needs_approval(&m.limits, wc.worst) {
+            if ask.run.is_some() {
+                return self.deny(ask, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation), wc.worst);
+            }
+            return self.hold(ask, wc.worst);
+        }
+        let Some(ticket) = self.slots.claim() else {
+            return self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), wc.worst);
+        };
+        let charge = match ledger.reserve(wc.worst.micros(), today, m.ledger_limits) {
+            Ok(charge) => charge,
+            Err(lost_race) => {
+                self.slots.unclaim(ticket);
+                let codes = if ask.run.is_some() { delegated_codes(lost_race) } else { lost_race };
+                return self.deny(ask, codes, wc.worst);
+            }
+        };
+        let receipt_id = sync::next_id();
+        let deadline = ask.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
+        self.slots.activate(
+            ticket,
+            &SlotRecord {
+                ledger_key: m.ledger_key,
+                worst_micros: charge.worst_micros,
+                day_plus_one: charge.day.map_or(0, |d| d + 1),
+                deadline,
+                ids: (u64::from(m.ix.0) << 32) | u64::from(a.ix.0),
+                receipt_id,
+                parent_id: ask.parent,
+                at: ask.at.unix(),
+            },
+        );
+        let mut reservation = Reservation::new(
+            self,
+            reservation::Held {
+                ledger: Arc::clone(ledger),
+                ticket,
+                charge,
+                receipt_id,
+                parent: ask.parent,
+                mandate: m.ix,
+                agent: a.ix,
+                at: ask.at,
+                worst_case: wc.worst,
+                sub_budget: wc.sub_budget,
+            },
+        );
+        if a.has_calls {
+            // An orchestrator: derive its sub-mandate and open the run's ledger. A
+            // sub-mandate that would widen its parent denies the call before it runs.
+            match Run::open(self, ask.snap, m, a, wc.sub_budget, ask.at) {
+                Ok(run) => reservation.attach_run(run),
+                Err(()) => {
+                    // Freshly reserved and never handed out: no one else can have ended it.
+                    let _ = reservation.release_quietly();
+                    return self.deny(ask, CodeSet::EMPTY.with(Code::SubMandateWidens), wc.worst);
+                }
+            }
+        }
+        Admission::Allowed(reservation)
+    }
+
+    fn deny<'e>(&'e self, ask: &Ask<'_>, codes: CodeSet, worst: Amount) -> Admission<'e> {
+        let denial = Denial { codes, worst_case: worst, receipt_id: sync::next_id() };
+        self.sink.submit(&Receipt {
+            id: denial.receipt_id,
+            parent: ask.parent,
+            mandate: ask.m.ix,
+            agent: ask.a.ix,
+            decision: Verdict::Denied,
+            end: End::Decided,
+            codes,
+            worst_case: worst,
+            actual: Amount::ZERO,
+            at: ask.at,
+            ended_at: ask.at,
+        });
+        Admission::Denied(denial)
+    }
+
+    fn hold<'e>(&'e self, ask: &Ask<'_>, worst: Amount) -> Admission<'e> {
+        if self.pending.len() >= self.config.pending_max {
+            return self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), worst);
+        }
+        let id = sync::next_id();
+        let call = Call {
+            mandate: ask.m.ix,
+            agent: ask.a.ix,
+            at: ask.at,
+            max_cost: ask.max_cost,
+            by_capability: ask.by_capability,
+        };
+        self.pending.insert(id, call);
+        self.sink.submit(&Receipt {
+            id,
+            parent: 0,
+            mandate: ask.m.ix,
+            agent: ask.a.ix,
+            decision: Verdict::Held,
+            end: End::Decided,
+            codes: CodeSet::EMPTY.with(Code::ApprovalRequired),
+            worst_case: worst,
+            actual: Amount::ZERO,
+            at: ask.at,
+            ended_at: ask.at,
+        });
+        Admission::Held(PendingApproval { id, worst_case: worst })
+    }
+
+    /// The issuer approves a held call: it is admitted again at `at` (every other
+    /// condition is checked anew) and, if it still fits, reserved. Anyone but the
+    /// mandate's issuer is refused and the call stays pending.
+    pub fn approve(&self, pending: u64, approver: &Principal, at: Timestamp) -> Result<Admission<'_>, EngineError> {
+        let call = *self.pending.get(&pending).ok_or(EngineError::UnknownPending(pending))?;
+        let snap = self.cell.load();
+        if let Some(m) = snap.mandate(call.mandate) {
+            admission::check_approver(&m.source, approver)?;
+        }
+        if self.pending.remove(&pending).is_none() {
+            return Err(EngineError::UnknownPending(pending));
+        }
+        Ok(self.admit_inner(&Call { at, ..call }, true))
+    }
+
+    /// The issuer (or the gateway on its behalf) refuses a held call.
+    pub fn refuse(&self, pending: u64) -> Result<(), EngineError> {
+        self.pending.remove(&pending).map(|_| ()).ok_or(EngineError::UnknownPending(pending))
+    }
+
+    /// The decision with every reason as a sentence, from the documents and the live
+    /// spend (the slow path: for logs, CLIs and people).
+    pub fn explain(&self, call: &Call) -> Option<admission::Assessment> {
+        let snap = self.cell.load();
+        let m = snap.mandate(call.mandate)?;
+        let a = snap.agent(call.agent)?;
+        let fit = admission::fit(&m.source, &a.source, a.record.as_deref(), &**snap);
+        let today = u64::try_from(call.at.utc_day()).unwrap_or(0);
+        let ctx = admission::CallContext {
+            at: call.at,
+            max_cost: call.max_cost,
+            spent_total: Amount::from_micros(m.ledger.used_micros()),
+            spent_today: Amount::from_micros(m.ledger.day_micros(today)),
+            by_capability: call.by_capability,
+            delegated: false,
+        };
+        Some(admission::assess(&m.source, &fit, &ctx))
+    }
+
+    /// Reclaims every reservation whose callee's hard timeout plus the grace has passed
+    /// by `now`: each exactly once; its holder's later settle is refused. Returns how many.
+    pub fn reclaim_expired(&self, now: Timestamp) -> usize {
+        self.slots.reclaim_expired(now.unix(), |r| {
+            if let Some(ledger) = self.ledgers.get(&r.ledger_key) {
+                ledger.release(ledger::Charge {
+                    worst_micros: r.worst_micros,
+                    day: r.day_plus_one.checked_sub(1),
+                });
+            }
+            self.sink.submit(&Receipt {
+                id: r.receipt_id,
+                parent: r.parent_id,
+                mandate: MandateIx((r.ids >> 32) as u32),
+                agent: AgentIx(r.ids as u32),
+                decision: Verdict::Allowed,
+                end: End::Expired,
+                codes: CodeSet::EMPTY,
+                worst_case: Amount::from_micros(r.worst_micros),
+                actual: Amount::ZERO,
+                at: Timestamp::from_unix(r.at),
+                ended_at: now,
+            });
+        })
+    }
+
+    pub(crate) fn submit(&self, receipt: &Receipt) {
+        self.sink.submit(receipt);
+    }
+
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.slots
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.config.clock)()
+    }
+
+    pub(crate) fn register_run_ledger(&self, ledger: Arc<Ledger>) -> u64 {
+        let key = RUN_KEY_BIT | sync::next_id();
+        self.ledgers.insert(key, ledger);
+        key
+    }
+
+    pub(crate) fn forget_run_ledger(&self, key: u64) {
+        if key & RUN_KEY_BIT != 0 {
+            self.ledgers.remove(&key);
+        }
+    }
+}
+
+/// Inside a delegated run, the run's total is the downstream cap.
+fn delegated_codes(mut codes: CodeSet) -> CodeSet {
+    if codes.contains(Code::TotalExceeded) {
+        codes = CodeSet::from_bits(codes.bits() & !CodeSet::EMPTY.with(Code::TotalExceeded).bits())
+            .with(Code::DownstreamCapExceeded);
+    }
+    codes
+}

@@ -1,0 +1,156 @@
+//! Receipts: one per call. A denied or held call gets its receipt when decided; an allowed
+//! call gets one when its reservation ends (settled, released or expired), so the receipt
+//! carries both the worst case and the actual cost. Receipts are `Copy` and carry interned
+//! ids, so handing one to the sink never allocates.
+//!
+//! The default sink is a bounded crossbeam channel drained by a writer thread that prints
+//! JSON lines. A full channel never blocks admission: the receipt is counted in
+//! [`ReceiptSink::dropped`], which the engine reports.
+
+use std::io::Write;
+use std::thread::JoinHandle;
+
+use crossbeam::channel::{Receiver, Sender, TrySendError, bounded};
+use serde_json::json;
+
+use super::snapshot::{AgentIx, MandateIx};
+use super::symbols::Names;
+use crate::admission::{CodeSet, Verdict};
+use crate::money::Amount;
+use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::time::Timestamp;
+
+/// How a call's story ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// Denied or held: the decision is the end of this receipt.
+    Decided,
+    /// The holder settled: `actual` was kept.
+    Settled,
+    /// The holder gave the reservation back (or dropped it).
+    Released,
+    /// The engine reclaimed the reservation after its deadline.
+    Expired,
+}
+
+impl End {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            End::Decided => "decided",
+            End::Settled => "settled",
+            End::Released => "released",
+            End::Expired => "expired",
+        }
+    }
+}
+
+/// One call's receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    pub id: u64,
+    /// The orchestrator's receipt id for a sub-call of a delegated run; 0 otherwise.
+    pub parent: u64,
+    pub mandate: MandateIx,
+    pub agent: AgentIx,
+    pub decision: Verdict,
+    pub end: End,
+    /// Every reason (denied), or `approval_required` (held); empty when allowed.
+    pub codes: CodeSet,
+    pub worst_case: Amount,
+    /// What was kept (0 unless settled).
+    pub actual: Amount,
+    pub at: Timestamp,
+    pub ended_at: Timestamp,
+}
+
+/// Where receipts go. Called on the hot path: must not block or allocate.
+pub trait ReceiptSink: Send + Sync {
+    fn submit(&self, receipt: &Receipt);
+    /// Receipts lost because the sink was full.
+    fn dropped(&self) -> u64 {
+        0
+    }
+}
+
+/// Discards receipts (benchmarks of the bare decision, tests).
+#[derive(Debug, Default)]
+pub struct NullSink;
+impl ReceiptSink for NullSink {
+    fn submit(&self, _: &Receipt) {}
+}
+
+/// A bounded channel: `try_send`, never block; a full channel counts a drop.
+#[derive(Debug)]
+pub struct ChannelSink {
+    tx: Sender<Receipt>,
+    dropped: AtomicU64,
+}
+
+/// Most receipts the default channel holds before it counts drops.
+pub const RECEIPT_QUEUE_MAX: usize = 65_536;
+
+impl ChannelSink {
+    /// A sink and the receiving end of its channel (`capacity` at least 1).
+    pub fn new(capacity: usize) -> (ChannelSink, Receiver<Receipt>) {
+        let (tx, rx) = bounded(capacity.max(1));
+        (ChannelSink { tx, dropped: AtomicU64::new(0) }, rx)
+    }
+}
+
+impl ReceiptSink for ChannelSink {
+    #[inline]
+    fn submit(&self, receipt: &Receipt) {
+        match self.tx.try_send(*receipt) {
+            Ok(()) => {}
+            // Relaxed: a statistic, read on its own; orders nothing.
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// The JSON object of one receipt, with names resolved.
+pub fn receipt_json(r: &Receipt, names: &Names) -> serde_json::Value {
+    let name = |table: &super::symbols::Symbols, sym: u32| table.name(sym).map_or_else(String::new, |n| n.to_string());
+    json!({
+        "id": r.id,
+        "parent": (r.parent != 0).then_some(r.parent),
+        "mandate": name(&names.mandates, r.mandate.0),
+        "agent": name(&names.agents, r.agent.0),
+        "decision": r.decision.as_str(),
+        "end": r.end.as_str(),
+        "reasons": r.codes.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "worst_case": r.worst_case.to_string(),
+        "actual": r.actual.to_string(),
+        "at": r.at.to_string(),
+        "ended_at": r.ended_at.to_string(),
+    })
+}
+
+/// Drains a receipt channel into JSON lines on `out` until every sender is gone.
+/// Returns the number of lines written, or the first write error.
+pub fn spawn_json_lines_writer<W: Write + Send + 'static>(
+    rx: Receiver<Receipt>,
+    names: Arc<Names>,
+    mut out: W,
+) -> JoinHandle<std::io::Result<u64>> {
+    std::thread::spawn(move || {
+        let mut written = 0u64;
+        while let Ok(first) = rx.recv() {
+            writeln!(out, "{}", receipt_json(&first, &names))?;
+            written += 1;
+            // Write what is queued, then flush once per burst.
+            for r in rx.try_iter() {
+                writeln!(out, "{}", receipt_json(&r, &names))?;
+                written += 1;
+            }
+            out.flush()?;
+        }
+        out.flush()?;
+        Ok(written)
+    })
+}

@@ -1,0 +1,279 @@
+//! The reservation guard a gateway holds while an allowed call runs, and the delegated run
+//! an orchestrator's reservation carries.
+//!
+//! A [`Reservation`] is `#[must_use]`: **dropping it unsettled releases it**, so an early
+//! return or a panic in the gateway never leaks budget. [`Reservation::settle`] keeps the
+//! actual cost and releases the rest; [`Reservation::release`] gives everything back.
+//! After the callee's hard timeout plus the engine's grace, [`Engine::reclaim_expired`]
+//! may end the reservation instead; the holder's settle then returns
+//! [`ReservationError::Reclaimed`] and nothing is counted twice.
+
+use super::ledger::{Charge, Ledger};
+use super::slots::Ticket;
+use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
+use super::{Admission, Ask, Engine, End, Receipt};
+use crate::admission::{Code, CodeSet, Verdict};
+use crate::delegation::{self, Target};
+use crate::manifest::Manifest;
+use crate::money::Amount;
+use crate::sync::Arc;
+use crate::time::Timestamp;
+
+/// Why a settle or release changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReservationError {
+    #[error(
+        "the reservation was reclaimed after the callee's timeout plus the grace; its budget is already released, so this late settle is refused rather than counted twice"
+    )]
+    Reclaimed,
+}
+
+/// What a settle kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub worst_case: Amount,
+    /// Kept against the mandate: the bill, at most the worst case.
+    pub kept: Amount,
+    /// The bill asked for: own cost plus, for an orchestrator, its sub-calls (reserved or
+    /// settled) — above `kept` only if it exceeded the worst case.
+    pub billed: Amount,
+    /// Of `billed`, what the delegated run's sub-calls took.
+    pub passthrough: Amount,
+}
+
+/// The parts of a reservation the engine fills in.
+pub(crate) struct Held {
+    pub ledger: Arc<Ledger>,
+    pub ticket: Ticket,
+    pub charge: Charge,
+    pub receipt_id: u64,
+    pub parent: u64,
+    pub mandate: MandateIx,
+    pub agent: AgentIx,
+    pub at: Timestamp,
+    pub worst_case: Amount,
+    pub sub_budget: Amount,
+}
+
+/// An allowed call's reserved worst case.
+#[must_use = "dropping a Reservation releases its budget; call settle(actual) to keep the cost"]
+pub struct Reservation<'e> {
+    engine: &'e Engine,
+    held: Held,
+    run: Option<Box<Run>>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for Reservation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("receipt_id", &self.held.receipt_id)
+            .field("worst_case", &self.held.worst_case)
+            .field("sub_budget", &self.held.sub_budget)
+            .field("delegated_run", &self.run.is_some())
+            .finish()
+    }
+}
+
+impl<'e> Reservation<'e> {
+    pub(crate) fn new(engine: &'e Engine, held: Held) -> Self {
+        Reservation { engine, held, run: None, ended: false }
+    }
+
+    pub(crate) fn attach_run(&mut self, run: Run) {
+        self.run = Some(Box::new(run));
+    }
+
+    pub fn worst_case(&self) -> Amount {
+        self.held.worst_case
+    }
+
+    /// What the callee's sub-calls may spend (0 without passthrough).
+    pub fn sub_budget(&self) -> Amount {
+        self.held.sub_budget
+    }
+
+    /// The id of the receipt this call will get; sub-calls name it as their parent.
+    pub fn receipt_id(&self) -> u64 {
+        self.held.receipt_id
+    }
+
+    /// Whether this is an orchestrator's call with a delegated run for its sub-calls.
+    pub fn is_delegated_run(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// The derived sub-mandate of this orchestrator's run.
+    pub fn sub_mandate(&self) -> Option<&crate::mandate::Mandate> {
+        self.run.as_ref().map(|r| &*r.mandate.source)
+    }
+
+    /// What the run's sub-calls have reserved or settled so far.
+    pub fn run_spent(&self) -> Amount {
+        self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.used_micros()))
+    }
+
+    /// Keeps `actual` (at most the worst case) and releases the rest. For an
+    /// orchestrator the bill is `actual` (its own price) plus what its sub-calls took:
+    /// settle it after they have ended; one still in flight counts at its worst case.
+    pub fn settle(mut self, actual: Amount, at: Timestamp) -> Result<Settled, ReservationError> {
+        self.ended = true;
+        let passthrough = self.run_spent();
+        let billed = actual.checked_add(passthrough).unwrap_or(Amount::MAX);
+        let result = self.finish(End::Settled, billed, at);
+        result.map(|kept| Settled { worst_case: self.held.worst_case, kept, billed, passthrough })
+    }
+
+    /// Gives the whole reservation back (the call did not happen, or costs nothing).
+    pub fn release(mut self, at: Timestamp) -> Result<(), ReservationError> {
+        self.ended = true;
+        self.finish(End::Released, Amount::ZERO, at).map(|_| ())
+    }
+
+    /// Releases without a receipt (an orchestrator refused before it ran).
+    pub(crate) fn release_quietly(mut self) -> Result<(), ReservationError> {
+        self.ended = true;
+        if self.engine.slots().end(self.held.ticket) {
+            self.held.ledger.release(self.held.charge);
+            Ok(())
+        } else {
+            Err(ReservationError::Reclaimed)
+        }
+    }
+
+    fn finish(&mut self, end: End, actual: Amount, at: Timestamp) -> Result<Amount, ReservationError> {
+        if let Some(run) = &self.run {
+            self.engine.forget_run_ledger(run.mandate.ledger_key);
+        }
+        // Exactly one of the holder and the reaper wins the slot.
+        if !self.engine.slots().end(self.held.ticket) {
+            return Err(ReservationError::Reclaimed);
+        }
+        let kept = match end {
+            End::Settled => Amount::from_micros(self.held.ledger.settle(self.held.charge, actual.micros())),
+            _ => {
+                self.held.ledger.release(self.held.charge);
+                Amount::ZERO
+            }
+        };
+        self.engine.submit(&Receipt {
+            id: self.held.receipt_id,
+            parent: self.held.parent,
+            mandate: self.held.mandate,
+            agent: self.held.agent,
+            decision: Verdict::Allowed,
+            end,
+            codes: CodeSet::EMPTY,
+            worst_case: self.held.worst_case,
+            actual: kept,
+            at: self.held.at,
+            ended_at: at,
+        });
+        Ok(kept)
+    }
+
+    /// Admits one sub-call of this orchestrator's delegated run against the run's ledger.
+    /// A reservation without a run denies every sub-call (`call_not_declared`).
+    pub fn sub_call(&self, call: &SubCall<'_>) -> Admission<'e> {
+        let engine = self.engine;
+        let snap = engine.cell.load();
+        let (Some(run), Some(callee)) = (&self.run, snap.agent(call.agent)) else {
+            return engine.deny_unknown(
+                &super::Call::new(self.held.mandate, call.agent, call.at),
+                if self.run.is_none() { Code::CallNotDeclared } else { Code::UnknownAgent },
+            );
+        };
+        let extra = run.declared_codes(call, callee);
+        engine.decide(&Ask {
+            m: &run.mandate,
+            a: callee,
+            snap: &snap,
+            at: call.at,
+            max_cost: None,
+            by_capability: call.capability.is_some(),
+            approved: false,
+            run: Some((run, extra)),
+            parent: self.held.receipt_id,
+        })
+    }
+}
+
+impl Drop for Reservation<'_> {
+    /// An unsettled reservation is released: no early return leaks budget.
+    fn drop(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            let now = self.engine.now();
+            // A reclaimed reservation has nothing left to give back.
+            let _ = self.finish(End::Released, Amount::ZERO, now);
+        }
+    }
+}
+
+/// A sub-call inside a delegated run.
+#[derive(Debug, Clone, Copy)]
+pub struct SubCall<'a> {
+    pub agent: AgentIx,
+    /// The capability the orchestrator asked for (the gateway picked `agent`), or `None`
+    /// when the orchestrator named the agent.
+    pub capability: Option<&'a str>,
+    pub at: Timestamp,
+}
+
+/// An orchestrator's delegated run: its derived, compiled sub-mandate with its own ledger
+/// bounded by the downstream budget.
+pub(crate) struct Run {
+    pub mandate: CompiledMandate,
+    orchestrator: Arc<Manifest>,
+}
+
+impl Run {
+    /// Derives and compiles the sub-mandate (the delegation document's table) for
+    /// `orchestrator` under `parent`. `Err` when the derived mandate would widen its parent.
+    pub fn open(
+        engine: &Engine,
+        snap: &Snapshot,
+        parent: &CompiledMandate,
+        orchestrator: &CompiledAgent,
+        sub_budget: Amount,
+        _at: Timestamp,
+    ) -> Result<Run, ()> {
+        let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap).map_err(|_| ())?;
+        let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| ())?);
+        let ledger = Arc::new(Ledger::new());
+        let key = engine.register_run_ledger(Arc::clone(&ledger));
+        match snapshot::compile_mandate(ix, Arc::new(derived), ledger, key, &engine.names) {
+            Ok(mandate) => Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) }),
+            Err(_) => {
+                engine.forget_run_ledger(key);
+                Err(())
+            }
+        }
+    }
+
+    /// The delegation checks beyond the sub-mandate: the call must be declared, and its
+    /// worst case within the declared `max_cost` (converted into the run's currency).
+    fn declared_codes(&self, call: &SubCall<'_>, callee: &CompiledAgent) -> CodeSet {
+        let target = match call.capability {
+            Some(class) => Target::Capability(class),
+            None => Target::Agent(&callee.source.id),
+        };
+        let Some(declared) = delegation::declared_call(&self.orchestrator, &target, &callee.source) else {
+            return CodeSet::EMPTY.with(Code::CallNotDeclared);
+        };
+        let limit = self
+            .orchestrator
+            .pricing
+            .currency
+            .and_then(|c| self.mandate.source.budget.rate(c))
+            .and_then(|rate| declared.max_cost.convert(rate).ok());
+        let Some(limit) = limit else {
+            return CodeSet::EMPTY.with(Code::CurrencyWithoutRate);
+        };
+        let fit = snapshot::fit_codes(&self.mandate, callee, call.capability.is_some());
+        match fit.own_ceiling.checked_add(fit.passthrough_cap) {
+            Ok(worst) if worst <= limit => CodeSet::EMPTY,
+            _ => CodeSet::EMPTY.with(Code::CallMaxCostExceeded),
+        }
+    }
+}

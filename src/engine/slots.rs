@@ -1,0 +1,233 @@
+//! The reservation table: one slot per reservation in flight, so that a reservation ends
+//! **exactly once** — settled or released by its holder, or reclaimed by the engine after
+//! its deadline — whoever wins one compare-and-swap on the slot's state.
+//!
+//! A slot's state word is `generation << 2 | status`. A holder remembers the generation
+//! it claimed; ending a slot moves `Active(g)` to `Free(g + 1)`, so a late holder (or a
+//! late reaper) that still expects `Active(g)` fails its CAS and changes nothing. The
+//! generation wraps after 2^62 uses of one slot, which no process lives to see.
+//!
+//! The table is fixed at construction (a limit, not a growing heap): when every slot is
+//! taken the call is denied `in_flight_limit_reached`. Each thread searches from its own
+//! cursor, so threads rarely touch the same slots.
+
+use crate::sync::{self, AtomicU64, Ordering};
+
+const FREE: u64 = 0;
+const CLAIMED: u64 = 1;
+const ACTIVE: u64 = 2;
+const STATUS_MASK: u64 = 0b11;
+
+fn state(generation: u64, status: u64) -> u64 {
+    (generation << 2) | status
+}
+
+/// Most slots a table may have (the reservations in flight at once).
+pub const SLOTS_MAX: usize = 1 << 22;
+
+/// What the engine needs to reclaim an expired reservation without its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SlotRecord {
+    /// Which ledger: see `Engine::ledger_for_key`.
+    pub ledger_key: u64,
+    pub worst_micros: u64,
+    /// Day charged + 1 (0: none).
+    pub day_plus_one: u64,
+    /// Unix seconds after which the reservation may be reclaimed.
+    pub deadline: i64,
+    /// Receipt fields: mandate and agent symbols (high and low 32 bits).
+    pub ids: u64,
+    pub receipt_id: u64,
+    pub parent_id: u64,
+    pub at: i64,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Slot {
+    state: AtomicU64,
+    ledger_key: AtomicU64,
+    worst_micros: AtomicU64,
+    day_plus_one: AtomicU64,
+    deadline: AtomicU64,
+    ids: AtomicU64,
+    receipt_id: AtomicU64,
+    parent_id: AtomicU64,
+    at: AtomicU64,
+}
+
+/// A claimed slot: index and generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    pub index: u32,
+    pub generation: u64,
+}
+
+#[derive(Debug)]
+pub struct Slots {
+    slots: Box<[Slot]>,
+    /// A search from the thread's cursor looks at most this many slots.
+    probe_max: usize,
+}
+
+impl Slots {
+    /// A table of `capacity` slots (at least 1, at most [`SLOTS_MAX`]).
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, SLOTS_MAX);
+        let slots: Box<[Slot]> = (0..capacity).map(|_| Slot::default()).collect();
+        Slots { slots, probe_max: capacity }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Claims a free slot. `None` when none is free within one sweep of the table.
+    pub fn claim(&self) -> Option<Ticket> {
+        let len = self.slots.len();
+        let start = sync::cursor() % len;
+        for step in 0..self.probe_max {
+            let index = (start + step) % len;
+            let slot = self.slots.get(index)?;
+            // Relaxed: a peek to skip busy slots; the CAS below decides.
+            let seen = slot.state.load(Ordering::Relaxed);
+            if seen & STATUS_MASK != FREE {
+                continue;
+            }
+            let generation = seen >> 2;
+            // Acquire on success: we must see the previous holder's field writes as
+            // finished before we overwrite them (pairs with the Release in `end`).
+            if slot
+                .state
+                .compare_exchange(seen, state(generation, CLAIMED), Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                sync::set_cursor(index + 1);
+                return Some(Ticket { index: u32::try_from(index).ok()?, generation });
+            }
+        }
+        None
+    }
+
+    /// Gives back a claimed slot that never became active (the ledger refused).
+    pub fn unclaim(&self, t: Ticket) {
+        if let Some(slot) = self.slots.get(t.index as usize) {
+            // Release: orders our (unused) writes before the slot is free again.
+            slot.state.store(state(t.generation.wrapping_add(1), FREE), Ordering::Release);
+        }
+    }
+
+    /// Fills a claimed slot and makes it visible to the reaper.
+    pub fn activate(&self, t: Ticket, r: &SlotRecord) {
+        let Some(slot) = self.slots.get(t.index as usize) else { return };
+        // Relaxed stores: published by the Release store of the state below.
+        slot.ledger_key.store(r.ledger_key, Ordering::Relaxed);
+        slot.worst_micros.store(r.worst_micros, Ordering::Relaxed);
+        slot.day_plus_one.store(r.day_plus_one, Ordering::Relaxed);
+        slot.deadline.store(r.deadline as u64, Ordering::Relaxed);
+        slot.ids.store(r.ids, Ordering::Relaxed);
+        slot.receipt_id.store(r.receipt_id, Ordering::Relaxed);
+        slot.parent_id.store(r.parent_id, Ordering::Relaxed);
+        slot.at.store(r.at as u64, Ordering::Relaxed);
+        // Release: a reaper that Acquire-loads `Active(g)` sees every field above.
+        slot.state.store(state(t.generation, ACTIVE), Ordering::Release);
+    }
+
+    /// Ends an active reservation: true for exactly one caller per ticket (the holder
+    /// settling or releasing, or the reaper). The loser must change nothing.
+    pub fn end(&self, t: Ticket) -> bool {
+        let Some(slot) = self.slots.get(t.index as usize) else { return false };
+        // AcqRel: Acquire pairs with `activate`'s Release (the reaper reads fields after
+        // winning); Release pairs with `claim`'s Acquire (the next holder overwrites them).
+        slot.state
+            .compare_exchange(
+                state(t.generation, ACTIVE),
+                state(t.generation.wrapping_add(1), FREE),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Calls `reclaim` once for every active slot whose deadline is before `now`, after
+    /// winning it from its holder. Returns how many were reclaimed.
+    pub fn reclaim_expired(&self, now: i64, mut reclaim: impl FnMut(SlotRecord)) -> usize {
+        let mut count = 0;
+        for (index, slot) in self.slots.iter().enumerate() {
+            // Acquire: pairs with `activate`'s Release, so the fields read below are the
+            // ones of generation `g`.
+            let seen = slot.state.load(Ordering::Acquire);
+            if seen & STATUS_MASK != ACTIVE {
+                continue;
+            }
+            let record = read(slot);
+            if record.deadline >= now {
+                continue;
+            }
+            let Ok(index) = u32::try_from(index) else { continue };
+            // If the CAS wins, no one could have changed the fields since we read them:
+            // they only change after the slot is free again, which bumps the generation.
+            if self.end(Ticket { index, generation: seen >> 2 }) {
+                reclaim(record);
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Reservations currently active (a diagnostic count, not a synchronised snapshot).
+    pub fn active(&self) -> usize {
+        self.slots.iter().filter(|s| s.state.load(Ordering::Relaxed) & STATUS_MASK == ACTIVE).count()
+    }
+
+    /// Every active reservation's record (for export: in flight counts as spent).
+    pub fn active_records(&self) -> Vec<SlotRecord> {
+        self.slots
+            .iter()
+            // Acquire: pairs with `activate`'s Release, as in `reclaim_expired`.
+            .filter(|slot| slot.state.load(Ordering::Acquire) & STATUS_MASK == ACTIVE)
+            .map(read)
+            .collect()
+    }
+}
+
+/// The fields of an active slot. Relaxed loads: the caller's Acquire load of the state
+/// made the activating thread's writes visible.
+fn read(slot: &Slot) -> SlotRecord {
+    SlotRecord {
+        ledger_key: slot.ledger_key.load(Ordering::Relaxed),
+        worst_micros: slot.worst_micros.load(Ordering::Relaxed),
+        day_plus_one: slot.day_plus_one.load(Ordering::Relaxed),
+        deadline: slot.deadline.load(Ordering::Relaxed) as i64,
+        ids: slot.ids.load(Ordering::Relaxed),
+        receipt_id: slot.receipt_id.load(Ordering::Relaxed),
+        parent_id: slot.parent_id.load(Ordering::Relaxed),
+        at: slot.at.load(Ordering::Relaxed) as i64,
+    }
+}
+
+#[cfg(all(test, not(holon_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ticket_ends_exactly_once_and_slots_are_reused() {
+        let s = Slots::new(2);
+        let a = s.claim().unwrap();
+        s.activate(a, &SlotRecord { deadline: 10, ..Default::default() });
+        let b = s.claim().unwrap();
+        assert_ne!(a.index, b.index);
+        assert!(s.claim().is_none(), "two slots, two claims");
+        s.activate(b, &SlotRecord { deadline: 100, ..Default::default() });
+        let mut reclaimed = 0;
+        assert_eq!(s.reclaim_expired(50, |_| reclaimed += 1), 1);
+        assert_eq!(reclaimed, 1);
+        assert!(!s.end(a), "the reaper won: the holder's late end is refused");
+        assert!(s.end(b));
+        assert!(!s.end(b), "twice is refused");
+        let c = s.claim().unwrap();
+        assert!(c.generation > 0);
+        s.unclaim(c);
+        assert_eq!(s.active(), 0);
+    }
+}

@@ -1,0 +1,137 @@
+//! A synthetic network of agents and mandates, for benchmarks, `holon loadtest`, the demo
+//! and tests: every kind of decision appears in a known proportion.
+//!
+//! Agent `syn/a{i}` by `i % 10`:
+//! - 5: an orchestrator (`syn.orchestrate`) with a passthrough cap of 0.01 and a declared
+//!   call to capability `syn.leaf` (allowed, with a delegated run);
+//! - 8: trains on data, which every mandate forbids (denied `training_use_not_allowed`);
+//! - 9: costs 0.90, above every mandate's approval threshold 0.50 (held);
+//! - otherwise a leaf (`syn.leaf`) at 0.001, priced in EUR or, for odd `i`, USD
+//!   (converted at 0.92); 6 keeps data 30 days and 7 sends it to a collector, which the
+//!   synthetic mandates allow (they vary the data facts for the equivalence tests).
+//!
+//! Mandate `m{j}` (issuer `acct{j}`) allows `syn.*` in EUR with the shape's total.
+
+use serde_json::{Value, json};
+
+use super::snapshot::SnapshotInput;
+use crate::mandate::Mandate;
+use crate::manifest::Manifest;
+use crate::money::Amount;
+use crate::sync::Arc;
+use crate::time::Timestamp;
+
+/// What kind of decision calls to an agent get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Leaf,
+    Orchestrator,
+    Held,
+    Denied,
+}
+
+/// The kind of `syn/a{i}`.
+pub fn kind_of(i: usize) -> Kind {
+    match i % 10 {
+        5 => Kind::Orchestrator,
+        8 => Kind::Denied,
+        9 => Kind::Held,
+        _ => Kind::Leaf,
+    }
+}
+
+/// Sizes of a synthetic network.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub agents: usize,
+    pub mandates: usize,
+    /// Every mandate's total (and daily) budget.
+    pub total: Amount,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape { agents: 100, mandates: 10, total: Amount::from_micros(100_000_000_000) }
+    }
+}
+
+/// A compiled-ready network and a time inside every mandate's validity.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub input: SnapshotInput,
+    pub at: Timestamp,
+}
+
+/// Midday, 2026-11-15 UTC.
+pub const AT_UNIX: i64 = 1_763_208_000;
+
+fn agent_doc(i: usize) -> Value {
+    let kind = kind_of(i);
+    let (class, price) = match kind {
+        Kind::Orchestrator => ("syn.orchestrate", "0.002"),
+        Kind::Held => ("syn.leaf", "0.90"),
+        _ => ("syn.leaf", "0.001"),
+    };
+    let currency = if kind == Kind::Leaf && i % 2 == 1 { "USD" } else { "EUR" };
+    let mut pricing = json!({ "model": "per_run", "amount": price, "currency": currency, "charge_on": "success" });
+    let mut calls = json!([]);
+    if kind == Kind::Orchestrator {
+        pricing["downstream"] = json!({ "mode": "passthrough", "cap": "0.01" });
+        calls = json!([{ "capability": "syn.leaf", "max_cost": "0.005" }]);
+    }
+    json!({
+        "holon": "0.1",
+        "id": format!("syn/a{i}"),
+        "version": "1.0.0",
+        "name": format!("synthetic {i}"),
+        "description": "A synthetic agent.",
+        "license": "MIT",
+        "authors": [{ "name": "holon", "kind": "organization" }],
+        "source": { "repository": "https://example.com/syn", "ref": "0123456789abcdef0123456789abcdef01234567" },
+        "interface": { "input": { "type": "object" }, "output": { "type": "object" }, "modes": ["sync"] },
+        "capabilities": [{ "class": class }],
+        "pricing": pricing,
+        "runtime": { "kind": "container", "image": "example.com/syn@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "limits": { "timeout_s": 60 } },
+        "data": {
+            "retention": if i % 10 == 6 { "P30D" } else { "none" },
+            "training_use": kind == Kind::Denied,
+            "egress": if i % 10 == 7 { json!(["collector.example"]) } else { json!([]) },
+        },
+        "calls": calls,
+        "examples": [{ "input": {}, "output": {} }],
+    })
+}
+
+fn mandate_doc(j: usize, total: Amount) -> Value {
+    let total = total.to_string();
+    json!({
+        "holon_mandate": "0.1",
+        "id": format!("m{j}"),
+        "issuer": format!("acct{j}"),
+        "grantee": format!("acct{j}/bot"),
+        "valid": { "from": "2026-11-01T00:00:00Z", "until": "2026-12-31T23:59:59Z" },
+        "budget": { "currency": "EUR", "total": total, "per_call": "2.00", "per_day": total, "fx": { "USD": "0.92" } },
+        "approval": { "above": "0.50" },
+        "allow": { "capabilities": ["syn.*"], "published": true },
+        "data": { "training_use": false },
+        "delegation": { "max_depth": 1 },
+    })
+}
+
+/// Builds the network. The documents are built typed without the document pipeline (fast
+/// for 10,000s); `tests/engine_equivalence.rs` checks them with every rule of
+/// `holon validate`. An error here is a bug in this module.
+pub fn network(shape: &Shape) -> Result<Network, serde_json::Error> {
+    let agents = (0..shape.agents)
+        .map(|i| serde_json::from_value::<Manifest>(agent_doc(i)).map(|m| (Arc::new(m), None)))
+        .collect::<Result<_, _>>()?;
+    let mandates = (0..shape.mandates)
+        .map(|j| serde_json::from_value::<Mandate>(mandate_doc(j, shape.total)).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    Ok(Network { input: SnapshotInput { mandates, agents }, at: Timestamp::from_unix(AT_UNIX) })
+}
+
+/// The documents as JSON values (for validation in tests).
+pub fn documents(shape: &Shape) -> (Vec<Value>, Vec<Value>) {
+    ((0..shape.agents).map(agent_doc).collect(), (0..shape.mandates).map(|j| mandate_doc(j, shape.total)).collect())
+}
