@@ -81,12 +81,9 @@ impl Ledger {
         let add = |word: &AtomicU64, micros: u64| {
             // Relaxed: single-location RMWs, as everywhere in the ledger.
             let mut seen = word.load(Ordering::Relaxed);
-            while let Err(now) = word.compare_exchange_weak(
-                seen,
-                seen.saturating_add(micros),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            while let Err(now) =
+                word.compare_exchange_weak(seen, seen.saturating_add(micros), Ordering::Relaxed, Ordering::Relaxed)
+            {
                 seen = now;
             }
         };

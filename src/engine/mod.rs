@@ -59,7 +59,9 @@ use slots::{SlotRecord, Slots};
 pub enum EngineError {
     #[error("mandate `{mandate}` cannot be compiled: {message}")]
     Compile { mandate: String, message: String },
-    #[error("more than {max} {kind} names; the engine keeps names for its whole life, so restart it to forget old ones")]
+    #[error(
+        "more than {max} {kind} names; the engine keeps names for its whole life, so restart it to forget old ones"
+    )]
     TooManyNames { kind: &'static str, max: usize },
     #[error("spend state cannot be read: {0}")]
     SpendDecode(String),
@@ -490,10 +492,7 @@ impl Engine {
     pub fn reclaim_expired(&self, now: Timestamp) -> usize {
         self.slots.reclaim_expired(now.unix(), |r| {
             if let Some(ledger) = self.ledgers.get(&r.ledger_key) {
-                ledger.release(ledger::Charge {
-                    worst_micros: r.worst_micros,
-                    day: r.day_plus_one.checked_sub(1),
-                });
+                ledger.release(ledger::Charge { worst_micros: r.worst_micros, day: r.day_plus_one.checked_sub(1) });
             }
             self.sink.submit(&Receipt {
                 id: r.receipt_id,

@@ -11,7 +11,7 @@
 use super::ledger::{Charge, Ledger};
 use super::slots::Ticket;
 use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
-use super::{Admission, Ask, Engine, End, Receipt};
+use super::{Admission, Ask, End, Engine, Receipt};
 use crate::admission::{Code, CodeSet, Verdict};
 use crate::delegation::{self, Target};
 use crate::manifest::Manifest;

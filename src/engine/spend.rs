@@ -90,7 +90,8 @@ impl Engine {
                 return Err(EngineError::SpendInvalid(format!("the day word of `{}` is out of range", l.mandate)));
             }
         }
-        let syms = state.ledgers.iter().map(|l| self.names.mandates.intern(&l.mandate)).collect::<Result<Vec<_>, _>>()?;
+        let syms =
+            state.ledgers.iter().map(|l| self.names.mandates.intern(&l.mandate)).collect::<Result<Vec<_>, _>>()?;
         for (l, sym) in state.ledgers.iter().zip(syms) {
             let ledger = self.ledgers.entry(u64::from(sym)).or_default();
             ledger.value().absorb(l.spent_micros, l.day, l.day_micros);

@@ -40,7 +40,8 @@ impl Symbols {
         if names.len() >= SYMBOLS_MAX {
             return Err(EngineError::TooManyNames { kind: self.kind, max: SYMBOLS_MAX });
         }
-        let sym = u32::try_from(names.len()).map_err(|_| EngineError::TooManyNames { kind: self.kind, max: SYMBOLS_MAX })?;
+        let sym =
+            u32::try_from(names.len()).map_err(|_| EngineError::TooManyNames { kind: self.kind, max: SYMBOLS_MAX })?;
         let name: Arc<str> = Arc::from(name);
         names.push(Arc::clone(&name));
         map.insert(name, sym);

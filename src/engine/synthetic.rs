@@ -63,7 +63,7 @@ pub struct Network {
 }
 
 /// Midday, 2026-11-15 UTC.
-pub const AT_UNIX: i64 = 1_763_208_000;
+pub const AT_UNIX: i64 = 1_794_744_000;
 
 fn agent_doc(i: usize) -> Value {
     let kind = kind_of(i);

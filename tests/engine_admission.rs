@@ -1,0 +1,234 @@
+//! The engine on the example network: the worked example through the engine (denied,
+//! held, approved, delegated run, passthrough bill, receipt tree), the reservation guard,
+//! expiry exactly once, snapshot swaps keeping ledgers, and spend export/import.
+
+use holon::admission::{Code, Verdict};
+use holon::catalog::Catalog;
+use holon::doc;
+use holon::engine::{
+    Admission, Call, ChannelSink, End, Engine, EngineConfig, EngineError, ReservationError, SnapshotInput, SubCall,
+};
+use holon::money::Amount;
+use holon::pattern::Principal;
+use holon::time::Timestamp;
+use std::sync::Arc;
+
+fn a(s: &str) -> Amount {
+    Amount::parse(s).unwrap()
+}
+
+fn input() -> SnapshotInput {
+    let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
+    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    SnapshotInput {
+        mandates: vec![Arc::new(root)],
+        agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
+    }
+}
+
+fn at() -> Timestamp {
+    Timestamp::parse("2026-11-20T10:00:00Z").unwrap()
+}
+
+fn fixed_clock() -> Timestamp {
+    at()
+}
+
+fn engine_with_receipts() -> (Engine, crossbeam::channel::Receiver<holon::engine::Receipt>) {
+    let (sink, rx) = ChannelSink::new(1024);
+    let engine = Engine::with_sink(EngineConfig { clock: fixed_clock, ..EngineConfig::default() }, Arc::new(sink));
+    engine.publish(&input()).unwrap();
+    (engine, rx)
+}
+
+fn call(engine: &Engine, agent: &str) -> Call {
+    Call::new(engine.mandate_ix("alice/m-2026-11").unwrap(), engine.agent_ix(agent).unwrap(), at())
+}
+
+#[test]
+fn the_worked_example_through_the_engine() {
+    let (engine, rx) = engine_with_receipts();
+    let pipeline = call(&engine, "holon-labs/invoice-pipeline");
+    // 1. 0.10 + 3.00 passthrough = 3.10 > per_call 2.00.
+    let Admission::Denied(d) = engine.admit(&pipeline) else { panic!("expected denied") };
+    assert_eq!(d.codes.iter().collect::<Vec<_>>(), vec![Code::PerCallExceeded]);
+    assert_eq!(d.worst_case, a("3.10"));
+    let explained = engine.explain(&pipeline).unwrap();
+    assert!(explained.reasons[0].message.contains("per-call limit 2.00"), "{:?}", explained.reasons);
+    // 2. max_cost 0.60: held for alice; nothing reserved while held.
+    let capped = Call { max_cost: Some(a("0.60")), ..pipeline };
+    let Admission::Held(p) = engine.admit(&capped) else { panic!("expected held") };
+    assert_eq!(p.worst_case, a("0.60"));
+    let ledger = engine.ledger(capped.mandate).unwrap();
+    assert_eq!(ledger.used_micros(), 0);
+    let bob = Principal::parse("bob").unwrap();
+    assert!(matches!(engine.approve(p.id, &bob, at()), Err(EngineError::Approval(_))));
+    let agent = Principal::parse("alice/assistant").unwrap();
+    assert!(matches!(engine.approve(p.id, &agent, at()), Err(EngineError::Approval(_))));
+    let alice = Principal::parse("alice").unwrap();
+    let Admission::Allowed(r) = engine.approve(p.id, &alice, at()).unwrap() else { panic!("expected allowed") };
+    assert!(matches!(engine.approve(p.id, &alice, at()), Err(EngineError::UnknownPending(_))));
+    assert_eq!((r.worst_case(), r.sub_budget()), (a("0.60"), a("0.50")));
+    assert_eq!(ledger.used_micros(), a("0.60").micros());
+    assert!(r.is_delegated_run());
+    assert_eq!(r.sub_mandate().unwrap().id, "alice/m-2026-11/holon-labs/invoice-pipeline");
+    // 3. Six sub-calls against the run's ledger.
+    let table = engine.agent_ix("acme/table-extract").unwrap();
+    let fx = engine.agent_ix("holon-labs/fx-convert").unwrap();
+    for (agent, capability, cost) in [
+        (table, "extraction.table", "0.004"),
+        (table, "extraction.table", "0.004"),
+        (table, "extraction.table", "0.004"),
+        (table, "extraction.table", "0.004"),
+        (fx, "finance.fx", "0.001"),
+        (fx, "finance.fx", "0.001"),
+    ] {
+        let sub = SubCall { agent, capability: Some(capability), at: at() };
+        let Admission::Allowed(child) = r.sub_call(&sub) else { panic!("sub-call to {capability} not allowed") };
+        child.settle(a(cost), at()).unwrap();
+    }
+    // An undeclared sub-call is refused.
+    let reader = engine.agent_ix("holon-labs/page-reader").unwrap();
+    let Admission::Denied(d) = r.sub_call(&SubCall { agent: reader, capability: None, at: at() }) else {
+        panic!("undeclared sub-call allowed")
+    };
+    assert!(d.codes.contains(Code::CallNotDeclared), "{:?}", d.codes.iter().collect::<Vec<_>>());
+    assert_eq!(r.run_spent(), a("0.018"));
+    // 4. The bill: own 0.10 + passthrough 0.018.
+    let parent_id = r.receipt_id();
+    let settled = r.settle(a("0.10"), at()).unwrap();
+    assert_eq!((settled.billed, settled.kept, settled.passthrough), (a("0.118"), a("0.118"), a("0.018")));
+    assert_eq!(ledger.used_micros(), a("0.118").micros());
+    assert_eq!(ledger.settled_micros(), a("0.118").micros());
+    // 5. Receipts: denied, held, six children + one refused sub-call, the parent.
+    let receipts: Vec<_> = rx.try_iter().collect();
+    let kinds: Vec<_> = receipts.iter().map(|r| (r.decision, r.end)).collect();
+    assert_eq!(kinds.first(), Some(&(Verdict::Denied, End::Decided)));
+    assert_eq!(kinds.get(1), Some(&(Verdict::Held, End::Decided)));
+    let children: Vec<_> = receipts.iter().filter(|r| r.parent == parent_id).collect();
+    assert_eq!(children.len(), 7);
+    assert_eq!(children.iter().filter(|c| c.end == End::Settled).map(|c| c.actual.micros()).sum::<u64>(), 18_000);
+    let parent = receipts.iter().find(|r| r.id == parent_id).unwrap();
+    assert_eq!((parent.end, parent.actual), (End::Settled, a("0.118")));
+}
+
+#[test]
+fn dropping_a_reservation_releases_it_and_every_path_ends_once() {
+    let (engine, rx) = engine_with_receipts();
+    let c = call(&engine, "acme/table-extract");
+    let ledger = engine.ledger(c.mandate).unwrap();
+    {
+        let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+        assert_eq!(ledger.used_micros(), 4_000);
+        let _ = r; // dropped here, unsettled
+    }
+    assert_eq!(ledger.used_micros(), 0);
+    let ends: Vec<_> = rx.try_iter().map(|r| r.end).collect();
+    assert_eq!(ends, vec![End::Released]);
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.release(at()).unwrap();
+    assert_eq!((ledger.used_micros(), engine.stats().in_flight), (0, 0));
+}
+
+#[test]
+fn an_expired_reservation_is_reclaimed_exactly_once_and_a_late_settle_is_refused() {
+    let (engine, rx) = engine_with_receipts();
+    let c = call(&engine, "acme/table-extract"); // timeout_s 60, grace 30
+    let ledger = engine.ledger(c.mandate).unwrap();
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 90)), 0, "not before the deadline");
+    assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 91)), 1);
+    assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 1000)), 0, "only once");
+    assert_eq!(ledger.used_micros(), 0);
+    assert_eq!(r.settle(a("0.004"), at()), Err(ReservationError::Reclaimed));
+    assert_eq!((ledger.used_micros(), ledger.settled_micros()), (0, 0), "nothing counted twice");
+    let ends: Vec<_> = rx.try_iter().map(|r| r.end).collect();
+    assert_eq!(ends, vec![End::Expired]);
+}
+
+#[test]
+fn a_swap_keeps_ledgers_and_in_flight_calls_finish_on_their_snapshot() {
+    let (engine, _rx) = engine_with_receipts();
+    let c = call(&engine, "acme/table-extract");
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.settle(a("0.004"), at()).unwrap();
+    let Admission::Allowed(in_flight) = engine.admit(&c) else { panic!() };
+    // Publish a snapshot without the mandate: new calls are denied, the reservation in
+    // flight still settles into the same ledger.
+    let mut without = input();
+    without.mandates.clear();
+    assert_eq!(engine.publish(&without).unwrap(), 2);
+    let Admission::Denied(d) = engine.admit(&c) else { panic!() };
+    assert!(d.codes.contains(Code::UnknownMandate));
+    in_flight.settle(a("0.004"), at()).unwrap();
+    // Bring it back: the spend is still there.
+    engine.publish(&input()).unwrap();
+    assert_eq!(engine.ledger(c.mandate).unwrap().settled_micros(), 8_000);
+}
+
+#[test]
+fn a_bad_publish_changes_nothing() {
+    let (engine, _rx) = engine_with_receipts();
+    let mut twice = input();
+    let first = twice.mandates[0].clone();
+    twice.mandates.push(first);
+    assert!(matches!(engine.publish(&twice), Err(EngineError::Compile { .. })));
+    assert_eq!(engine.stats().generation, 1);
+    let mut huge = input();
+    let mut m = (*huge.mandates[0]).clone();
+    m.budget.total = Amount::MAX;
+    m.budget.per_day = Some(Amount::from_micros(u64::MAX));
+    huge.mandates = vec![Arc::new(m)];
+    let err = engine.publish(&huge).unwrap_err();
+    assert!(err.to_string().contains("per-day maximum"), "{err}");
+    assert_eq!(engine.stats().generation, 1);
+}
+
+#[test]
+fn spend_survives_a_restart_and_in_flight_counts_as_spent() {
+    let (engine, _rx) = engine_with_receipts();
+    let c = call(&engine, "acme/table-extract");
+    let Admission::Allowed(done) = engine.admit(&c) else { panic!() };
+    done.settle(a("0.003"), at()).unwrap();
+    let Admission::Allowed(_in_flight) = engine.admit(&c) else { panic!() };
+    let bytes = engine.export_spend().unwrap();
+
+    let restarted = Engine::new(EngineConfig::default());
+    assert_eq!(restarted.import_spend(&bytes).unwrap(), 1);
+    restarted.publish(&input()).unwrap();
+    let ledger = restarted.ledger(restarted.mandate_ix("alice/m-2026-11").unwrap()).unwrap();
+    assert_eq!(ledger.used_micros(), 3_000 + 4_000, "settled 0.003 + in flight 0.004");
+    assert_eq!(ledger.day_micros(u64::try_from(at().utc_day()).unwrap()), 7_000);
+
+    // Hostile bytes: a clear error, nothing changes.
+    for bad in [&b""[..], &b"\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..], &bytes[..bytes.len() - 1]] {
+        assert!(matches!(restarted.import_spend(bad), Err(EngineError::SpendDecode(_))));
+    }
+    let mut trailing = bytes.clone();
+    trailing.push(0);
+    assert!(restarted.import_spend(&trailing).is_err());
+    assert_eq!(ledger.used_micros(), 7_000);
+}
+
+#[test]
+fn unknown_ids_and_times_out_of_range_are_denied() {
+    let (engine, _rx) = engine_with_receipts();
+    let mut c = call(&engine, "acme/table-extract");
+    c.at = Timestamp::from_unix(i64::MAX / 2);
+    let Admission::Denied(d) = engine.admit(&c) else { panic!() };
+    assert!(d.codes.contains(Code::MandateExpired) && d.codes.contains(Code::InternalError));
+    let mut c = call(&engine, "acme/table-extract");
+    c.agent = holon::engine::AgentIx(999_999);
+    let Admission::Denied(d) = engine.admit(&c) else { panic!() };
+    assert!(d.codes.contains(Code::UnknownAgent));
+}
+
+#[test]
+fn a_full_reservation_table_denies_instead_of_growing() {
+    let engine = Engine::new(EngineConfig { in_flight_max: 2, ..EngineConfig::default() });
+    engine.publish(&input()).unwrap();
+    let c = call(&engine, "acme/table-extract");
+    let (Admission::Allowed(_r1), Admission::Allowed(_r2)) = (engine.admit(&c), engine.admit(&c)) else { panic!() };
+    let Admission::Denied(d) = engine.admit(&c) else { panic!() };
+    assert_eq!(d.codes.iter().collect::<Vec<_>>(), vec![Code::InFlightLimitReached]);
+}
