@@ -1,1 +1,233 @@
-fn main() {}
+//! Admission benchmarks. Every figure in docs/PERFORMANCE.md comes from here or from
+//! `holon loadtest`; the `naive` group is the baseline measured in the same run: the same
+//! admission done with a `Mutex<HashMap>` ledger keyed by strings and rust_decimal
+//! arithmetic per call.
+//!
+//! Run: `cargo bench --bench admission` (all) or `cargo bench --bench admission -- allowed`.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, SubCall, synthetic};
+use holon::money::Amount;
+use rust_decimal::Decimal;
+
+struct Fixture {
+    engine: Engine,
+    net: synthetic::Network,
+    _drain: std::thread::JoinHandle<()>,
+}
+
+/// An engine over a synthetic network whose receipts go through the default channel sink,
+/// drained by a thread (as in a gateway).
+fn fixture(agents: usize, mandates: usize) -> Fixture {
+    let net = synthetic::network(&synthetic::Shape { agents, mandates, ..Default::default() }).unwrap();
+    let (sink, rx) = ChannelSink::new(holon::engine::receipt::RECEIPT_QUEUE_MAX);
+    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    engine.publish(&net.input).unwrap();
+    let drain = std::thread::spawn(move || {
+        let _ = holon::engine::receipt::drain(
+            &rx,
+            |r| {
+                black_box(r);
+                Ok::<_, ()>(())
+            },
+            || Ok(()),
+        );
+    });
+    Fixture { engine, net, _drain: drain }
+}
+
+fn call(f: &Fixture, mandate: usize, agent: usize) -> Call {
+    Call::new(
+        f.engine.mandate_ix(&format!("m{mandate}")).unwrap(),
+        f.engine.agent_ix(&format!("syn/a{agent}")).unwrap(),
+        f.net.at,
+    )
+}
+
+#[inline]
+fn admit_settle(engine: &Engine, c: &Call) {
+    match engine.admit(c) {
+        Admission::Allowed(r) => {
+            let _ = black_box(r.settle(Amount::ZERO, c.at));
+        }
+        other => panic!("expected allowed: {other:?}"),
+    }
+}
+
+fn single_thread(c: &mut Criterion) {
+    let f = fixture(100, 10);
+    let allowed = call(&f, 0, 1);
+    let denied = call(&f, 0, 8);
+    let held = call(&f, 0, 9);
+    let mut g = c.benchmark_group("single");
+    g.bench_function("allowed/admit_settle", |b| b.iter(|| admit_settle(&f.engine, black_box(&allowed))));
+    // The bare decision: the same engine shape with receipts discarded.
+    let bare = Engine::new(EngineConfig::default());
+    bare.publish(&f.net.input).unwrap();
+    g.bench_function("allowed/admit_settle_no_sink", |b| b.iter(|| admit_settle(&bare, black_box(&allowed))));
+    g.bench_function("denied/admit", |b| {
+        b.iter(|| assert!(matches!(f.engine.admit(black_box(&denied)), Admission::Denied(_))))
+    });
+    g.bench_function("held/admit_refuse", |b| {
+        b.iter(|| match f.engine.admit(black_box(&held)) {
+            Admission::Held(p) => f.engine.refuse(p.id).unwrap(),
+            other => panic!("{other:?}"),
+        })
+    });
+    // A sub-call of a delegated run: admitted against the run's ledger and settled.
+    let orchestrator = call(&f, 0, 5);
+    let Admission::Allowed(run) = f.engine.admit(&orchestrator) else { panic!("orchestrator not allowed") };
+    let sub = SubCall { agent: allowed.agent, capability: Some("syn.leaf"), at: f.net.at };
+    g.bench_function("delegated/sub_call_settle", |b| {
+        b.iter(|| match run.sub_call(black_box(&sub)) {
+            Admission::Allowed(r) => {
+                let _ = black_box(r.settle(Amount::ZERO, sub.at));
+            }
+            other => panic!("{other:?}"),
+        })
+    });
+    g.finish();
+    drop(run);
+
+    let naive = Naive::new(&f);
+    let mut g = c.benchmark_group("naive");
+    g.bench_function("allowed/admit_settle", |b| b.iter(|| naive.admit_settle(black_box("m0"), black_box("syn/a1"))));
+    g.finish();
+}
+
+/// Runs `per_thread` admit+settle on each of `calls.len()` threads; returns the wall time.
+/// Criterion's figure is then time per operation in aggregate (wall / (threads × ops)).
+fn run_threads(engine: &Engine, calls: &[Call], per_thread: u64) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for c in calls {
+            s.spawn(move || {
+                for _ in 0..per_thread {
+                    if let Admission::Allowed(r) = engine.admit(c) {
+                        let _ = black_box(r.settle(Amount::ZERO, c.at));
+                    }
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn threads(c: &mut Criterion) {
+    let f = fixture(100, 10);
+    let one = [call(&f, 0, 1)];
+    let hot = [call(&f, 0, 1), call(&f, 0, 2)];
+    let distinct = [call(&f, 0, 1), call(&f, 1, 2)];
+    let mut g = c.benchmark_group("threads");
+    // Per-op aggregate time: a 2-thread figure half the 1-thread one is 2x throughput.
+    for (name, calls) in
+        [("one_thread", &one[..]), ("two_hot_mandate", &hot[..]), ("two_distinct_mandates", &distinct[..])]
+    {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let per_thread = iters.div_ceil(calls.len() as u64).max(1);
+                run_threads(&f.engine, calls, per_thread)
+            })
+        });
+    }
+    g.finish();
+}
+
+fn publishing(c: &mut Criterion) {
+    let f = fixture(100, 10);
+    let allowed = call(&f, 0, 1);
+    let stop = AtomicBool::new(false);
+    let mut g = c.benchmark_group("publishing");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                f.engine.publish(&f.net.input).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        g.bench_function("allowed/admit_settle_while_publishing_every_ms", |b| {
+            b.iter(|| admit_settle(&f.engine, black_box(&allowed)))
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+    g.finish();
+}
+
+fn compile(c: &mut Criterion) {
+    let net = synthetic::network(&synthetic::Shape { agents: 10_000, mandates: 10_000, ..Default::default() }).unwrap();
+    let engine = Engine::new(EngineConfig::default());
+    let mut g = c.benchmark_group("compile");
+    g.sample_size(10);
+    g.bench_function("10k_agents_10k_mandates", |b| b.iter(|| engine.publish(black_box(&net.input)).unwrap()));
+    g.finish();
+}
+
+/// The baseline: what a straightforward implementation does per call.
+struct Naive {
+    mandates: HashMap<String, NaiveMandate>,
+    agents: HashMap<String, (String, Decimal)>,
+    ledgers: std::sync::Mutex<HashMap<String, (Decimal, Decimal)>>,
+}
+
+struct NaiveMandate {
+    total: Decimal,
+    per_call: Decimal,
+    fx: HashMap<String, Decimal>,
+}
+
+impl Naive {
+    fn new(f: &Fixture) -> Naive {
+        let snap = f.engine.snapshot();
+        let mandates = snap
+            .mandates()
+            .map(|m| {
+                let d = |a: Amount| Decimal::from_str(&a.to_string()).unwrap();
+                let fx =
+                    m.source.budget.fx.iter().map(|(c, r)| (c.to_string(), Decimal::from_str(&r.to_string()).unwrap()));
+                let naive = NaiveMandate {
+                    total: d(m.source.budget.total),
+                    per_call: d(m.source.budget.per_call.unwrap_or(Amount::MAX)),
+                    fx: fx.collect(),
+                };
+                (m.source.id.clone(), naive)
+            })
+            .collect();
+        let agents = snap
+            .agents()
+            .map(|a| {
+                let p = &a.source.pricing;
+                let price = Decimal::from_str(&p.ceiling().unwrap_or(Amount::ZERO).to_string()).unwrap();
+                (a.source.id.to_string(), (p.currency.map(|c| c.to_string()).unwrap_or_default(), price))
+            })
+            .collect();
+        Naive { mandates, agents, ledgers: std::sync::Mutex::new(HashMap::new()) }
+    }
+
+    fn admit_settle(&self, mandate: &str, agent: &str) {
+        let m = &self.mandates[mandate];
+        let (currency, price) = &self.agents[agent];
+        let rate = m.fx.get(currency).copied().unwrap_or(Decimal::ONE);
+        let worst = (price * rate).round_dp_with_strategy(6, rust_decimal::RoundingStrategy::AwayFromZero);
+        assert!(worst <= m.per_call);
+        {
+            let mut ledgers = self.ledgers.lock().unwrap();
+            let entry = ledgers.entry(mandate.to_owned()).or_insert((Decimal::ZERO, Decimal::ZERO));
+            assert!(entry.0 + entry.1 + worst <= m.total);
+            entry.0 += worst;
+        }
+        let mut ledgers = self.ledgers.lock().unwrap();
+        let entry = ledgers.get_mut(mandate).unwrap();
+        entry.0 -= worst;
+        black_box(entry);
+    }
+}
+
+criterion_group!(benches, single_thread, threads, publishing, compile);
+criterion_main!(benches);

@@ -131,6 +131,13 @@ impl Amount {
     }
     /// Converts into the rate's target currency, rounding **up** to the next micro-unit.
     pub fn convert(self, rate: FxRate) -> Result<Amount, MoneyError> {
+        if rate.0 == MICROS_PER_UNIT {
+            return Ok(self);
+        }
+        // Fast path without 128-bit division (the engine converts on every call).
+        if let Some(product) = self.0.checked_mul(rate.0) {
+            return Ok(Amount(product / MICROS_PER_UNIT + u64::from(product % MICROS_PER_UNIT != 0)));
+        }
         let product = u128::from(self.0) * u128::from(rate.0);
         let div = u128::from(MICROS_PER_UNIT);
         let rounded_up = product / div + u128::from(product % div != 0);

@@ -131,26 +131,52 @@ pub fn receipt_json(r: &Receipt, names: &Names) -> serde_json::Value {
     })
 }
 
+/// How long a drain sleeps between bursts. A receiver blocked in `recv` makes every
+/// `try_send` wake it (a lock and a futex call, measured at ~300 ns per receipt on the
+/// allowed path); a receiver that polls in bursts leaves the senders a plain array write.
+pub const DRAIN_INTERVAL_MS: u64 = 1;
+
+/// Calls `f` on every receipt until every sender is gone, polling in bursts (see
+/// [`DRAIN_INTERVAL_MS`]); `burst_done` runs after each non-empty burst. Stops at the
+/// first error.
+pub fn drain<E>(
+    rx: &Receiver<Receipt>,
+    mut f: impl FnMut(&Receipt) -> Result<(), E>,
+    mut burst_done: impl FnMut() -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut seen = 0u64;
+    loop {
+        let mut burst = 0u64;
+        loop {
+            match rx.try_recv() {
+                Ok(r) => {
+                    f(&r)?;
+                    burst += 1;
+                }
+                Err(crossbeam::channel::TryRecvError::Empty) => break,
+                Err(crossbeam::channel::TryRecvError::Disconnected) => {
+                    burst_done()?;
+                    return Ok(seen + burst);
+                }
+            }
+        }
+        if burst > 0 {
+            burst_done()?;
+        }
+        seen += burst;
+        std::thread::sleep(std::time::Duration::from_millis(DRAIN_INTERVAL_MS));
+    }
+}
+
 /// Drains a receipt channel into JSON lines on `out` until every sender is gone.
 /// Returns the number of lines written, or the first write error.
 pub fn spawn_json_lines_writer<W: Write + Send + 'static>(
     rx: Receiver<Receipt>,
     names: Arc<Names>,
-    mut out: W,
+    out: W,
 ) -> JoinHandle<std::io::Result<u64>> {
     std::thread::spawn(move || {
-        let mut written = 0u64;
-        while let Ok(first) = rx.recv() {
-            writeln!(out, "{}", receipt_json(&first, &names))?;
-            written += 1;
-            // Write what is queued, then flush once per burst.
-            for r in rx.try_iter() {
-                writeln!(out, "{}", receipt_json(&r, &names))?;
-                written += 1;
-            }
-            out.flush()?;
-        }
-        out.flush()?;
-        Ok(written)
+        let out = std::cell::RefCell::new(out);
+        drain(&rx, |r| writeln!(out.borrow_mut(), "{}", receipt_json(r, &names)), || out.borrow_mut().flush())
     })
 }
