@@ -83,7 +83,12 @@ fn fresh_thread_state() -> ThreadState {
     // protocol, and loom atomics cannot live in a `static`.
     let number = THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // Spread the threads' starting points over the slot table (a large odd stride).
+    #[cfg(not(holon_loom))]
     let cursor = (number as usize).wrapping_mul(0x9E37_79B9);
+    // loom replays each interleaving and needs the same atomics touched every time; the
+    // thread numbers keep counting across its iterations, so start every thread at 0.
+    #[cfg(holon_loom)]
+    let cursor = 0;
     ThreadState { number, sequence: 0, cursor }
 }
 

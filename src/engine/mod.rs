@@ -20,7 +20,8 @@
 //! let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
 //! match engine.admit(&call) {
 //!     Admission::Allowed(reservation) => {
-//!         let settled = reservation.settle(reservation.worst_case(), net.at).unwrap();
+//!         let worst = reservation.worst_case();
+//!         let settled = reservation.settle(worst, net.at).unwrap();
 //!         assert_eq!(settled.kept, settled.worst_case);
 //!     }
 //!     other => panic!("expected allowed, got {other:?}"),
@@ -471,10 +472,11 @@ impl Engine {
     /// The decision with every reason as a sentence, from the documents and the live
     /// spend (the slow path: for logs, CLIs and people).
     pub fn explain(&self, call: &Call) -> Option<admission::Assessment> {
-        let snap = self.cell.load();
+        let guard = self.cell.load();
+        let snap: &Snapshot = &guard;
         let m = snap.mandate(call.mandate)?;
         let a = snap.agent(call.agent)?;
-        let fit = admission::fit(&m.source, &a.source, a.record.as_deref(), &**snap);
+        let fit = admission::fit(&m.source, &a.source, a.record.as_deref(), snap);
         let today = u64::try_from(call.at.utc_day()).unwrap_or(0);
         let ctx = admission::CallContext {
             at: call.at,

@@ -73,12 +73,14 @@ fn agent_doc(i: usize) -> Value {
         _ => ("syn.leaf", "0.001"),
     };
     let currency = if kind == Kind::Leaf && i % 2 == 1 { "USD" } else { "EUR" };
-    let mut pricing = json!({ "model": "per_run", "amount": price, "currency": currency, "charge_on": "success" });
-    let mut calls = json!([]);
-    if kind == Kind::Orchestrator {
-        pricing["downstream"] = json!({ "mode": "passthrough", "cap": "0.01" });
-        calls = json!([{ "capability": "syn.leaf", "max_cost": "0.005" }]);
-    }
+    let pricing = json!({ "model": "per_run", "amount": price, "currency": currency, "charge_on": "success" });
+    let (pricing, calls) = match (kind, pricing) {
+        (Kind::Orchestrator, Value::Object(mut p)) => {
+            p.insert("downstream".into(), json!({ "mode": "passthrough", "cap": "0.01" }));
+            (Value::Object(p), json!([{ "capability": "syn.leaf", "max_cost": "0.005" }]))
+        }
+        (_, p) => (p, json!([])),
+    };
     json!({
         "holon": "0.1",
         "id": format!("syn/a{i}"),
