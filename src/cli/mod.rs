@@ -1,6 +1,8 @@
 //! Command-line front end: argument parsing (clap) and dispatch. Each verb lives in its
 //! own module; they share `style` for terminal output.
 
+mod demo;
+mod loadtest;
 mod mandate;
 mod search;
 mod style;
@@ -36,6 +38,40 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Print {"files":[{"path","kind","valid","errors":[{"path","message"}]}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The main job on the bundled examples: validate them, replay the worked example
+    /// through the engine, and load-test admission with a budget audit.
+    Demo {
+        /// The examples directory.
+        #[arg(long, default_value = "examples")]
+        examples: PathBuf,
+        /// Seconds of load (the hot-mandate run gets half).
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
+    /// Hammer the engine from N threads over a synthetic network and audit every budget.
+    Loadtest {
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 1_000)]
+        mandates: usize,
+        #[arg(long, default_value_t = 1_000)]
+        agents: usize,
+        /// Run this long (default 3 s unless --calls is given).
+        #[arg(long, conflicts_with = "calls")]
+        duration_s: Option<f64>,
+        /// Run this many calls in all.
+        #[arg(long)]
+        calls: Option<u64>,
+        /// All threads on one mandate whose budget runs out.
+        #[arg(long)]
+        hot: bool,
+        /// Publish a fresh snapshot this often during the run (0: never).
+        #[arg(long, default_value_t = 0)]
+        publish_every_ms: u64,
+        /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}.
         #[arg(long)]
         json: bool,
     },
@@ -118,6 +154,32 @@ pub fn run() -> ExitCode {
     };
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
+        Command::Demo { examples, seconds } => demo::run(&examples, seconds, &style),
+        Command::Loadtest { threads, mandates, agents, duration_s, calls, hot, publish_every_ms, json } => {
+            let duration = match (duration_s, calls) {
+                (Some(s), _) if !(0.0..=86_400.0).contains(&s) => {
+                    eprintln!("holon: --duration-s must be 0 to 86400");
+                    return ExitCode::from(exit::BAD_INPUT);
+                }
+                (Some(s), _) => Some(std::time::Duration::from_secs_f64(s)),
+                (None, None) => Some(std::time::Duration::from_secs(3)),
+                (None, Some(_)) => None,
+            };
+            let opts = loadtest::Options {
+                threads,
+                mandates,
+                agents,
+                duration,
+                calls,
+                hot,
+                publish_every_ms,
+                progress: !json && loadtest::progress_wanted(),
+            };
+            loadtest::run(&opts).and_then(|report| {
+                loadtest::print(&report, json, &style)?;
+                Ok(if report.overrun { exit::FAILED } else { exit::OK })
+            })
+        }
         Command::Validate { paths, json } => validate::run(&paths, json, &style),
         Command::Search { query, mandate, agents, records, at, json } => search::run(
             query.as_deref().unwrap_or(""),

@@ -1,0 +1,224 @@
+//! `holon demo`: the product's main job on the bundled examples, for a newcomer.
+//! 1. validates every document under `examples/`;
+//! 2. replays the delegation document's worked example through the engine (compiled
+//!    snapshot, atomic ledger, approval, delegated run, receipts), not only the pure logic;
+//! 3. runs a short load test on distinct mandates and one on a single hot mandate, with
+//!    the budget audit.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use holon::admission::{self, Verdict};
+use holon::doc::{self, Limits};
+use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, Receipt, SnapshotInput, SubCall};
+use holon::money::Amount;
+use holon::scenario;
+
+use super::exit;
+use super::loadtest;
+use super::style::Style;
+
+pub fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
+    let mut ok = validate_all(examples, style)?;
+    ok &= worked_example(examples, style)?;
+    let duration = Duration::from_secs_f64(seconds.clamp(0.1, 600.0));
+    let progress = loadtest::progress_wanted();
+    for (title, opts) in [
+        (
+            "3. load: 2 threads on distinct mandates (1,000 mandates, 1,000 agents)",
+            loadtest::Options {
+                threads: 2,
+                mandates: 1_000,
+                agents: 1_000,
+                duration: Some(duration),
+                calls: None,
+                hot: false,
+                publish_every_ms: 0,
+                progress,
+            },
+        ),
+        (
+            "4. load: 2 threads on one hot mandate whose budget runs out",
+            loadtest::Options {
+                threads: 2,
+                mandates: 1,
+                agents: 100,
+                duration: Some(duration / 2),
+                calls: None,
+                hot: true,
+                publish_every_ms: 0,
+                progress,
+            },
+        ),
+    ] {
+        println!("\n{}", style.bold(title));
+        let report = loadtest::run(&opts)?;
+        loadtest::print(&report, false, style)?;
+        ok &= !report.overrun;
+    }
+    println!();
+    if ok {
+        println!("{}", style.good("demo passed: documents valid, worked example reproduced, no budget overrun"));
+        Ok(exit::OK)
+    } else {
+        println!("{}", style.bad("demo FAILED: see above"));
+        Ok(exit::FAILED)
+    }
+}
+
+fn validate_all(examples: &Path, style: &Style) -> anyhow::Result<bool> {
+    println!("{}", style.bold(&format!("1. documents under {}", examples.display())));
+    let limits = Limits::default();
+    let (mut valid, mut total) = (0, 0);
+    for path in doc::yaml_files(examples)? {
+        let Ok(checked) = doc::read_text(&path, &limits).and_then(|t| doc::check_str(&t, &limits)) else {
+            continue; // not a holon document (the scenario file)
+        };
+        total += 1;
+        match checked.result {
+            Ok(_) => valid += 1,
+            Err(v) => println!("  {} {} {}", style.bad("invalid"), path.display(), v.len()),
+        }
+    }
+    println!("  {valid} of {total} manifests, mandates and records valid");
+    Ok(valid == total && total > 0)
+}
+
+fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
+    let scenario_path = examples.join("worked-example/scenario.yaml");
+    let (s, mandate, catalog) = scenario::load(&scenario_path, Some(&examples.join("mandates/alice-root.yaml")))
+        .with_context(|| format!("loading {}", scenario_path.display()))?;
+    println!(
+        "\n{} {}",
+        style.bold("2. the worked example through the engine, under"),
+        style.bold(&format!("{} ({} {} total)", mandate.id, mandate.budget.total, mandate.budget.currency))
+    );
+    let cur = mandate.budget.currency;
+    let input = SnapshotInput {
+        mandates: vec![Arc::new(mandate)],
+        agents: catalog
+            .entries
+            .iter()
+            .map(|e| (Arc::new(e.manifest.clone()), e.record.clone().map(Arc::new)))
+            .collect(),
+    };
+    let (sink, rx) = ChannelSink::new(1024);
+    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    engine.publish(&input)?;
+    let mandate_ix = engine.mandate_ix(&input.mandates.first().map(|m| m.id.clone()).unwrap_or_default());
+    let mandate_ix = mandate_ix.context("the mandate is not in the snapshot")?;
+    for (n, top) in s.calls.iter().enumerate() {
+        let agent = engine.agent_ix(top.agent.as_str()).with_context(|| format!("unknown agent {}", top.agent))?;
+        let call = Call { max_cost: top.max_cost, ..Call::new(mandate_ix, agent, s.at) };
+        let max = top.max_cost.map(|m| format!(" max_cost {m} {cur}")).unwrap_or_default();
+        println!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent);
+        let mut admission = engine.admit(&call);
+        if let Admission::Held(p) = &admission {
+            println!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case);
+            match &top.approve_as {
+                Some(who) => {
+                    admission = engine.approve(p.id, who, s.at)?;
+                    println!("    approved by {who}");
+                }
+                None => continue,
+            }
+        }
+        match admission {
+            Admission::Denied(d) => {
+                println!("    {} worst case {} {cur}", style.bad("denied"), d.worst_case);
+                for r in engine.explain(&call).map(|a| a.reasons).unwrap_or_default() {
+                    println!("      {} {}", style.dim(r.code.as_str()), r.message);
+                }
+            }
+            Admission::Held(_) => println!("    {}", style.warn("still held")),
+            Admission::Allowed(r) => {
+                println!(
+                    "    {} reserved {} {cur}; its sub-calls may spend {} {cur}",
+                    style.good("allowed"),
+                    r.worst_case(),
+                    r.sub_budget()
+                );
+                for sc in &top.sub_calls {
+                    sub_call(&engine, &r, sc, s.at, style, &cur.to_string())?;
+                }
+                let own = top.charge.or(catalog.get(&top.agent).and_then(|e| e.manifest.pricing.ceiling()));
+                let settled = r.settle(own.unwrap_or(Amount::ZERO), s.at)?;
+                println!(
+                    "    {} own {} + sub-calls {} = {} {cur}",
+                    style.bold("billed"),
+                    own.unwrap_or(Amount::ZERO),
+                    settled.passthrough,
+                    settled.billed
+                );
+            }
+        }
+    }
+    let ledger = engine.ledger(mandate_ix).context("no ledger")?;
+    let spent = Amount::from_micros(ledger.settled_micros());
+    println!(
+        "  ledger: {spent} {cur} settled, {} {cur} in flight",
+        Amount::from_micros(ledger.used_micros() - ledger.settled_micros())
+    );
+    drop(engine);
+    let receipts: Vec<Receipt> = rx.try_iter().collect();
+    println!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len());
+    let expected = Amount::parse("0.118")?;
+    let reproduced = spent == expected;
+    if !reproduced {
+        println!("  {} expected {expected} {cur} billed, got {spent}", style.bad("mismatch:"));
+    }
+    Ok(reproduced)
+}
+
+fn sub_call(
+    engine: &Engine,
+    r: &holon::engine::Reservation<'_>,
+    sc: &scenario::SubCall,
+    at: holon::time::Timestamp,
+    style: &Style,
+    cur: &str,
+) -> anyhow::Result<()> {
+    let snap = engine.snapshot();
+    let sub = r.sub_mandate().context("not a delegated run")?;
+    // The gateway's pick for a capability: the cheapest implementer the sub-mandate admits.
+    let (agent, capability) = match (&sc.capability, &sc.agent) {
+        (Some(class), _) => {
+            let best = snap
+                .agents()
+                .filter(|a| a.source.classes().any(|c| c == class))
+                .filter(|a| admission::fit(sub, &a.source, a.record.as_deref(), &*snap).codes.is_empty())
+                .min_by_key(|a| (a.source.pricing.ceiling().unwrap_or(Amount::MAX), a.source.id.clone()));
+            (best.map(|a| a.ix), Some(class.as_str()))
+        }
+        (None, Some(id)) => (engine.agent_ix(id.as_str()), None),
+        _ => (None, None),
+    };
+    let label = capability.map(str::to_owned).or(sc.agent.as_ref().map(|a| a.to_string())).unwrap_or_default();
+    let Some(agent) = agent else {
+        println!("      {} {label}: no admissible implementer", style.bad("denied"));
+        return Ok(());
+    };
+    let name = snap.agent(agent).map(|a| a.source.id.to_string()).unwrap_or_default();
+    match r.sub_call(&SubCall { agent, capability, at }) {
+        Admission::Allowed(child) => {
+            let settled = child.settle(sc.cost, at)?;
+            println!(
+                "      {} {label} -> {name}: reserved {} {cur}, settled {} {cur}",
+                style.good("allowed"),
+                settled.worst_case,
+                settled.kept
+            );
+        }
+        other => {
+            let verdict = if other.verdict() == Verdict::Held { style.warn("held") } else { style.bad("denied") };
+            let codes = match &other {
+                Admission::Denied(d) => d.codes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
+                _ => String::new(),
+            };
+            println!("      {verdict} {label} -> {name} {}", style.dim(&codes));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! `holon loadtest` and `holon demo` end to end.
+
+use std::process::Command;
+
+fn holon(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn loadtest_json_has_the_contract_keys_and_an_honest_audit() {
+    let (code, out, err) =
+        holon(&["loadtest", "--threads", "2", "--mandates", "10", "--agents", "100", "--calls", "20000", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in ["threads", "calls", "ops_per_sec", "latency_ns", "decisions", "overrun", "mandates_audited"] {
+        assert!(v.get(key).is_some(), "missing {key} in {out}");
+    }
+    for key in ["p50", "p99", "p999"] {
+        assert!(v["latency_ns"][key].as_u64().unwrap() > 0);
+    }
+    let d = &v["decisions"];
+    assert!(d["allowed"].as_u64().unwrap() > 0 && d["held"].as_u64().unwrap() > 0 && d["denied"].as_u64().unwrap() > 0);
+    assert_eq!(v["calls"], 20000);
+    assert_eq!(v["overrun"], false);
+    assert_eq!(v["mandates_audited"], 10);
+    assert!(v["latency_ns"]["p50"].as_u64() <= v["latency_ns"]["p99"].as_u64());
+}
+
+#[test]
+fn a_hot_mandate_runs_out_without_overrun() {
+    let (code, out, err) =
+        holon(&["loadtest", "--threads", "2", "--hot", "--agents", "20", "--calls", "40000", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["overrun"], false);
+    assert!(v["decisions"]["denied"].as_u64().unwrap() > 20_000, "the budget ran out: {out}");
+    assert!(v["max_used_micros"].as_u64().unwrap() <= v["limit_micros"].as_u64().unwrap());
+    assert!(v["max_used_micros"].as_u64().unwrap() > v["limit_micros"].as_u64().unwrap() * 9 / 10, "{out}");
+}
+
+#[test]
+fn loadtest_refuses_impossible_options() {
+    for args in
+        [&["loadtest", "--threads", "0"][..], &["loadtest", "--agents", "5"], &["loadtest", "--duration-s", "-1"]]
+    {
+        let (code, _, err) = holon(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("holon:") || err.contains("error:"), "{err}");
+    }
+}
+
+#[test]
+fn the_demo_reproduces_the_worked_example_and_passes() {
+    let (code, out, err) = holon(&["demo", "--seconds", "0.3"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("billed own 0.10 + sub-calls 0.018 = 0.118 EUR"), "{out}");
+    assert!(out.contains("per_call_exceeded"), "{out}");
+    assert!(out.contains("demo passed"), "{out}");
+    assert!(!out.contains('\x1b'), "NO_COLOR is honoured");
+}
