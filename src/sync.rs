@@ -121,6 +121,12 @@ pub(crate) fn next_id() -> u64 {
     })
 }
 
+/// This thread's process-unique number (from 1).
+#[inline]
+pub(crate) fn thread_number() -> u64 {
+    with_thread(|t| t.number)
+}
+
 /// Where this thread should start looking for a free reservation slot.
 pub(crate) fn cursor() -> usize {
     with_thread(|t| t.cursor)

@@ -34,7 +34,7 @@ fn fixed_clock() -> Timestamp {
     at()
 }
 
-fn engine_with_receipts() -> (Engine, crossbeam::channel::Receiver<holon::engine::Receipt>) {
+fn engine_with_receipts() -> (Engine, holon::engine::receipt::ReceiptReceiver) {
     let (sink, rx) = ChannelSink::new(1024);
     let engine = Engine::with_sink(EngineConfig { clock: fixed_clock, ..EngineConfig::default() }, Arc::new(sink));
     engine.publish(&input()).unwrap();

@@ -29,6 +29,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     pub calls: Option<u64>,
     pub hot: bool,
+    /// Only calls that are allowed (leaf agents): the allowed path's latency.
+    pub allowed_only: bool,
     /// Publish a fresh snapshot this often while loading (0: never).
     pub publish_every_ms: u64,
     pub progress: bool,
@@ -235,6 +237,10 @@ fn work(
         }
         let mi = if opts.hot { 0 } else { m_cursor % mandates.len() };
         let ai = a_cursor % agents.len();
+        if opts.allowed_only && synthetic::kind_of(ai) != Kind::Leaf {
+            a_cursor += 1;
+            continue;
+        }
         m_cursor += opts.threads;
         a_cursor += 1;
         let (Some(&mandate), Some(&agent)) = (mandates.get(mi), agents.get(ai)) else { break };

@@ -68,6 +68,9 @@ enum Command {
         /// All threads on one mandate whose budget runs out.
         #[arg(long)]
         hot: bool,
+        /// Only allowed calls (leaf agents), to measure the allowed path alone.
+        #[arg(long)]
+        allowed_only: bool,
         /// Publish a fresh snapshot this often during the run (0: never).
         #[arg(long, default_value_t = 0)]
         publish_every_ms: u64,
@@ -155,7 +158,17 @@ pub fn run() -> ExitCode {
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
         Command::Demo { examples, seconds } => demo::run(&examples, seconds, &style),
-        Command::Loadtest { threads, mandates, agents, duration_s, calls, hot, publish_every_ms, json } => {
+        Command::Loadtest {
+            threads,
+            mandates,
+            agents,
+            duration_s,
+            calls,
+            hot,
+            allowed_only,
+            publish_every_ms,
+            json,
+        } => {
             let duration = match (duration_s, calls) {
                 (Some(s), _) if !(0.0..=86_400.0).contains(&s) => {
                     eprintln!("holon: --duration-s must be 0 to 86400");
@@ -172,6 +185,7 @@ pub fn run() -> ExitCode {
                 duration,
                 calls,
                 hot,
+                allowed_only,
                 publish_every_ms,
                 progress: !json && loadtest::progress_wanted(),
             };

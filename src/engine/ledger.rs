@@ -57,7 +57,12 @@ pub struct Charge {
 }
 
 /// Reserved and settled amounts of one mandate (or of one delegated run).
+///
+/// Aligned to 128 bytes (two cache lines, as crossbeam's `CachePadded` on x86-64): ledgers
+/// are allocated one after another when a snapshot is compiled, and without the padding
+/// two mandates' counters shared a line, so threads on *different* mandates contended.
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct Ledger {
     used: AtomicU64,
     settled: AtomicU64,
@@ -133,7 +138,10 @@ impl Ledger {
         if today > DAY_NUMBER_MAX {
             return Err(CodeSet::EMPTY.with(Code::InternalError));
         }
-        // Step 1: `used`. Relaxed: see the module comment.
+        // Step 1: `used`. Relaxed: see the module comment. A failed CAS backs off (spins a
+        // little longer each time) so two threads on one hot mandate do not keep stealing
+        // the line from each other.
+        let backoff = crossbeam::utils::Backoff::new();
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
             let next = match used.checked_add(worst_micros) {
@@ -142,7 +150,10 @@ impl Ledger {
             };
             match self.used.compare_exchange_weak(used, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => break,
-                Err(seen) => used = seen,
+                Err(seen) => {
+                    used = seen;
+                    backoff.spin();
+                }
             }
         }
         let Some(day_max) = limits.day_micros_max else {
