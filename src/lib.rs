@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod delegation;
 pub mod doc;
 pub mod engine;
+pub mod job;
 pub mod mandate;
 pub mod manifest;
 pub mod money;

@@ -62,13 +62,13 @@ pub fn validate(record: &AgentRecord) -> Vec<Violation> {
     for (suite, score) in &record.benchmarks {
         unit(Some(*score), &format!("/benchmarks/{}", crate::doc::pointer_escape(suite)), &mut out);
     }
-    if let (Some(p50), Some(p95)) = (record.latency_p50_s, record.latency_p95_s) {
-        if p50 > p95 {
-            out.push(Violation::new(
-                "/latency_p50_s",
-                format!("p50 latency {p50}s is above p95 latency {p95}s; a median cannot exceed the 95th percentile"),
-            ));
-        }
+    if let (Some(p50), Some(p95)) = (record.latency_p50_s, record.latency_p95_s)
+        && p50 > p95
+    {
+        out.push(Violation::new(
+            "/latency_p50_s",
+            format!("p50 latency {p50}s is above p95 latency {p95}s; a median cannot exceed the 95th percentile"),
+        ));
     }
     out
 }

@@ -226,11 +226,11 @@ fn narrow(parent: &Value, steps: &[u32], widen: Option<(u32, u32)>) -> Value {
         }
     }
     lower(&mut c, "/approval/above", step(2));
-    if step(3) % 2 == 0 {
-        if let Some(r) = c.pointer_mut("/budget/fx/USD") {
-            let a = Amount::parse(r.as_str().unwrap()).unwrap().micros();
-            *r = json!(Amount::from_micros(a + u64::from(step(3) % 50_000)).to_string());
-        }
+    if step(3) % 2 == 0
+        && let Some(r) = c.pointer_mut("/budget/fx/USD")
+    {
+        let a = Amount::parse(r.as_str().unwrap()).unwrap().micros();
+        *r = json!(Amount::from_micros(a + u64::from(step(3) % 50_000)).to_string());
     }
     for (ptr, keep) in [("/allow/capabilities", step(4)), ("/allow/agents", step(5))] {
         if let Some(Value::Array(items)) = c.pointer_mut(ptr) {

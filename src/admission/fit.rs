@@ -147,33 +147,29 @@ fn check_requirements(mandate: &Mandate, agent: &Manifest, add: &mut impl FnMut(
             format!("{} charges on attempt; the mandate requires `charge_on: success`", agent.id),
         );
     }
-    if let Some(runtimes) = &req.runtimes {
-        if !runtimes.contains(&agent.runtime.kind) {
-            let allowed: Vec<&str> = runtimes.iter().map(|r| r.as_str()).collect();
-            add(
-                Code::RuntimeNotAllowed,
-                format!(
-                    "runtime `{}` is not in `require.runtimes` [{}]",
-                    agent.runtime.kind.as_str(),
-                    allowed.join(", ")
-                ),
-            );
-        }
+    if let Some(runtimes) = &req.runtimes
+        && !runtimes.contains(&agent.runtime.kind)
+    {
+        let allowed: Vec<&str> = runtimes.iter().map(|r| r.as_str()).collect();
+        add(
+            Code::RuntimeNotAllowed,
+            format!("runtime `{}` is not in `require.runtimes` [{}]", agent.runtime.kind.as_str(), allowed.join(", ")),
+        );
     }
 }
 
 fn check_data(mandate: &Mandate, agent: &Manifest, add: &mut impl FnMut(Code, String)) {
     let rules = &mandate.data;
-    if let Some(limit) = &rules.max_retention {
-        if !agent.data.retention.fits_within(limit) {
-            add(
-                Code::RetentionTooLong,
-                format!(
-                    "{} retains data for {}, which may be longer than `max_retention` {limit}",
-                    agent.id, agent.data.retention
-                ),
-            );
-        }
+    if let Some(limit) = &rules.max_retention
+        && !agent.data.retention.fits_within(limit)
+    {
+        add(
+            Code::RetentionTooLong,
+            format!(
+                "{} retains data for {}, which may be longer than `max_retention` {limit}",
+                agent.id, agent.data.retention
+            ),
+        );
     }
     if rules.forbids_training() && agent.data.training_use {
         add(

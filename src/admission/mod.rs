@@ -82,10 +82,10 @@ pub struct Assessment {
 /// Decides one call from a precomputed [`Fit`] (the per-call checks of [`budget`]).
 pub fn assess(mandate: &Mandate, fit: &Fit, ctx: &CallContext) -> Assessment {
     let mut reasons = fit.reasons.clone();
-    if ctx.by_capability {
-        if let Some(r) = &fit.published {
-            reasons.push(r.clone());
-        }
+    if ctx.by_capability
+        && let Some(r) = &fit.published
+    {
+        reasons.push(r.clone());
     }
     let window = budget::check_window(mandate.valid.from, mandate.valid.until, ctx.at);
     for code in window.iter() {

@@ -232,7 +232,7 @@ fn work(
     let mut m_cursor = t;
     let mut a_cursor = t * 7;
     loop {
-        if per_thread.is_some_and(|n| w.calls >= n) || (w.calls % 1024 == 0 && stop.load(Ordering::Relaxed)) {
+        if per_thread.is_some_and(|n| w.calls >= n) || (w.calls.is_multiple_of(1024) && stop.load(Ordering::Relaxed)) {
             break;
         }
         let mi = if opts.hot { 0 } else { m_cursor % mandates.len() };
@@ -254,18 +254,18 @@ fn work(
                 if let (Some(ledger), Some(slot)) = (ledgers.get(mi), w.max_used.get_mut(mi)) {
                     *slot = (*slot).max(ledger.used_micros());
                 }
-                if synthetic::kind_of(ai) == Kind::Orchestrator {
-                    if let Some(leaf) = leaf {
-                        let sub = SubCall { agent: leaf, capability: Some("syn.leaf"), at };
-                        w.sub_calls += 1;
-                        match r.sub_call(&sub) {
-                            Admission::Allowed(child) => {
-                                w.decisions[0] += 1;
-                                let _ = child.settle(Amount::from_micros(500), at);
-                            }
-                            Admission::Held(_) => w.decisions[1] += 1,
-                            Admission::Denied(_) => w.decisions[2] += 1,
+                if synthetic::kind_of(ai) == Kind::Orchestrator
+                    && let Some(leaf) = leaf
+                {
+                    let sub = SubCall { agent: leaf, capability: Some("syn.leaf"), at };
+                    w.sub_calls += 1;
+                    match r.sub_call(&sub) {
+                        Admission::Allowed(child) => {
+                            w.decisions[0] += 1;
+                            let _ = child.settle(Amount::from_micros(500), at);
                         }
+                        Admission::Held(_) => w.decisions[1] += 1,
+                        Admission::Denied(_) => w.decisions[2] += 1,
                     }
                 }
                 let _ = r.settle(Amount::from_micros(1_000), at);
@@ -278,7 +278,7 @@ fn work(
         }
         let _ = w.hist.record(started.elapsed().as_nanos().max(1) as u64);
         w.calls += 1;
-        if w.calls % 1024 == 0 {
+        if w.calls.is_multiple_of(1024) {
             done_calls.fetch_add(1024, Ordering::Relaxed);
         }
     }

@@ -194,10 +194,10 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) {
     for reason in &r.reasons {
         println!("{pad}    {} {}", style.dim(reason.code.as_str()), reason.message);
     }
-    if let Some(st) = &r.settlement {
-        if !r.children.is_empty() || st.downstream > Amount::ZERO {
-            println!("{pad}    own {} + downstream {} = {} {cur}", st.own, st.downstream, st.billed);
-        }
+    if let Some(st) = &r.settlement
+        && (!r.children.is_empty() || st.downstream > Amount::ZERO)
+    {
+        println!("{pad}    own {} + downstream {} = {} {cur}", st.own, st.downstream, st.billed);
     }
     if !r.children.is_empty() {
         println!(

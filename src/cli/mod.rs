@@ -2,6 +2,7 @@
 //! own module; they share `style` for terminal output.
 
 mod demo;
+mod job;
 mod loadtest;
 mod mandate;
 mod search;
@@ -81,6 +82,14 @@ enum Command {
     /// Decide, narrow, derive and simulate under caller mandates.
     #[command(subcommand)]
     Mandate(MandateCommand),
+    /// Job mandates: learn a scheduled job's tool calls, approve, enforce, review drift.
+    Job {
+        /// The state directory (default: HOLON_STATE, else .holon).
+        #[arg(long, global = true)]
+        state: Option<PathBuf>,
+        #[command(subcommand)]
+        command: JobCommand,
+    },
     /// Rank only the agents a mandate permits.
     Search {
         /// Words to match against ids, classes, names and descriptions.
@@ -95,6 +104,66 @@ enum Command {
         #[arg(long)]
         at: Option<String>,
         #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum JobCommand {
+    /// Record tool calls (JSON lines on stdin or --input). Never blocks.
+    Observe {
+        job: String,
+        /// The run these calls belong to (default: HOLON_RUN, the hook's session_id).
+        #[arg(long)]
+        run: Option<String>,
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Paths are made relative to this (default: the hook's cwd, else the current directory).
+        #[arg(long)]
+        workdir: Option<String>,
+    },
+    /// Compile the observations into a pending mandate version and print it.
+    Propose { job: String },
+    /// Activate the pending version; its SHA-256 is stored with the approval.
+    Approve { job: String },
+    /// Check one call (JSON on stdin): exit 0 allow, 2 block (reason on stderr).
+    Check {
+        job: String,
+        #[arg(long)]
+        run: Option<String>,
+        /// cron or interactive (default: HOLON_SCOPE; unknown is treated as cron).
+        #[arg(long)]
+        scope: Option<String>,
+        /// An interactive scope asks its person instead of blocking (never a cron run).
+        #[arg(long)]
+        ask: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The Leash Line.
+    Status { job: String },
+    /// Blocked and escalated calls, newest first.
+    Drift {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A new pending version allowing every failing aspect of a drifted call.
+    Widen {
+        job: String,
+        drift_id: String,
+        /// A broader rule instead of the exact subject, with a preview.
+        #[arg(long)]
+        pattern: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reactivate the previously approved version (or return to observe mode).
+    Undo { job: String },
+    /// Rules with their evidence, as JSON.
+    Export {
+        job: String,
+        #[arg(long, required = true)]
         json: bool,
     },
 }
@@ -158,6 +227,19 @@ pub fn run() -> ExitCode {
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
         Command::Demo { examples, seconds } => demo::run(&examples, seconds, &style),
+        Command::Job { state, command } => match command {
+            JobCommand::Observe { job: j, run, input, workdir } => {
+                job::observe(state, &j, run, input.as_deref(), workdir)
+            }
+            JobCommand::Propose { job: j } => job::propose(state, &j),
+            JobCommand::Approve { job: j } => job::approve(state, &j),
+            JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
+            JobCommand::Status { job: j } => job::status(state, &j, &style),
+            JobCommand::Drift { job: j, json } => job::drift(state, &j, json, &style),
+            JobCommand::Widen { job: j, drift_id, pattern, json } => job::widen(state, &j, &drift_id, pattern, json),
+            JobCommand::Undo { job: j } => job::undo(state, &j),
+            JobCommand::Export { job: j, json: _ } => job::export(state, &j),
+        },
         Command::Loadtest {
             threads,
             mandates,

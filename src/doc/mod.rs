@@ -108,6 +108,8 @@ pub enum DocKind {
     Manifest,
     Mandate,
     Record,
+    /// A job mandate (`mandate: 1`, `holon job`).
+    JobMandate,
 }
 
 impl DocKind {
@@ -116,6 +118,7 @@ impl DocKind {
             DocKind::Manifest => "manifest",
             DocKind::Mandate => "mandate",
             DocKind::Record => "record",
+            DocKind::JobMandate => "job_mandate",
         }
     }
 }
@@ -123,7 +126,12 @@ impl DocKind {
 /// Which document this is, by its top-level key.
 pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
     let obj = value.as_object().ok_or(DocError::UnknownKind)?;
-    let kinds = [("holon", DocKind::Manifest), ("holon_mandate", DocKind::Mandate), ("holon_record", DocKind::Record)];
+    let kinds = [
+        ("holon", DocKind::Manifest),
+        ("holon_mandate", DocKind::Mandate),
+        ("holon_record", DocKind::Record),
+        ("mandate", DocKind::JobMandate),
+    ];
     let mut found = kinds.iter().filter(|(key, _)| obj.contains_key(*key)).map(|(_, k)| *k);
     match (found.next(), found.next()) {
         (Some(kind), None) => Ok(kind),
@@ -137,6 +145,7 @@ pub enum Document {
     Manifest(Box<Manifest>),
     Mandate(Box<Mandate>),
     Record(Box<AgentRecord>),
+    JobMandate(Box<crate::job::JobMandate>),
 }
 
 /// What reading one document gives: its kind, then the document or every violation.
@@ -166,6 +175,8 @@ pub fn check_value(value: &Value) -> Result<Checked, DocError> {
             .and_then(|m| reject_if_any(crate::mandate::validate(&m)).map(|()| Document::Mandate(Box::new(m)))),
         DocKind::Record => typed::<AgentRecord>(value)
             .and_then(|r| reject_if_any(crate::record::validate(&r)).map(|()| Document::Record(Box::new(r)))),
+        DocKind::JobMandate => typed::<crate::job::JobMandate>(value)
+            .and_then(|m| reject_if_any(crate::job::mandate::validate(&m)).map(|()| Document::JobMandate(Box::new(m)))),
     };
     Ok(Checked { kind, result })
 }

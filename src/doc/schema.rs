@@ -12,6 +12,7 @@ use super::{DocKind, Violation};
 pub const MANIFEST_SCHEMA: &str = include_str!("../../schema/holon-manifest.schema.json");
 pub const MANDATE_SCHEMA: &str = include_str!("../../schema/holon-mandate.schema.json");
 pub const RECORD_SCHEMA: &str = include_str!("../../schema/holon-record.schema.json");
+pub const JOB_MANDATE_SCHEMA: &str = include_str!("../../schema/holon-job-mandate.schema.json");
 
 /// Most violations reported for one document; past that the rest are summarised.
 const VIOLATIONS_MAX: usize = 100;
@@ -22,15 +23,18 @@ pub fn text(kind: DocKind) -> &'static str {
         DocKind::Manifest => MANIFEST_SCHEMA,
         DocKind::Mandate => MANDATE_SCHEMA,
         DocKind::Record => RECORD_SCHEMA,
+        DocKind::JobMandate => JOB_MANDATE_SCHEMA,
     }
 }
 
 fn compiled(kind: DocKind) -> Result<&'static Validator, String> {
-    static CELLS: [OnceLock<Result<Validator, String>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CELLS: [OnceLock<Result<Validator, String>>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let index = match kind {
         DocKind::Manifest => 0,
         DocKind::Mandate => 1,
         DocKind::Record => 2,
+        DocKind::JobMandate => 3,
     };
     let cell = CELLS.get(index).ok_or_else(|| "no schema slot".to_owned())?;
     cell.get_or_init(|| {

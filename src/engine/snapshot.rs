@@ -218,16 +218,16 @@ pub fn compile_mandate(
     names: &Names,
 ) -> Result<CompiledMandate, EngineError> {
     let m = &*source;
-    if let Some(day) = m.budget.per_day {
-        if day.micros() > DAY_MICROS_MAX {
-            return Err(EngineError::Compile {
-                mandate: m.id.clone(),
-                message: format!(
-                    "per_day {day} is above the engine's per-day maximum {}",
-                    Amount::from_micros(DAY_MICROS_MAX)
-                ),
-            });
-        }
+    if let Some(day) = m.budget.per_day
+        && day.micros() > DAY_MICROS_MAX
+    {
+        return Err(EngineError::Compile {
+            mandate: m.id.clone(),
+            message: format!(
+                "per_day {day} is above the engine's per-day maximum {}",
+                Amount::from_micros(DAY_MICROS_MAX)
+            ),
+        });
     }
     let req = &m.require;
     let milli = |v: Option<crate::money::Fixed6>| v.map(|f| f.millionths());

@@ -33,13 +33,13 @@ pub fn validate(m: &Mandate) -> Vec<Violation> {
     }
     let b = &m.budget;
     for (field, value) in [("per_call", b.per_call), ("per_day", b.per_day)] {
-        if let Some(v) = value {
-            if v > b.total {
-                out.push(Violation::new(
-                    format!("/budget/{field}"),
-                    format!("{v} is above `total` {}; it could never be reached", b.total),
-                ));
-            }
+        if let Some(v) = value
+            && v > b.total
+        {
+            out.push(Violation::new(
+                format!("/budget/{field}"),
+                format!("{v} is above `total` {}; it could never be reached", b.total),
+            ));
         }
     }
     if b.fx.contains_key(&b.currency) {

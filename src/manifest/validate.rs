@@ -221,13 +221,13 @@ fn check_pricing(m: &Manifest, out: &mut Vec<Violation>) {
         PricingModel::PerUnit => {
             need("unit", p.unit.is_some(), "`per_unit` pricing needs `unit` (what is counted, e.g. `page`)", out);
             need("max", p.max.is_some(), "`per_unit` pricing needs `max`: every paid model is bounded", out);
-            if let (Some(amount), Some(max)) = (p.amount, p.max) {
-                if amount > max {
-                    out.push(Violation::new(
-                        "/pricing/amount",
-                        format!("the unit price {amount} is above the bound `max` {max}"),
-                    ));
-                }
+            if let (Some(amount), Some(max)) = (p.amount, p.max)
+                && amount > max
+            {
+                out.push(Violation::new(
+                    "/pricing/amount",
+                    format!("the unit price {amount} is above the bound `max` {max}"),
+                ));
             }
         }
         PricingModel::Quote => {
@@ -315,13 +315,13 @@ fn check_lineage(m: &Manifest, out: &mut Vec<Violation>) {
             out.push(Violation::new("/lineage/forked_from", "an agent cannot be a fork of itself"));
         }
     }
-    if let Some(p) = &m.fork_policy {
-        if p.min_royalty > MIN_ROYALTY_MAX {
-            out.push(Violation::new(
-                "/fork_policy/min_royalty",
-                format!("at most {MIN_ROYALTY_MAX}: upstream authors may not demand more than half"),
-            ));
-        }
+    if let Some(p) = &m.fork_policy
+        && p.min_royalty > MIN_ROYALTY_MAX
+    {
+        out.push(Violation::new(
+            "/fork_policy/min_royalty",
+            format!("at most {MIN_ROYALTY_MAX}: upstream authors may not demand more than half"),
+        ));
     }
 }
 

@@ -1,0 +1,215 @@
+//! `holon job <verb> <job>`: learn a scheduled agent job's tool calls, approve them by
+//! hash, enforce fail-closed, and review drift (docs/job.md).
+
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use holon::job::call::{self, CALL_BYTES_MAX};
+use holon::job::leash;
+use holon::job::propose::Observation;
+use holon::job::state::{self, Job, Scope};
+use serde_json::json;
+
+use super::exit;
+use super::style::Style;
+
+/// Most lines one `observe` reads.
+pub const OBSERVE_LINES_MAX: usize = 1_000_000;
+
+fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
+    Ok(Job::open(&state::root(state_dir), name)?)
+}
+
+/// Never fails the caller: observe mode must not block a run, even on its own errors.
+pub fn observe(
+    state_dir: Option<PathBuf>,
+    name: &str,
+    run: Option<String>,
+    input: Option<&Path>,
+    workdir: Option<String>,
+) -> anyhow::Result<u8> {
+    let result = (|| -> anyhow::Result<(usize, usize)> {
+        let job = job(state_dir, name)?;
+        let reader: Box<dyn BufRead> = match input {
+            Some(p) => Box::new(std::io::BufReader::new(
+                std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?,
+            )),
+            None => Box::new(std::io::BufReader::new(std::io::stdin())),
+        };
+        let run = run.or_else(|| std::env::var("HOLON_RUN").ok());
+        let default_workdir =
+            workdir.or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string())).unwrap_or_default();
+        let (mut observations, mut skipped) = (Vec::new(), 0usize);
+        for line in reader.lines().take(OBSERVE_LINES_MAX) {
+            let Ok(line) = line else {
+                skipped += 1;
+                continue;
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match call::parse(&line) {
+                Ok(c) if c.is_exempt() => {}
+                Ok(c) => {
+                    let workdir = c.cwd.clone().unwrap_or_else(|| default_workdir.clone());
+                    let run = run.clone().or(c.run.clone()).or(c.session.clone()).unwrap_or_else(|| "unknown".into());
+                    observations.push(Observation { run, workdir: workdir.clone(), call: c.relative_to(&workdir) });
+                }
+                Err(e) => {
+                    eprintln!("holon: skipped a call: {e}");
+                    skipped += 1;
+                }
+            }
+        }
+        job.observe(&observations)?;
+        Ok((observations.len(), skipped))
+    })();
+    match result {
+        Ok((n, skipped)) => eprintln!(
+            "observed {n} call(s) for `{name}`{}",
+            if skipped > 0 { format!(", skipped {skipped}") } else { String::new() }
+        ),
+        Err(e) => eprintln!("holon: observe failed ({e:#}); the run is not blocked"),
+    }
+    Ok(exit::OK)
+}
+
+pub fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+    let job = job(state_dir, name)?;
+    let (v, text) = job.propose()?;
+    print!("{text}");
+    eprintln!("pending version v{v}: review it, then `holon job approve {name}`");
+    Ok(exit::OK)
+}
+
+pub fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+    let a = job(state_dir, name)?.approve()?;
+    println!("approved v{} sha256:{}; `{name}` is enforcing", a.version, a.sha256);
+    Ok(exit::OK)
+}
+
+pub fn undo(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+    let meta = job(state_dir, name)?.undo()?;
+    match meta.active {
+        Some(v) => println!("`{name}` is back on v{v}"),
+        None => println!("`{name}` has no approved version left: observe mode"),
+    }
+    Ok(exit::OK)
+}
+
+pub fn check(
+    state_dir: Option<PathBuf>,
+    name: &str,
+    run: Option<String>,
+    scope: Option<String>,
+    ask: bool,
+    json_out: bool,
+) -> anyhow::Result<u8> {
+    let scope = match scope.or_else(|| std::env::var("HOLON_SCOPE").ok()).as_deref() {
+        Some("cron") => Scope::Cron,
+        Some("interactive") => Scope::Interactive,
+        _ => Scope::Unknown,
+    };
+    let mut text = String::new();
+    let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
+    let decision = match (read, Job::open(&state::root(state_dir), name)) {
+        (Ok(_), Ok(job)) => job.check(&text, run.as_deref(), scope, ask),
+        // Without a readable call or a valid job there is nothing to check against.
+        (Err(e), _) => blocked(&format!("the call cannot be read: {e}")),
+        (_, Err(e)) => blocked(&e.to_string()),
+    };
+    if json_out {
+        println!("{}", serde_json::to_string(&decision)?);
+    } else if decision.decision == "ask" {
+        let reason = decision.reason.clone().unwrap_or_default();
+        println!(
+            "{}",
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": reason}})
+        );
+    }
+    if decision.blocks() {
+        let id = decision.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
+        eprintln!("holon: blocked{id}: {}", decision.reason.as_deref().unwrap_or("outside the mandate"));
+        return Ok(exit::BAD_INPUT);
+    }
+    Ok(exit::OK)
+}
+
+fn blocked(reason: &str) -> state::Decision {
+    state::Decision {
+        decision: "block",
+        reason: Some(reason.to_owned()),
+        family: Some(holon::job::Family::Integrity),
+        drift_id: None,
+    }
+}
+
+pub fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Style) -> anyhow::Result<u8> {
+    let mut records = job(state_dir, name)?.drift()?;
+    records.reverse();
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&json!({ "job": name, "drift": records }))?);
+        return Ok(exit::OK);
+    }
+    if records.is_empty() {
+        println!("no drift for `{name}`");
+    }
+    for d in records {
+        let status = match d.status {
+            state::DriftStatus::Open => style.bad("open"),
+            state::DriftStatus::Escalated => style.warn("escalated"),
+            state::DriftStatus::Widened => style.warn("widened"),
+        };
+        println!("#{} {} {} run {} {}", d.id, style.dim(&d.time), status, d.run, style.bold(d.family.as_str()));
+        println!("    {}", d.call);
+        println!("    {}", style.dim(&d.reason));
+    }
+    Ok(exit::OK)
+}
+
+pub fn widen(state_dir: Option<PathBuf>, name: &str, id: &str, pattern: bool, json_out: bool) -> anyhow::Result<u8> {
+    let id: u64 =
+        id.trim_start_matches('#').parse().with_context(|| format!("`{id}` is not a drift id like 3 or #3"))?;
+    let w = job(state_dir, name)?.widen(id, pattern)?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&w)?);
+        return Ok(exit::OK);
+    }
+    println!("pending version v{} allows drift #{id}:", w.version);
+    for rule in &w.added {
+        println!("  + {rule}");
+    }
+    if pattern {
+        println!("preview: {} past observed call(s) newly allowed", w.preview.newly_allowed);
+        for e in &w.preview.examples {
+            println!("    {e}");
+        }
+    }
+    println!("not active yet: review, then `holon job approve {name}`");
+    Ok(exit::OK)
+}
+
+pub fn status(state_dir: Option<PathBuf>, name: &str, style: &Style) -> anyhow::Result<u8> {
+    let overview = job(state_dir, name)?.overview()?;
+    print!("{}", leash::render(&overview, style.color));
+    Ok(exit::OK)
+}
+
+pub fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+    let o = job(state_dir, name)?.overview()?;
+    let ev = &o.evidence;
+    let out = json!({
+        "job": name,
+        "version": o.version,
+        "mode": o.meta.mode,
+        "sha256": o.sha256,
+        "tools": ev.tools,
+        "paths": { "read": ev.read, "write": ev.write },
+        "commands": ev.commands,
+        "hosts": ev.hosts,
+        "max_writes_per_run": o.mandate.as_ref().and_then(|m| m.limits.max_writes_per_run),
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(exit::OK)
+}

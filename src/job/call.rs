@@ -1,0 +1,310 @@
+//! One tool call of an agent job, from the JSON a runtime hands us, reduced to the
+//! *aspects* the job mandate judges: the tool, paths read and written, command segments,
+//! hosts.
+//!
+//! Accepted inputs (one JSON object per line):
+//! - `{"tool": "terminal", "args": {"command": "git status"}}` (plus optional `"run"`);
+//! - a PreToolUse hook payload as runtimes send it: `{"tool_name": "Bash", "tool_input":
+//!   {"command": "…"}, "session_id": "…", "cwd": "…", …}` (other keys are ignored).
+//!
+//! | tools | argument | aspects |
+//! |---|---|---|
+//! | `terminal`, `Bash`, `bash`, `shell`, `run_command`, `execute_command` | `command` | command segments; redirect targets as reads/writes; URL hosts |
+//! | `read_file`, `Read`, `view`, `NotebookRead` | `path`, `file_path`, `notebook_path` | read path |
+//! | `write_file`, `Write`, `create_file`, `edit_file`, `Edit`, `MultiEdit`, `str_replace`, `patch`, `NotebookEdit` | same | write path |
+//! | `list_files`, `list_directory`, `LS` | `path` (default `.`) | read of the directory |
+//! | `search_files`, `Grep`, `grep`, `Glob`, `glob` | `path` (default `.`) | read of `dir/**` (searched recursively) |
+//! | `WebFetch`, `web_fetch`, `fetch_url`, `browser_navigate` | `url` | host |
+//! | `mandate_status` | — | exempt: never recorded, never checked |
+//! | anything else (MCP and plugin tools included) | — | the tool name only |
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::shell::{self, CommandUse};
+
+/// The tool a status query uses; never recorded or checked.
+pub const EXEMPT_TOOL: &str = "mandate_status";
+/// Most bytes of one call's JSON.
+pub const CALL_BYTES_MAX: usize = 256 * 1024;
+
+const COMMAND_TOOLS: &[&str] = &["terminal", "Bash", "bash", "shell", "run_command", "execute_command"];
+const READ_TOOLS: &[&str] = &["read_file", "Read", "view", "NotebookRead"];
+const WRITE_TOOLS: &[&str] =
+    &["write_file", "Write", "create_file", "edit_file", "Edit", "MultiEdit", "str_replace", "patch", "NotebookEdit"];
+const LIST_TOOLS: &[&str] = &["list_files", "list_directory", "LS"];
+const SEARCH_TOOLS: &[&str] = &["search_files", "Grep", "grep", "Glob", "glob"];
+const FETCH_TOOLS: &[&str] = &["WebFetch", "web_fetch", "fetch_url", "browser_navigate"];
+
+/// The rule families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    Tools,
+    Paths,
+    Commands,
+    Hosts,
+    /// The per-run write budget.
+    Limits,
+    /// The approved text no longer hashes to its approval, or the state is unreadable.
+    Integrity,
+}
+
+impl Family {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Tools => "tools",
+            Family::Paths => "paths",
+            Family::Commands => "commands",
+            Family::Hosts => "hosts",
+            Family::Limits => "limits",
+            Family::Integrity => "integrity",
+        }
+    }
+}
+
+/// One thing about a call that a rule must allow.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Aspect {
+    Tool(String),
+    Read(String),
+    Write(String),
+    Command(CommandRule),
+    /// A segment the parser refuses to reason about: allowed only by `=text`.
+    Opaque(String),
+    Host(String),
+}
+
+/// A command use as stored (the parser's `CommandUse`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CommandRule {
+    pub head: String,
+    #[serde(default)]
+    pub subcommand: Option<String>,
+    #[serde(default)]
+    pub flags: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+impl From<CommandUse> for CommandRule {
+    fn from(c: CommandUse) -> Self {
+        CommandRule { head: c.head, subcommand: c.subcommand, flags: c.flags, env: c.env }
+    }
+}
+
+impl CommandRule {
+    pub fn text(&self) -> String {
+        CommandUse {
+            head: self.head.clone(),
+            subcommand: self.subcommand.clone(),
+            flags: self.flags.clone(),
+            env: self.env.clone(),
+        }
+        .rule()
+    }
+}
+
+impl Aspect {
+    pub fn family(&self) -> Family {
+        match self {
+            Aspect::Tool(_) => Family::Tools,
+            Aspect::Read(_) | Aspect::Write(_) => Family::Paths,
+            Aspect::Command(_) | Aspect::Opaque(_) => Family::Commands,
+            Aspect::Host(_) => Family::Hosts,
+        }
+    }
+    /// The subject as a rule would name it exactly.
+    pub fn subject(&self) -> String {
+        match self {
+            Aspect::Tool(s) | Aspect::Read(s) | Aspect::Write(s) | Aspect::Host(s) => s.clone(),
+            Aspect::Command(c) => c.text(),
+            Aspect::Opaque(t) => format!("={t}"),
+        }
+    }
+}
+
+/// A normalised tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub tool: String,
+    /// The call as received (its arguments), for drift records (redacted when shown).
+    pub shown: String,
+    pub aspects: Vec<Aspect>,
+    /// From the hook payload, when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+}
+
+impl ToolCall {
+    pub fn is_exempt(&self) -> bool {
+        self.tool == EXEMPT_TOOL
+    }
+    pub fn writes(&self) -> usize {
+        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(_))).count()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("the call is not JSON: {0}")]
+    Json(String),
+    #[error("the call is {0} bytes; at most {CALL_BYTES_MAX} are read")]
+    TooLarge(usize),
+    #[error(
+        "the call names no tool: expected {{\"tool\": NAME, \"args\": {{…}}}} or a hook payload {{\"tool_name\": NAME, \"tool_input\": {{…}}}}"
+    )]
+    NoTool,
+    #[error("`{tool}` needs a string `{field}` argument")]
+    MissingArgument { tool: String, field: &'static str },
+}
+
+fn string_arg<'a>(args: &'a Value, names: &[&'static str]) -> Option<&'a str> {
+    names.iter().find_map(|n| args.get(*n).and_then(Value::as_str))
+}
+
+/// Parses one call from its JSON text.
+pub fn parse(text: &str) -> Result<ToolCall, CallError> {
+    if text.len() > CALL_BYTES_MAX {
+        return Err(CallError::TooLarge(text.len()));
+    }
+    let v: Value = serde_json::from_str(text).map_err(|e| CallError::Json(e.to_string()))?;
+    from_value(&v)
+}
+
+/// Normalises a call given as a JSON value.
+pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
+    let tool = string_arg(v, &["tool", "tool_name"]).ok_or(CallError::NoTool)?.to_owned();
+    let null = Value::Null;
+    let args = v.get("args").or_else(|| v.get("tool_input")).unwrap_or(&null);
+    let mut aspects = vec![Aspect::Tool(tool.clone())];
+    let t = tool.as_str();
+    let missing = |field| CallError::MissingArgument { tool: tool.clone(), field };
+    if COMMAND_TOOLS.contains(&t) {
+        let command = string_arg(args, &["command", "cmd"]).ok_or_else(|| missing("command"))?;
+        for seg in shell::parse(command) {
+            match seg.command {
+                Some(c) => aspects.push(Aspect::Command(c.into())),
+                None => aspects.push(Aspect::Opaque(seg.text)),
+            }
+            aspects.extend(seg.reads.into_iter().map(Aspect::Read));
+            aspects.extend(seg.writes.into_iter().map(Aspect::Write));
+            aspects.extend(seg.hosts.into_iter().map(Aspect::Host));
+        }
+    } else if READ_TOOLS.contains(&t) {
+        let p = string_arg(args, &["path", "file_path", "notebook_path"]).ok_or_else(|| missing("path"))?;
+        aspects.push(Aspect::Read(p.to_owned()));
+    } else if WRITE_TOOLS.contains(&t) {
+        let p = string_arg(args, &["path", "file_path", "notebook_path"]).ok_or_else(|| missing("path"))?;
+        aspects.push(Aspect::Write(p.to_owned()));
+    } else if LIST_TOOLS.contains(&t) {
+        aspects.push(Aspect::Read(string_arg(args, &["path", "dir"]).unwrap_or(".").to_owned()));
+    } else if SEARCH_TOOLS.contains(&t) {
+        let dir = string_arg(args, &["path", "dir"]).unwrap_or(".");
+        aspects.push(Aspect::Read(recursive(dir)));
+    } else if FETCH_TOOLS.contains(&t) {
+        let url = string_arg(args, &["url"]).ok_or_else(|| missing("url"))?;
+        // A URL we cannot read a host from is judged by its text (it matches no host rule).
+        aspects.push(Aspect::Host(shell::url_host(url).unwrap_or_else(|| url.to_owned())));
+    }
+    let shown = match args {
+        Value::Object(m) if m.len() == 1 && m.contains_key("command") => {
+            string_arg(args, &["command"]).unwrap_or_default().to_owned()
+        }
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    Ok(ToolCall {
+        tool,
+        shown,
+        aspects,
+        session: string_arg(v, &["session_id"]).map(str::to_owned),
+        cwd: string_arg(v, &["cwd"]).map(str::to_owned),
+        run: string_arg(v, &["run"]).map(str::to_owned),
+    })
+}
+
+/// `dir/**`, the subject of a recursive search of `dir`.
+pub fn recursive(dir: &str) -> String {
+    let d = dir.trim_end_matches('/');
+    if d.is_empty() || d == "." { "**".to_owned() } else { format!("{d}/**") }
+}
+
+/// Makes `path` relative to `workdir` when it lies inside it, and removes `.` and `..`
+/// lexically. Paths outside stay absolute; `..` never climbs above the start.
+pub fn normalize_path(path: &str, workdir: &str) -> String {
+    let joined =
+        if path.starts_with('/') || workdir.is_empty() { path.to_owned() } else { format!("{workdir}/{path}") };
+    let absolute = joined.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    let normal = if absolute { format!("/{}", parts.join("/")) } else { parts.join("/") };
+    let root = workdir.trim_end_matches('/');
+    if !root.is_empty() {
+        if normal == root {
+            return ".".to_owned();
+        }
+        if let Some(rest) = normal.strip_prefix(root).and_then(|r| r.strip_prefix('/')) {
+            return rest.to_owned();
+        }
+    }
+    normal
+}
+
+impl ToolCall {
+    /// The call with every path made relative to `workdir` (see [`normalize_path`]).
+    pub fn relative_to(mut self, workdir: &str) -> ToolCall {
+        for a in &mut self.aspects {
+            if let Aspect::Read(p) | Aspect::Write(p) = a {
+                let recursive_dir = p.strip_suffix("/**").map(str::to_owned).or((p == "**").then(|| ".".to_owned()));
+                *p = match recursive_dir {
+                    Some(d) => recursive(&normalize_path(&d, workdir)),
+                    None => normalize_path(p, workdir),
+                };
+            }
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_payloads_and_plain_calls_map_to_aspects() {
+        let c = parse(r#"{"tool_name":"Bash","tool_input":{"command":"git status --short > out.txt"},"session_id":"s1","cwd":"/w","hook_event_name":"PreToolUse"}"#).unwrap();
+        assert_eq!(c.session.as_deref(), Some("s1"));
+        assert!(c.aspects.contains(&Aspect::Write("out.txt".into())));
+        let c = parse(r#"{"tool":"search_files","args":{"path":"src/"}}"#).unwrap();
+        assert_eq!(c.aspects[1], Aspect::Read("src/**".into()));
+        let c = parse(r#"{"tool_name":"WebFetch","tool_input":{"url":"https://Docs.rs/x?token=1"}}"#).unwrap();
+        assert_eq!(c.aspects[1], Aspect::Host("docs.rs".into()));
+        assert!(matches!(parse(r#"{"tool":"Read","args":{}}"#), Err(CallError::MissingArgument { .. })));
+        assert!(matches!(parse("[1]"), Err(CallError::NoTool)));
+        assert!(matches!(parse("{"), Err(CallError::Json(_))));
+    }
+
+    #[test]
+    fn paths_are_made_relative_and_lexically_normal() {
+        assert_eq!(normalize_path("/w/src/a.rs", "/w"), "src/a.rs");
+        assert_eq!(normalize_path("./src/../lib/x", "/w"), "lib/x");
+        assert_eq!(normalize_path("../etc/passwd", "/w"), "/etc/passwd");
+        assert_eq!(normalize_path("/etc/passwd", "/w"), "/etc/passwd");
+        assert_eq!(normalize_path(".", "/w"), ".");
+        assert_eq!(normalize_path("/w2/x", "/w"), "/w2/x");
+    }
+}

@@ -1,0 +1,23 @@
+//! Job mandates (the job-mandate document, `holon job`): the same idea as the caller
+//! mandate — a human-approved allow-list an agent cannot widen by itself — for the tools a
+//! scheduled agent job uses.
+//!
+//! - [`call`]: a tool call from JSON (plain or a runtime's hook payload) and its aspects;
+//! - [`shell`]: command lines, lexed and reduced to command rules;
+//! - [`propose`]: observations compiled into the mandate YAML, deterministically;
+//! - [`mandate`]: the document, its evidence, and the compiled [`mandate::Checker`];
+//! - [`state`]: the state directory (atomic writes, a lock), versions, approvals,
+//!   drift, write budgets, and the fail-closed decision;
+//! - [`redact`]: secrets masked in drift records;
+//! - [`leash`]: the Leash Line status view.
+
+pub mod call;
+pub mod leash;
+pub mod mandate;
+pub mod propose;
+pub mod redact;
+pub mod shell;
+pub mod state;
+
+pub use call::{Aspect, Family, ToolCall};
+pub use mandate::{Checker, JobMandate};

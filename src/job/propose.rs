@@ -1,0 +1,184 @@
+//! Observations compiled into a job mandate. The result depends only on the *set* of
+//! observations (counts and maxima), never on their order, so the YAML is byte-identical
+//! for the same runs observed in any order.
+//!
+//! Generalisation rules (conservative: each can only turn several observed subjects into
+//! one rule that covers exactly that kind of subject):
+//! 1. A recursive search of `dir` is the read rule `dir/**`; an exact read under a
+//!    proposed `dir/**` is folded into it (its count added).
+//! 2. A read of a path some proposed write rule matches is dropped (writes may be read).
+//! 3. Per-run file names: writes in one directory with one extension, with at least two
+//!    distinct names, seen in at least two runs, every name containing a digit (dates,
+//!    sequence numbers) become `dir/*.ext`.
+//! 4. Uses of one command (head and subcommand) merge into one rule with the union of
+//!    their flags and environment names (a call may use any subset).
+//! 5. Everything else stays exact; literal paths are glob-escaped.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::call::{Aspect, CommandRule, EXEMPT_TOOL, ToolCall};
+use super::mandate::{Evidence, Evidenced, JobLimits, JobMandate, PathRules};
+
+/// One observed call with the run it belongs to and the workdir its paths are relative to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    pub run: String,
+    pub workdir: String,
+    pub call: ToolCall,
+}
+
+fn count<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, n: u64) {
+    *map.entry(key).or_insert(0) += n;
+}
+
+fn evidence(map: &BTreeMap<String, u64>) -> (Vec<String>, Vec<Evidence>) {
+    let values: Vec<String> = map.keys().cloned().collect();
+    let ev = map.iter().map(|(v, n)| Evidence { value: v.clone(), evidence: *n }).collect();
+    (values, ev)
+}
+
+/// Whether `path` lies under the recursive rule `rule` (`dir/**` or `**`).
+fn under(rule: &str, path: &str) -> bool {
+    match rule.strip_suffix("/**") {
+        Some(dir) => path.starts_with(&format!("{dir}/")) || path == dir,
+        None => rule == "**" && !path.starts_with('/'),
+    }
+}
+
+/// The header comment of a proposal.
+pub fn header(job: &str, runs: u64) -> String {
+    format!(
+        "Mandate for {job}: generated from {runs} observed run(s).\nReview every rule. Nothing is enforced until `holon job approve {job}`."
+    )
+}
+
+/// Compiles observations into a mandate and its evidence.
+pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidenced) {
+    let runs: BTreeSet<&str> = observations.iter().map(|o| o.run.as_str()).collect();
+    let mut workdirs: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut tools = BTreeMap::new();
+    let mut reads: BTreeMap<String, u64> = BTreeMap::new();
+    let mut writes: BTreeMap<String, (u64, BTreeSet<&str>)> = BTreeMap::new();
+    let mut commands: BTreeMap<(String, Option<String>), (CommandRule, u64)> = BTreeMap::new();
+    let mut opaque = BTreeMap::new();
+    let mut hosts = BTreeMap::new();
+    let mut writes_per_run: BTreeMap<&str, u64> = BTreeMap::new();
+    for o in observations.iter().filter(|o| o.call.tool != EXEMPT_TOOL) {
+        count(&mut workdirs, o.workdir.as_str(), 1);
+        for a in &o.call.aspects {
+            match a {
+                Aspect::Tool(t) => count(&mut tools, t.clone(), 1),
+                Aspect::Read(p) => count(&mut reads, p.clone(), 1),
+                Aspect::Write(p) if p == "/dev/null" => {}
+                Aspect::Write(p) => {
+                    let e = writes.entry(p.clone()).or_insert((0, BTreeSet::new()));
+                    e.0 += 1;
+                    e.1.insert(o.run.as_str());
+                    count(&mut writes_per_run, o.run.as_str(), 1);
+                }
+                Aspect::Command(c) => {
+                    let e = commands
+                        .entry((c.head.clone(), c.subcommand.clone()))
+                        .or_insert_with(|| (CommandRule { flags: vec![], env: vec![], ..c.clone() }, 0));
+                    e.0.flags.extend(c.flags.iter().cloned());
+                    e.0.env.extend(c.env.iter().cloned());
+                    e.1 += 1;
+                }
+                Aspect::Opaque(t) => count(&mut opaque, format!("={t}"), 1),
+                Aspect::Host(h) => count(&mut hosts, h.clone(), 1),
+            }
+        }
+    }
+    // The most common workdir; ties go to the smallest, so order does not matter.
+    let workdir = workdirs.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(w, _)| w.to_string());
+
+    let write_rules = generalise_writes(&writes);
+    let write_globs: Vec<globset::GlobMatcher> = write_rules
+        .keys()
+        .filter_map(|r| globset::GlobBuilder::new(r).literal_separator(true).build().ok())
+        .map(|g| g.compile_matcher())
+        .collect();
+    let recursive: Vec<String> = reads.keys().filter(|p| p.ends_with("**")).cloned().collect();
+    let mut read_rules: BTreeMap<String, u64> = BTreeMap::new();
+    for (path, n) in &reads {
+        if path.ends_with("**") {
+            count(&mut read_rules, path.clone(), *n);
+        } else if let Some(r) = recursive.iter().find(|r| under(r, path)) {
+            count(&mut read_rules, r.clone(), *n);
+        } else if write_globs.iter().any(|g| g.is_match(path)) {
+            // Rule 2: already readable through a write rule.
+        } else {
+            count(&mut read_rules, globset::escape(path), *n);
+        }
+    }
+    let mut command_rules: BTreeMap<String, u64> = opaque;
+    for (mut rule, n) in commands.into_values() {
+        rule.flags.sort();
+        rule.flags.dedup();
+        rule.env.sort();
+        rule.env.dedup();
+        count(&mut command_rules, rule.text(), n);
+    }
+    let (tools_v, tools_e) = evidence(&tools);
+    let (read_v, read_e) = evidence(&read_rules);
+    let (write_v, write_e) = evidence(&write_rules);
+    let (cmd_v, cmd_e) = evidence(&command_rules);
+    let (host_v, host_e) = evidence(&hosts);
+    let mandate = JobMandate {
+        mandate: 1,
+        job: job.to_owned(),
+        workdir: workdir.unwrap_or_default(),
+        observed_runs: runs.len() as u64,
+        tools: tools_v,
+        paths: PathRules { read: read_v, write: write_v },
+        commands: cmd_v,
+        hosts: host_v,
+        limits: JobLimits { max_writes_per_run: Some(writes_per_run.values().copied().max().unwrap_or(0)) },
+    };
+    let ev = Evidenced { tools: tools_e, read: read_e, write: write_e, commands: cmd_e, hosts: host_e };
+    (mandate, ev)
+}
+
+/// Rule 3 (per-run file names) and rule 5 (exact, escaped) for writes.
+fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<&str>)>) -> BTreeMap<String, u64> {
+    // (dir, ext) -> names with their counts and runs
+    type Group<'a> = BTreeMap<&'a str, (u64, BTreeSet<&'a str>)>;
+    // `dir` is `None` for a bare file name, `Some("")` for a file in `/`.
+    let mut groups: BTreeMap<(Option<&str>, Option<&str>), Group> = BTreeMap::new();
+    for (path, (n, runs)) in writes {
+        let (dir, name) = match path.rsplit_once('/') {
+            Some((d, n)) => (Some(d), n),
+            None => (None, path.as_str()),
+        };
+        let ext = name.rsplit_once('.').map(|(_, e)| e).filter(|e| !e.is_empty());
+        groups.entry((dir, ext)).or_default().insert(name, (*n, runs.iter().copied().collect()));
+    }
+    let mut out = BTreeMap::new();
+    for ((dir, ext), names) in groups {
+        let runs: BTreeSet<&str> = names.values().flat_map(|(_, r)| r.iter().copied()).collect();
+        let per_run =
+            names.len() >= 2 && runs.len() >= 2 && names.keys().all(|n| n.bytes().any(|b| b.is_ascii_digit()));
+        if per_run {
+            let star = match ext {
+                Some(e) => format!("*.{}", globset::escape(e)),
+                None => "*".to_owned(),
+            };
+            let rule = match dir {
+                Some(d) => format!("{}/{star}", globset::escape(d)),
+                None => star,
+            };
+            count(&mut out, rule, names.values().map(|(n, _)| n).sum());
+        } else {
+            for (name, (n, _)) in names {
+                let path = match dir {
+                    Some(d) => format!("{d}/{name}"),
+                    None => name.to_owned(),
+                };
+                count(&mut out, globset::escape(&path), n);
+            }
+        }
+    }
+    out
+}
