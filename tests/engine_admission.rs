@@ -232,3 +232,28 @@ fn a_full_reservation_table_denies_instead_of_growing() {
     let Admission::Denied(d) = engine.admit(&c) else { panic!() };
     assert_eq!(d.codes.iter().collect::<Vec<_>>(), vec![Code::InFlightLimitReached]);
 }
+
+#[test]
+fn the_default_sink_writes_one_json_line_per_call_with_names() {
+    let (sink, rx) = ChannelSink::new(64);
+    let engine = Engine::with_sink(EngineConfig { clock: fixed_clock, ..EngineConfig::default() }, Arc::new(sink));
+    engine.publish(&input()).unwrap();
+    let path = std::env::temp_dir().join(format!("holon-receipts-{}.jsonl", std::process::id()));
+    let writer =
+        holon::engine::receipt::spawn_json_lines_writer(rx, engine.names(), std::fs::File::create(&path).unwrap());
+    let c = call(&engine, "acme/table-extract");
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.settle(a("0.003"), at()).unwrap();
+    let _ = engine.admit(&call(&engine, "shady/invoice-scraper"));
+    drop(engine); // the last sender goes: the writer drains and stops
+    assert_eq!(writer.join().unwrap().unwrap(), 2);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["agent"], "acme/table-extract");
+    assert_eq!(lines[0]["mandate"], "alice/m-2026-11");
+    assert_eq!((lines[0]["decision"].as_str(), lines[0]["end"].as_str()), (Some("allowed"), Some("settled")));
+    assert_eq!((lines[0]["worst_case"].as_str(), lines[0]["actual"].as_str()), (Some("0.004"), Some("0.003")));
+    assert_eq!(lines[1]["decision"], "denied");
+    assert!(lines[1]["reasons"].as_array().unwrap().iter().any(|r| r == "agent_denied"));
+    let _ = std::fs::remove_file(&path);
+}

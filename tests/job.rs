@@ -300,3 +300,23 @@ fn concurrent_checks_from_many_processes_keep_the_write_budget() {
     );
     assert_eq!(s.job().drift().unwrap().len(), 7);
 }
+
+#[test]
+fn validate_reports_every_problem_of_a_job_mandate() {
+    let dir = State::new("validate");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let path = dir.0.join("bad.yaml");
+    std::fs::write(
+        &path,
+        "mandate: 1\njob: \"nightly\"\nworkdir: \"/w\"\nobserved_runs: 1\ncommands: [\"git status extra\"]\npaths: { read: [\"src/[\"] }\ncolour: true\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_holon")).arg("validate").arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("colour"), "unknown key reported: {text}");
+    std::fs::write(&path, "mandate: 1\njob: \"nightly\"\nworkdir: \"/w\"\nobserved_runs: 1\ncommands: [\"git status extra\"]\npaths: { read: [\"src/[\"] }\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_holon")).arg("validate").arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/commands/0") && text.contains("/paths/read/0"), "{text}");
+}

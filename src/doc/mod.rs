@@ -132,7 +132,13 @@ pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
         ("holon_record", DocKind::Record),
         ("mandate", DocKind::JobMandate),
     ];
-    let mut found = kinds.iter().filter(|(key, _)| obj.contains_key(*key)).map(|(_, k)| *k);
+    // `mandate` alone is a common word (a simulation scenario names its mandate file with
+    // it): a job mandate is `mandate` with a number, or `mandate` beside `job`.
+    let job_mandate = obj.get("mandate").is_some_and(|v| v.is_number() || obj.contains_key("job"));
+    let mut found = kinds
+        .iter()
+        .filter(|(key, kind)| obj.contains_key(*key) && (*kind != DocKind::JobMandate || job_mandate))
+        .map(|(_, k)| *k);
     match (found.next(), found.next()) {
         (Some(kind), None) => Ok(kind),
         _ => Err(DocError::UnknownKind),
