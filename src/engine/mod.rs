@@ -325,22 +325,35 @@ impl Engine {
         let Some(today) = today else {
             return self.deny(ask, codes.with(Code::InternalError), wc.worst);
         };
-        // A first look at the ledger, so a denial lists every exceeded limit. The CAS in
-        // `reserve` decides; this only reports.
+        // The ledger is read only where a decision needs it: a denial lists every exceeded
+        // limit (a slow path), and on the allowed path the CAS in `reserve` decides, so an
+        // allowed call touches the mandate's contended cache line only to reserve.
         let ledger = &m.ledger;
-        codes = codes.union(budget::check_limits(
-            &m.limits,
-            wc.worst,
-            Amount::from_micros(ledger.used_micros()),
-            Amount::from_micros(ledger.day_micros(today)),
-        ));
+        let over_limits = || {
+            budget::check_limits(
+                &m.limits,
+                wc.worst,
+                Amount::from_micros(ledger.used_micros()),
+                Amount::from_micros(ledger.day_micros(today)),
+            )
+        };
+        let in_run = |codes: CodeSet| if ask.run.is_some() { delegated_codes(codes) } else { codes };
+        // `per_call` depends on the call alone.
+        if m.limits.per_call.is_some_and(|cap| wc.worst > cap) {
+            codes.insert(Code::PerCallExceeded);
+        }
         if let Some((_, extra)) = ask.run {
-            codes = delegated_codes(codes.union(extra));
+            codes = codes.union(extra);
         }
         if !codes.is_empty() {
-            return self.deny(ask, codes, wc.worst);
+            return self.deny(ask, in_run(codes.union(over_limits())), wc.worst);
         }
         if !ask.approved && budget::needs_approval(&m.limits, wc.worst) {
+            // Over budget is a denial, not a question for the issuer.
+            let over = over_limits();
+            if !over.is_empty() {
+                return self.deny(ask, in_run(over), wc.worst);
+            }
             if ask.run.is_some() {
                 return self.deny(ask, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation), wc.worst);
             }
@@ -351,10 +364,9 @@ impl Engine {
         };
         let charge = match ledger.reserve(wc.worst.micros(), today, m.ledger_limits) {
             Ok(charge) => charge,
-            Err(lost_race) => {
+            Err(refused) => {
                 self.slots.unclaim(ticket);
-                let codes = if ask.run.is_some() { delegated_codes(lost_race) } else { lost_race };
-                return self.deny(ask, codes, wc.worst);
+                return self.deny(ask, in_run(refused.union(over_limits())), wc.worst);
             }
         };
         let receipt_id = sync::next_id();
