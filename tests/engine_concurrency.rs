@@ -21,7 +21,7 @@ fn threads_never_overrun_a_tight_budget() {
     engine.publish(&net.input).unwrap();
     let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
     let ledger = engine.ledger(call.mandate).unwrap();
-    let ops_per_thread: u64 = if cfg!(debug_assertions) { 300_000 } else { 2_000_000 };
+    let ops_per_thread: u64 = if cfg!(debug_assertions) { 1_000_000 } else { 2_000_000 };
     let kept_total = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     let max_seen = std::thread::scope(|s| {
