@@ -128,7 +128,15 @@ pub fn attenuate(parent: &Path, child: &Path, json: bool, style: &Style) -> anyh
 pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool, style: &Style) -> anyhow::Result<u8> {
     let parent = doc::load_mandate(parent)?;
     let manifest_path = if agent.is_dir() { agent.join("holon.yaml") } else { agent.to_path_buf() };
-    let catalog = Catalog::load(&[agent.parent().unwrap_or(Path::new(".")).to_path_buf()], None).unwrap_or_default();
+    // Declared downstream agents are resolved among the manifest's siblings. If they cannot
+    // be read, derive without them (unresolved agents match no class: fail closed) and say so.
+    let siblings = agent.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let catalog = Catalog::load(std::slice::from_ref(&siblings), None).unwrap_or_else(|e| {
+        eprintln!(
+            "holon: warning: the manifests beside the agent cannot be read ({e}); declared agents stay unresolved"
+        );
+        Catalog::default()
+    });
     let manifest = doc::load_manifest(&manifest_path)?;
     if manifest.calls.is_empty() {
         anyhow::bail!("{} declares no downstream calls: there is no sub-mandate to derive", manifest.id);
