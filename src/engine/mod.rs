@@ -402,7 +402,7 @@ impl Engine {
         if a.has_calls {
             // An orchestrator: derive its sub-mandate and open the run's ledger. A
             // sub-mandate that would widen its parent denies the call before it runs.
-            match Run::open(self, ask.snap, m, a, wc.sub_budget, ask.at) {
+            match Run::open(self, ask.snap, m, a, wc.sub_budget) {
                 Ok(run) => reservation.attach_run(run),
                 Err(()) => {
                     // Freshly reserved and never handed out: no one else can have ended it.

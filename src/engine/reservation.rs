@@ -236,7 +236,6 @@ impl Run {
         parent: &CompiledMandate,
         orchestrator: &CompiledAgent,
         sub_budget: Amount,
-        _at: Timestamp,
     ) -> Result<Run, ()> {
         let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap).map_err(|_| ())?;
         let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| ())?);
