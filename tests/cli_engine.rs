@@ -1,15 +1,7 @@
 //! `holon loadtest` and `holon demo` end to end.
 
-use std::process::Command;
-
-fn holon(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::holon;
 
 #[test]
 fn loadtest_json_has_the_contract_keys_and_an_honest_audit() {

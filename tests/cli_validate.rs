@@ -1,11 +1,7 @@
 //! `holon validate` through the real binary: exit codes, JSON shape, human output.
 
-use std::process::Command;
-
-fn holon(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
-}
+mod common;
+use common::holon;
 
 #[test]
 fn examples_are_valid() {

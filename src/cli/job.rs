@@ -51,11 +51,7 @@ pub fn observe(
             }
             match call::parse(&line) {
                 Ok(c) if c.is_exempt() => {}
-                Ok(c) => {
-                    let workdir = c.cwd.clone().unwrap_or_else(|| default_workdir.clone());
-                    let run = run.clone().or(c.run.clone()).or(c.session.clone()).unwrap_or_else(|| "unknown".into());
-                    observations.push(Observation { run, workdir: workdir.clone(), call: c.relative_to(&workdir) });
-                }
+                Ok(c) => observations.push(Observation::of(c, run.as_deref(), &default_workdir)),
                 Err(e) => {
                     eprintln!("holon: skipped a call: {e}");
                     skipped += 1;

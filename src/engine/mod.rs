@@ -297,21 +297,8 @@ impl Engine {
     }
 
     fn deny_unknown(&self, call: &Call, code: Code) -> Admission<'_> {
-        let denial = Denial { codes: CodeSet::EMPTY.with(code), worst_case: Amount::ZERO, receipt_id: sync::next_id() };
-        self.sink.submit(&Receipt {
-            id: denial.receipt_id,
-            parent: 0,
-            mandate: call.mandate,
-            agent: call.agent,
-            decision: Verdict::Denied,
-            end: End::Decided,
-            codes: denial.codes,
-            worst_case: Amount::ZERO,
-            actual: Amount::ZERO,
-            at: call.at,
-            ended_at: call.at,
-        });
-        Admission::Denied(denial)
+        let codes = CodeSet::EMPTY.with(code);
+        self.deny_ids(call.mandate, call.agent, 0, call.at, codes, Amount::ZERO)
     }
 
     /// The decision shared by root calls and sub-calls.
@@ -415,19 +402,32 @@ impl Engine {
     }
 
     fn deny<'e>(&'e self, ask: &Ask<'_>, codes: CodeSet, worst: Amount) -> Admission<'e> {
+        self.deny_ids(ask.m.ix, ask.a.ix, ask.parent, ask.at, codes, worst)
+    }
+
+    /// A denial and its receipt.
+    fn deny_ids(
+        &self,
+        mandate: MandateIx,
+        agent: AgentIx,
+        parent: u64,
+        at: Timestamp,
+        codes: CodeSet,
+        worst: Amount,
+    ) -> Admission<'_> {
         let denial = Denial { codes, worst_case: worst, receipt_id: sync::next_id() };
         self.sink.submit(&Receipt {
             id: denial.receipt_id,
-            parent: ask.parent,
-            mandate: ask.m.ix,
-            agent: ask.a.ix,
+            parent,
+            mandate,
+            agent,
             decision: Verdict::Denied,
             end: End::Decided,
             codes,
             worst_case: worst,
             actual: Amount::ZERO,
-            at: ask.at,
-            ended_at: ask.at,
+            at,
+            ended_at: at,
         });
         Admission::Denied(denial)
     }

@@ -66,8 +66,6 @@ pub struct Ticket {
 #[derive(Debug)]
 pub struct Slots {
     slots: Box<[Slot]>,
-    /// A search from the thread's cursor looks at most this many slots.
-    probe_max: usize,
 }
 
 impl Slots {
@@ -75,7 +73,7 @@ impl Slots {
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.clamp(1, SLOTS_MAX);
         let slots: Box<[Slot]> = (0..capacity).map(|_| Slot::default()).collect();
-        Slots { slots, probe_max: capacity }
+        Slots { slots }
     }
 
     pub fn capacity(&self) -> usize {
@@ -86,7 +84,8 @@ impl Slots {
     pub fn claim(&self) -> Option<Ticket> {
         let len = self.slots.len();
         let start = sync::cursor() % len;
-        for step in 0..self.probe_max {
+        // One sweep of the table at most, from the thread's cursor.
+        for step in 0..len {
             let index = (start + step) % len;
             let slot = self.slots.get(index)?;
             // Relaxed: a peek to skip busy slots; the CAS below decides.

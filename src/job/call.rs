@@ -70,40 +70,10 @@ pub enum Aspect {
     Tool(String),
     Read(String),
     Write(String),
-    Command(CommandRule),
+    Command(CommandUse),
     /// A segment the parser refuses to reason about: allowed only by `=text`.
     Opaque(String),
     Host(String),
-}
-
-/// A command use as stored (the parser's `CommandUse`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct CommandRule {
-    pub head: String,
-    #[serde(default)]
-    pub subcommand: Option<String>,
-    #[serde(default)]
-    pub flags: Vec<String>,
-    #[serde(default)]
-    pub env: Vec<String>,
-}
-
-impl From<CommandUse> for CommandRule {
-    fn from(c: CommandUse) -> Self {
-        CommandRule { head: c.head, subcommand: c.subcommand, flags: c.flags, env: c.env }
-    }
-}
-
-impl CommandRule {
-    pub fn text(&self) -> String {
-        CommandUse {
-            head: self.head.clone(),
-            subcommand: self.subcommand.clone(),
-            flags: self.flags.clone(),
-            env: self.env.clone(),
-        }
-        .rule()
-    }
 }
 
 impl Aspect {
@@ -119,7 +89,7 @@ impl Aspect {
     pub fn subject(&self) -> String {
         match self {
             Aspect::Tool(s) | Aspect::Read(s) | Aspect::Write(s) | Aspect::Host(s) => s.clone(),
-            Aspect::Command(c) => c.text(),
+            Aspect::Command(c) => c.rule(),
             Aspect::Opaque(t) => format!("={t}"),
         }
     }
@@ -189,7 +159,7 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         let command = string_arg(args, &["command", "cmd"]).ok_or_else(|| missing("command"))?;
         for seg in shell::parse(command) {
             match seg.command {
-                Some(c) => aspects.push(Aspect::Command(c.into())),
+                Some(c) => aspects.push(Aspect::Command(c)),
                 None => aspects.push(Aspect::Opaque(seg.text)),
             }
             aspects.extend(seg.reads.into_iter().map(Aspect::Read));

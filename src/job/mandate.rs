@@ -241,7 +241,7 @@ impl Checker {
                     Aspect::Tool(t) => format!("tool `{t}` is not in `tools`"),
                     Aspect::Read(p) => format!("reading `{p}` matches no `paths.read` or `paths.write` rule"),
                     Aspect::Write(p) => format!("writing `{p}` matches no `paths.write` rule"),
-                    Aspect::Command(c) => format!("command `{}` matches no `commands` rule", c.text()),
+                    Aspect::Command(c) => format!("command `{}` matches no `commands` rule", c.rule()),
                     Aspect::Opaque(t) => {
                         format!("`{t}` cannot be reasoned about (a shell, eval or substitution); only the exact rule `={t}` allows it")
                     }

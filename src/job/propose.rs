@@ -18,8 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::call::{Aspect, CommandRule, EXEMPT_TOOL, ToolCall};
+use super::call::{Aspect, EXEMPT_TOOL, ToolCall};
 use super::mandate::{Evidence, Evidenced, JobLimits, JobMandate, PathRules};
+use super::shell::CommandUse;
 
 /// One observed call with the run it belongs to and the workdir its paths are relative to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +28,16 @@ pub struct Observation {
     pub run: String,
     pub workdir: String,
     pub call: ToolCall,
+}
+
+impl Observation {
+    /// An observed call: its run is `run`, else the call's own `run` or `session_id`,
+    /// else `unknown`; its paths are made relative to the call's `cwd`, else `workdir`.
+    pub fn of(call: ToolCall, run: Option<&str>, workdir: &str) -> Observation {
+        let run = run.map(str::to_owned).or(call.run.clone()).or(call.session.clone());
+        let workdir = call.cwd.clone().unwrap_or_else(|| workdir.to_owned());
+        Observation { run: run.unwrap_or_else(|| "unknown".into()), call: call.relative_to(&workdir), workdir }
+    }
 }
 
 fn count<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, n: u64) {
@@ -61,7 +72,7 @@ pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidence
     let mut tools = BTreeMap::new();
     let mut reads: BTreeMap<String, u64> = BTreeMap::new();
     let mut writes: BTreeMap<String, (u64, BTreeSet<&str>)> = BTreeMap::new();
-    let mut commands: BTreeMap<(String, Option<String>), (CommandRule, u64)> = BTreeMap::new();
+    let mut commands: BTreeMap<(String, Option<String>), (CommandUse, u64)> = BTreeMap::new();
     let mut opaque = BTreeMap::new();
     let mut hosts = BTreeMap::new();
     let mut writes_per_run: BTreeMap<&str, u64> = BTreeMap::new();
@@ -81,7 +92,7 @@ pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidence
                 Aspect::Command(c) => {
                     let e = commands
                         .entry((c.head.clone(), c.subcommand.clone()))
-                        .or_insert_with(|| (CommandRule { flags: vec![], env: vec![], ..c.clone() }, 0));
+                        .or_insert_with(|| (CommandUse { flags: vec![], env: vec![], ..c.clone() }, 0));
                     e.0.flags.extend(c.flags.iter().cloned());
                     e.0.env.extend(c.env.iter().cloned());
                     e.1 += 1;
@@ -119,7 +130,7 @@ pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidence
         rule.flags.dedup();
         rule.env.sort();
         rule.env.dedup();
-        count(&mut command_rules, rule.text(), n);
+        count(&mut command_rules, rule.rule(), n);
     }
     let (tools_v, tools_e) = evidence(&tools);
     let (read_v, read_e) = evidence(&read_rules);

@@ -44,13 +44,16 @@ pub struct Segment {
 }
 
 /// What a command rule judges about one simple command.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct CommandUse {
     pub head: String,
+    #[serde(default)]
     pub subcommand: Option<String>,
     /// Sorted, unique; `--name=value` is `--name`.
+    #[serde(default)]
     pub flags: Vec<String>,
     /// Environment names set by `NAME=value` prefixes or `env NAME=value`.
+    #[serde(default)]
     pub env: Vec<String>,
 }
 

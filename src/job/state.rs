@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::call::{self, Aspect, CommandRule, EXEMPT_TOOL, Family, ToolCall};
+use super::call::{self, Aspect, EXEMPT_TOOL, Family, ToolCall};
 use super::mandate::{self, Checker, Evidence, Evidenced, Failure, JobMandate};
 use super::propose::{self, Observation};
 use super::redact::redact;
@@ -395,9 +395,7 @@ impl Job {
         };
         if meta.mode == Mode::Observe {
             // Observe mode never blocks, not even on its own errors.
-            let workdir = call.cwd.clone().unwrap_or_default();
-            let obs = Observation { run, workdir: workdir.clone(), call: call.relative_to(&workdir) };
-            let _ = self.observe(&[obs]);
+            let _ = self.observe(&[Observation::of(call, Some(&run), "")]);
             return Decision::allow();
         }
         match self.enforce(&call, &run) {
@@ -608,7 +606,7 @@ fn broader(a: &Aspect) -> String {
             let star = name.rsplit_once('.').map_or("*".to_owned(), |(_, e)| format!("*.{}", globset::escape(e)));
             dir.map_or(star.clone(), |d| format!("{}/{star}", globset::escape(d)))
         }
-        Aspect::Command(c) => CommandRule { flags: vec!["-*".into()], ..c.clone() }.text(),
+        Aspect::Command(c) => super::shell::CommandUse { flags: vec!["-*".into()], ..c.clone() }.rule(),
         Aspect::Host(h) => match h.split_once('.') {
             Some((_, parent)) if parent.contains('.') => format!("*.{parent}"),
             _ => h.clone(),

@@ -57,3 +57,9 @@ pub fn violations(value: &Value) -> Vec<String> {
         Err(v) => v.iter().map(|v| format!("{}: {}", v.path, v.message)).collect(),
     }
 }
+
+/// Runs the `holon` binary with `NO_COLOR`: (exit code, stdout, stderr).
+pub fn holon(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
