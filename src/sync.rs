@@ -73,6 +73,8 @@ struct ThreadState {
     number: u64,
     sequence: u64,
     cursor: usize,
+    /// The ledgers' lease shard this thread uses (`engine/ledger.rs`).
+    shard: usize,
 }
 
 static THREAD_NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -89,7 +91,13 @@ fn fresh_thread_state() -> ThreadState {
     // thread numbers keep counting across its iterations, so start every thread at 0.
     #[cfg(holon_loom)]
     let cursor = 0;
-    ThreadState { number, sequence: 0, cursor }
+    // Consecutive threads get different shards. Under loom every thread starts on shard 0
+    // (deterministic, and the most contended case); a model can pin another.
+    #[cfg(not(holon_loom))]
+    let shard = number as usize;
+    #[cfg(holon_loom)]
+    let shard = 0;
+    ThreadState { number, sequence: 0, cursor, shard }
 }
 
 #[cfg(not(holon_loom))]
@@ -135,4 +143,16 @@ pub(crate) fn cursor() -> usize {
 /// Remembers where this thread's next search starts.
 pub(crate) fn set_cursor(next: usize) {
     with_thread(|t| t.cursor = next)
+}
+
+/// This thread's lease shard (reduced modulo the ledger's shard count by the ledger).
+#[inline]
+pub(crate) fn lease_shard() -> usize {
+    with_thread(|t| t.shard)
+}
+
+/// Pins this thread to a lease shard (loom models play threads on chosen shards).
+#[cfg(holon_loom)]
+pub fn pin_lease_shard(shard: usize) {
+    with_thread(|t| t.shard = shard)
 }

@@ -9,18 +9,35 @@ use proptest::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Two threads hammer one mandate whose budget holds only five reservations of 0.00092 at
-/// once, while settling (mostly at 0, every 1000th at 1 micro-unit, so the budget stays
-/// contested for the whole run), releasing, holding and dropping reservations; a third
-/// thread watches the ledger. No observation may exceed the limit, and at the end
-/// `used == settled == sum of kept`.
+/// once (too tight for leases: every call is exact), while settling (mostly at 0, every
+/// 1000th at 1 micro-unit, so the budget stays contested for the whole run), releasing,
+/// holding and dropping reservations; a third thread watches the ledger. No observation
+/// may exceed the limit, and at the end `used == settled == sum of kept`.
 #[test]
 fn threads_never_overrun_a_tight_budget() {
-    let total = Amount::parse("0.005").unwrap();
+    hammer("0.005", false, |i| u64::from(i % 1000 == 0));
+}
+
+/// The same with a budget large enough for leases (0.00092 x 32 per lease), spent a few
+/// micro-units per call so that it runs out during the run: the threads go from leases
+/// to exact reservations and to denials that take the other thread's lease back.
+#[test]
+fn threads_never_overrun_a_budget_spent_through_leases() {
+    hammer("3", true, |i| 3 + i % 8);
+}
+
+fn hammer(total: &str, leases: bool, keep: fn(u64) -> u64) {
+    let total = Amount::parse(total).unwrap();
     let net = synthetic::network(&synthetic::Shape { agents: 4, mandates: 1, total }).unwrap();
     let engine = Engine::new(EngineConfig::default());
     engine.publish(&net.input).unwrap();
     let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
     let ledger = engine.ledger(call.mandate).unwrap();
+    // Whether this budget is leased: one call, then what waits in a lease.
+    let Admission::Allowed(r) = engine.admit(&call) else { panic!("the first call is allowed") };
+    r.release(call.at).unwrap();
+    assert_eq!(ledger.claimed_micros() > ledger.used_micros(), leases, "a lease is taken iff the budget allows");
+    ledger.return_all_leases();
     let ops_per_thread: u64 = if cfg!(debug_assertions) { 1_000_000 } else { 2_000_000 };
     let kept_total = AtomicU64::new(0);
     let done = AtomicBool::new(false);
@@ -28,7 +45,8 @@ fn threads_never_overrun_a_tight_budget() {
         let watcher = s.spawn(|| {
             let mut max = 0;
             while !done.load(Ordering::Relaxed) {
-                let used = ledger.used_micros();
+                // The claimed word (reserved + settled + leased) bounds reserved + settled.
+                let used = ledger.claimed_micros();
                 assert!(used <= total.micros(), "observed {used} > {}", total.micros());
                 max = max.max(used);
             }
@@ -46,7 +64,7 @@ fn threads_never_overrun_a_tight_budget() {
                                 allowed += 1;
                                 match (i + t) % 4 {
                                     0 | 1 => {
-                                        let actual = Amount::from_micros(u64::from(i % 1000 == 0));
+                                        let actual = Amount::from_micros(keep(i));
                                         kept += r.settle(actual, call.at).unwrap().kept.micros();
                                     }
                                     2 => r.release(call.at).unwrap(),
@@ -88,23 +106,59 @@ fn threads_never_overrun_a_tight_budget() {
     assert!(max_seen <= total.micros());
     assert_eq!(ledger.settled_micros(), kept, "settled is exactly the sum of kept actuals");
     assert_eq!(ledger.used_micros(), kept, "nothing stays reserved");
+    ledger.return_all_leases();
+    assert_eq!(ledger.claimed_micros(), kept, "nothing stays leased either");
     assert!(kept >= 2 * (ops_per_thread / 1000) / 4, "kept {kept}");
     assert_eq!(engine.stats().in_flight, 0);
 }
 
 #[derive(Debug, Clone)]
 enum Op {
-    Reserve { micros: u64, day: u64 },
-    Settle { which: usize, actual: u64 },
-    Release { which: usize },
+    /// On lease shard `shard` (one per simulated thread).
+    Reserve {
+        micros: u64,
+        day: u64,
+        shard: usize,
+    },
+    Settle {
+        which: usize,
+        actual: u64,
+    },
+    Release {
+        which: usize,
+    },
 }
 
+/// One thread, tiny amounts against a limit of 100, any order of days (a lagging clock).
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u64..40, 100u64..103).prop_map(|(micros, day)| Op::Reserve { micros, day }),
+        3 => (0u64..40, 100u64..103).prop_map(|(micros, day)| Op::Reserve { micros, day, shard: 0 }),
         2 => (any::<usize>(), 0u64..50).prop_map(|(which, actual)| Op::Settle { which, actual }),
         1 => any::<usize>().prop_map(|which| Op::Release { which }),
     ]
+}
+
+/// Several shards (threads taking turns) and amounts that take leases, days only going
+/// forward (as one clock in one process does).
+fn leasing_ops() -> impl Strategy<Value = Vec<Op>> {
+    let one = prop_oneof![
+        4 => (0u64..3_000, 0usize..4, prop_oneof![9 => Just(0u64), 1 => Just(1u64)])
+            .prop_map(|(micros, shard, step)| Op::Reserve { micros, day: step, shard }),
+        2 => (any::<usize>(), 0u64..3_500).prop_map(|(which, actual)| Op::Settle { which, actual }),
+        1 => any::<usize>().prop_map(|which| Op::Release { which }),
+    ];
+    proptest::collection::vec(one, 1..120).prop_map(|ops| {
+        let mut day = 100;
+        ops.into_iter()
+            .map(|op| match op {
+                Op::Reserve { micros, day: step, shard } => {
+                    day += step;
+                    Op::Reserve { micros, day, shard }
+                }
+                other => other,
+            })
+            .collect()
+    })
 }
 
 /// The sequential model: the obvious bookkeeping with plain integers.
@@ -116,64 +170,84 @@ struct Model {
     day_amount: u64,
 }
 
+/// Runs `ops` on a ledger and on the model: every decision, kept amount and counter must
+/// agree (leases are invisible: `used_micros` and `day_word` are reserved + settled).
+fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseError> {
+    let ledger = Ledger::new();
+    let mut model = Model::default();
+    let mut open: Vec<(Charge, u64)> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Reserve { micros, day, shard } => {
+                let got = ledger.reserve_on(shard, micros, day, limits);
+                let (charge_day, base) = if day > model.day { (day, 0) } else { (model.day, model.day_amount) };
+                let total_ok = model.used + micros <= limits.total_micros;
+                let day_ok = limits.day_micros_max.is_none_or(|max| base + micros <= max);
+                match got {
+                    Ok(charge) => {
+                        prop_assert!(total_ok && day_ok);
+                        model.used += micros;
+                        if limits.day_micros_max.is_some() {
+                            model.day = charge_day;
+                            model.day_amount = base + micros;
+                            prop_assert_eq!(charge.day, Some(charge_day));
+                        }
+                        open.push((charge, micros));
+                    }
+                    Err(codes) => {
+                        prop_assert!(!(total_ok && day_ok));
+                        prop_assert_eq!(codes.contains(Code::TotalExceeded), !total_ok);
+                    }
+                }
+            }
+            Op::Settle { which, actual } if !open.is_empty() => {
+                let (charge, worst) = open.remove(which % open.len());
+                let kept = ledger.settle(charge, actual);
+                prop_assert_eq!(kept, actual.min(worst));
+                model.used -= worst - kept;
+                model.settled += kept;
+                if charge.day == Some(model.day) {
+                    model.day_amount -= worst - kept;
+                }
+            }
+            Op::Release { which } if !open.is_empty() => {
+                let (charge, worst) = open.remove(which % open.len());
+                ledger.release(charge);
+                model.used -= worst;
+                if charge.day == Some(model.day) {
+                    model.day_amount -= worst;
+                }
+            }
+            _ => {}
+        }
+        prop_assert_eq!(ledger.used_micros(), model.used);
+        prop_assert_eq!(ledger.settled_micros(), model.settled);
+        prop_assert!(ledger.claimed_micros() <= limits.total_micros);
+        if let Some(max) = limits.day_micros_max {
+            prop_assert_eq!(ledger.day_word(), (model.day, model.day_amount));
+            prop_assert!(ledger.claimed_day_word().1 <= max);
+        }
+    }
+    // Everything ended: nothing is reserved; returning the leases leaves exactly the settled.
+    for (charge, _) in open.drain(..) {
+        ledger.release(charge);
+    }
+    ledger.return_all_leases();
+    prop_assert_eq!(ledger.claimed_micros(), model.settled);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     #[test]
     fn the_ledger_behaves_like_the_sequential_model(ops in proptest::collection::vec(op(), 1..60), day_limit in proptest::option::of(10u64..80)) {
-        let limits = LedgerLimits { total_micros: 100, day_micros_max: day_limit };
-        let ledger = Ledger::new();
-        let mut model = Model::default();
-        let mut open: Vec<(Charge, u64)> = Vec::new();
-        for op in ops {
-            match op {
-                Op::Reserve { micros, day } => {
-                    let got = ledger.reserve(micros, day, limits);
-                    let (charge_day, base) = if day > model.day { (day, 0) } else { (model.day, model.day_amount) };
-                    let total_ok = model.used + micros <= 100;
-                    let day_ok = day_limit.is_none_or(|max| base + micros <= max);
-                    match got {
-                        Ok(charge) => {
-                            prop_assert!(total_ok && day_ok);
-                            model.used += micros;
-                            if day_limit.is_some() {
-                                model.day = charge_day;
-                                model.day_amount = base + micros;
-                                prop_assert_eq!(charge.day, Some(charge_day));
-                            }
-                            open.push((charge, micros));
-                        }
-                        Err(codes) => {
-                            prop_assert!(!(total_ok && day_ok));
-                            prop_assert_eq!(codes.contains(Code::TotalExceeded), !total_ok);
-                        }
-                    }
-                }
-                Op::Settle { which, actual } if !open.is_empty() => {
-                    let (charge, worst) = open.remove(which % open.len());
-                    let kept = ledger.settle(charge, actual);
-                    prop_assert_eq!(kept, actual.min(worst));
-                    model.used -= worst - kept;
-                    model.settled += kept;
-                    if charge.day == Some(model.day) {
-                        model.day_amount -= worst - kept;
-                    }
-                }
-                Op::Release { which } if !open.is_empty() => {
-                    let (charge, worst) = open.remove(which % open.len());
-                    ledger.release(charge);
-                    model.used -= worst;
-                    if charge.day == Some(model.day) {
-                        model.day_amount -= worst;
-                    }
-                }
-                _ => {}
-            }
-            prop_assert_eq!(ledger.used_micros(), model.used);
-            prop_assert_eq!(ledger.settled_micros(), model.settled);
-            prop_assert!(ledger.used_micros() <= 100);
-            if day_limit.is_some() {
-                prop_assert_eq!(ledger.day_word(), (model.day, model.day_amount));
-            }
-        }
+        agrees_with_model(ops, LedgerLimits { total_micros: 100, day_micros_max: day_limit, epoch: 0 })?;
+    }
+
+    /// Leases (taken, drawn from, given back to, returned on a new day and before a
+    /// denial) never change a decision.
+    #[test]
+    fn leases_never_change_a_decision(ops in leasing_ops(), day_limit in proptest::option::of(20_000u64..100_000)) {
+        agrees_with_model(ops, LedgerLimits { total_micros: 100_000, day_micros_max: day_limit, epoch: 0 })?;
     }
 }

@@ -13,11 +13,17 @@ use holon::time::Timestamp;
 use loom::thread;
 use std::sync::atomic::Ordering::SeqCst;
 
-const LIMITS: LedgerLimits = LedgerLimits { total_micros: 10, day_micros_max: Some(10) };
+const LIMITS: LedgerLimits = LedgerLimits { total_micros: 10, day_micros_max: Some(10), epoch: 0 };
 
+/// The words the limits are enforced on (reserved + settled + leased) are within them.
 fn within(ledger: &Ledger, today: u64) {
-    assert!(ledger.used_micros() <= LIMITS.total_micros, "total overrun: {}", ledger.used_micros());
-    assert!(ledger.day_micros(today) <= 10, "day overrun: {}", ledger.day_micros(today));
+    within_limits(ledger, today, LIMITS);
+}
+
+fn within_limits(ledger: &Ledger, today: u64, limits: LedgerLimits) {
+    assert!(ledger.claimed_micros() <= limits.total_micros, "total overrun: {}", ledger.claimed_micros());
+    let (day, micros) = ledger.claimed_day_word();
+    assert!(day < today || micros <= limits.day_micros_max.unwrap_or(u64::MAX), "day overrun: {micros}");
 }
 
 /// The money actually granted: the sum of reservations that succeeded and have not ended.
@@ -30,8 +36,11 @@ impl Granted {
         Arc::new(Granted(loom::sync::atomic::AtomicU64::new(0)))
     }
     fn add(&self, micros: u64) {
+        self.add_within(micros, LIMITS.total_micros);
+    }
+    fn add_within(&self, micros: u64, limit: u64) {
         let now = self.0.fetch_add(micros, SeqCst) + micros;
-        assert!(now <= LIMITS.total_micros, "total overrun: {now} granted");
+        assert!(now <= limit, "total overrun: {now} granted");
     }
     fn sub(&self, micros: u64) {
         self.0.fetch_sub(micros, SeqCst);
@@ -111,6 +120,115 @@ fn day_rollover_races_a_reservation() {
         assert_eq!(charge.day, Some(11));
         assert_eq!(ledger.used_micros(), 4);
         assert_eq!(ledger.day_word(), (11, 4));
+    });
+}
+
+/// Budget large enough for leases: 1/32 of 64 is 2, two worst cases of 1.
+const LEASING: LedgerLimits = LedgerLimits { total_micros: 64, day_micros_max: Some(64), epoch: 0 };
+
+/// Thread A (shard 0) takes a lease and draws from it; thread B (shard 1) asks for 63,
+/// which fits what is reserved but not what A's lease claims, so B must take A's idle
+/// lease back before it may be allowed. In every interleaving: nothing overruns (granted
+/// and claimed), a denied B is allowed once A has ended, and at the end the claimed
+/// total is exactly the settled total.
+#[test]
+fn a_lease_is_taken_back_before_a_denial_and_the_totals_stay_exact() {
+    loom::model(|| {
+        let ledger = Arc::new(Ledger::new());
+        let granted = Granted::new();
+        let (la, ga) = (Arc::clone(&ledger), Arc::clone(&granted));
+        let a = thread::spawn(move || {
+            holon::engine::ledger::pin_lease_shard(0);
+            let mut kept = 0;
+            for actual in [0u64, 1] {
+                if let Ok(charge) = la.reserve(1, 7, LEASING) {
+                    ga.add_within(1, 64);
+                    within_limits(&la, 7, LEASING);
+                    ga.sub(1 - actual);
+                    kept += la.settle(charge, actual);
+                    within_limits(&la, 7, LEASING);
+                }
+            }
+            kept
+        });
+        holon::engine::ledger::pin_lease_shard(1);
+        let first = ledger.reserve(63, 7, LEASING);
+        if first.is_ok() {
+            granted.add_within(63, 64);
+        }
+        within_limits(&ledger, 7, LEASING);
+        let kept_a = a.join().unwrap();
+        // Denied only while A's lease was being taken; with A done it must fit.
+        let b = match first {
+            Ok(charge) => charge,
+            Err(_) => ledger.reserve(63, 7, LEASING).expect("63 fits once A has ended"),
+        };
+        let kept_b = ledger.settle(b, 63);
+        ledger.return_all_leases();
+        assert_eq!(ledger.settled_micros(), kept_a + kept_b);
+        assert_eq!(ledger.claimed_micros(), kept_a + kept_b, "nothing stays reserved or leased");
+        assert_eq!(ledger.claimed_day_word(), (7, kept_a + kept_b));
+    });
+}
+
+/// A lease taken on day 7 races a call on day 8 on the same shard: the day-8 call never
+/// spends the day-7 lease (it goes back), each day stays within its limit, and at the end
+/// every micro-unit is accounted for.
+#[test]
+fn a_new_day_never_spends_yesterdays_lease() {
+    loom::model(|| {
+        let ledger = Arc::new(Ledger::new());
+        let l1 = Arc::clone(&ledger);
+        let yesterday = thread::spawn(move || {
+            holon::engine::ledger::pin_lease_shard(0);
+            let charge = l1.reserve(1, 7, LEASING).expect("day 7 has room");
+            within_limits(&l1, 7, LEASING);
+            l1.release(charge);
+            charge
+        });
+        holon::engine::ledger::pin_lease_shard(0);
+        let today = ledger.reserve(1, 8, LEASING).expect("day 8 has room");
+        assert_eq!(today.day, Some(8), "a day-8 call is charged to day 8");
+        within_limits(&ledger, 8, LEASING);
+        let old = yesterday.join().unwrap();
+        assert!(old.day.is_some_and(|d| d >= 7));
+        ledger.release(today);
+        ledger.return_all_leases();
+        assert_eq!(ledger.claimed_micros(), 0, "every micro-unit came back");
+        assert_eq!(ledger.claimed_day_word(), (8, 0));
+    });
+}
+
+/// Two threads on one shard draw from and give back to the same lease while a third
+/// thread's denial path takes leases back: counted once, never lost.
+#[test]
+fn one_shard_shared_by_two_threads_and_a_sweeper() {
+    loom::model(|| {
+        let ledger = Arc::new(Ledger::new());
+        let granted = Granted::new();
+        let handles: Vec<_> = [(0usize, 1u64), (0, 1), (1, 62)]
+            .into_iter()
+            .map(|(shard, worst)| {
+                let (ledger, granted) = (Arc::clone(&ledger), Arc::clone(&granted));
+                thread::spawn(move || {
+                    holon::engine::ledger::pin_lease_shard(shard);
+                    match ledger.reserve(worst, 7, LEASING) {
+                        Ok(charge) => {
+                            granted.add_within(worst, 64);
+                            within_limits(&ledger, 7, LEASING);
+                            granted.sub(worst);
+                            ledger.release(charge);
+                        }
+                        Err(_) => within_limits(&ledger, 7, LEASING),
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        ledger.return_all_leases();
+        assert_eq!((ledger.claimed_micros(), ledger.settled_micros()), (0, 0), "every micro-unit came back");
     });
 }
 

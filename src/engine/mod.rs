@@ -166,9 +166,15 @@ pub struct Engine {
     cell: SnapshotCell<Snapshot>,
     slots: Slots,
     names: Arc<Names>,
-    /// Every ledger by key: root ledgers (kept for the engine's life, so a mandate that is
-    /// removed and added back keeps its spend) and open runs' ledgers. Slow paths only.
-    ledgers: DashMap<u64, Arc<Ledger>>,
+    /// Root ledgers, kept for the engine's life (a mandate that is removed and added back
+    /// keeps its spend) in an append-only arena, so that a reservation can hold
+    /// `&'e Ledger` instead of an `Arc`: two fewer atomic RMWs on a hot mandate per call.
+    /// A root ledger's key is its index here.
+    roots: boxcar::Vec<Arc<Ledger>>,
+    /// Mandate symbol → (key, ledger) of its root ledger. Slow paths only.
+    root_keys: DashMap<u32, (u64, Arc<Ledger>)>,
+    /// Open delegated runs' ledgers by key ([`RUN_KEY_BIT`] set). Slow paths only.
+    runs: DashMap<u64, Arc<Ledger>>,
     pending: DashMap<u64, Call>,
     sink: Arc<dyn ReceiptSink>,
     config: EngineConfig,
@@ -207,7 +213,9 @@ impl Engine {
             cell: SnapshotCell::new(Arc::new(Snapshot::default())),
             slots: Slots::new(config.in_flight_max),
             names: Arc::new(Names::default()),
-            ledgers: DashMap::new(),
+            roots: boxcar::Vec::new(),
+            root_keys: DashMap::new(),
+            runs: DashMap::new(),
             pending: DashMap::new(),
             sink,
             config,
@@ -226,14 +234,34 @@ impl Engine {
     pub fn publish(&self, input: &SnapshotInput) -> Result<u64, EngineError> {
         let mut generation = self.publish_lock.lock();
         let next = *generation + 1;
-        let snapshot = snapshot::compile(input, next, &self.names, |sym| {
-            let key = u64::from(sym);
-            let ledger = self.ledgers.entry(key).or_insert_with(|| Arc::new(Ledger::new()));
-            (Arc::clone(ledger.value()), key)
-        })?;
-        self.cell.store(Arc::new(snapshot));
+        let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.root_ledger(sym))?);
+        self.cell.store(Arc::clone(&snapshot));
+        // Leases taken under limits this publish changed go back, so none waits in an
+        // idle shard (calls check the epoch anyway; this is tidiness, not safety).
+        for m in snapshot.mandates() {
+            m.ledger.return_stale_leases(m.ledger_limits.epoch);
+        }
         *generation = next;
         Ok(next)
+    }
+
+    /// The root ledger of a mandate symbol and its key, created on first use.
+    fn root_ledger(&self, sym: u32) -> (Arc<Ledger>, u64) {
+        let entry = self.root_keys.entry(sym).or_insert_with(|| {
+            let ledger = Arc::new(Ledger::new());
+            (self.roots.push(Arc::clone(&ledger)) as u64, ledger)
+        });
+        let (key, ledger) = entry.value();
+        (Arc::clone(ledger), *key)
+    }
+
+    /// A ledger by key: a root ledger or an open run's.
+    fn ledger_by_key(&self, key: u64) -> Option<Arc<Ledger>> {
+        if key & RUN_KEY_BIT != 0 {
+            self.runs.get(&key).map(|l| Arc::clone(l.value()))
+        } else {
+            self.roots.get(usize::try_from(key).ok()?).map(Arc::clone)
+        }
     }
 
     /// The live snapshot (for inspection; admission loads it itself).
@@ -251,7 +279,7 @@ impl Engine {
 
     /// The root ledger of a mandate, if it has one.
     pub fn ledger(&self, mandate: MandateIx) -> Option<Arc<Ledger>> {
-        self.ledgers.get(&u64::from(mandate.0)).map(|l| Arc::clone(l.value()))
+        self.root_keys.get(&mandate.0).map(|e| Arc::clone(&e.value().1))
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -346,6 +374,16 @@ impl Engine {
             }
             return self.hold(ask, wc.worst);
         }
+        // The reservation holds its ledger: a root ledger by reference into the arena (no
+        // reference count touched), a run's by `Arc` (the run may end first).
+        let held_ledger = if m.ledger_key & RUN_KEY_BIT == 0 {
+            match usize::try_from(m.ledger_key).ok().and_then(|key| self.roots.get(key)) {
+                Some(root) => reservation::HeldLedger::Root(root),
+                None => return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst),
+            }
+        } else {
+            reservation::HeldLedger::Run(Arc::clone(ledger))
+        };
         let Some(ticket) = self.slots.claim() else {
             return self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), wc.worst);
         };
@@ -374,7 +412,7 @@ impl Engine {
         let mut reservation = Reservation::new(
             self,
             reservation::Held {
-                ledger: Arc::clone(ledger),
+                ledger: held_ledger,
                 ticket,
                 charge,
                 receipt_id,
@@ -505,8 +543,10 @@ impl Engine {
     /// by `now`: each exactly once; its holder's later settle is refused. Returns how many.
     pub fn reclaim_expired(&self, now: Timestamp) -> usize {
         self.slots.reclaim_expired(now.unix(), |r| {
-            if let Some(ledger) = self.ledgers.get(&r.ledger_key) {
-                ledger.release(ledger::Charge { worst_micros: r.worst_micros, day: r.day_plus_one.checked_sub(1) });
+            // Back to the central words (not to a lease: the holder's thread owns that).
+            if let Some(ledger) = self.ledger_by_key(r.ledger_key) {
+                let day = r.day_plus_one.checked_sub(1);
+                ledger.release(ledger::Charge { worst_micros: r.worst_micros, day, lease: None });
             }
             self.sink.submit(&Receipt {
                 id: r.receipt_id,
@@ -538,13 +578,13 @@ impl Engine {
 
     pub(crate) fn register_run_ledger(&self, ledger: Arc<Ledger>) -> u64 {
         let key = RUN_KEY_BIT | sync::next_id();
-        self.ledgers.insert(key, ledger);
+        self.runs.insert(key, ledger);
         key
     }
 
     pub(crate) fn forget_run_ledger(&self, key: u64) {
         if key & RUN_KEY_BIT != 0 {
-            self.ledgers.remove(&key);
+            self.runs.remove(&key);
         }
     }
 }

@@ -41,9 +41,26 @@ pub struct Settled {
     pub passthrough: Amount,
 }
 
+/// The ledger a reservation holds: a root ledger by reference into the engine's arena,
+/// a delegated run's by `Arc` (the run may end before its sub-calls do).
+pub(crate) enum HeldLedger<'e> {
+    Root(&'e Ledger),
+    Run(Arc<Ledger>),
+}
+
+impl std::ops::Deref for HeldLedger<'_> {
+    type Target = Ledger;
+    fn deref(&self) -> &Ledger {
+        match self {
+            HeldLedger::Root(ledger) => ledger,
+            HeldLedger::Run(ledger) => ledger,
+        }
+    }
+}
+
 /// The parts of a reservation the engine fills in.
-pub(crate) struct Held {
-    pub ledger: Arc<Ledger>,
+pub(crate) struct Held<'e> {
+    pub ledger: HeldLedger<'e>,
     pub ticket: Ticket,
     pub charge: Charge,
     pub receipt_id: u64,
@@ -59,7 +76,7 @@ pub(crate) struct Held {
 #[must_use = "dropping a Reservation releases its budget; call settle(actual) to keep the cost"]
 pub struct Reservation<'e> {
     engine: &'e Engine,
-    held: Held,
+    held: Held<'e>,
     run: Option<Box<Run>>,
     ended: bool,
 }
@@ -76,7 +93,7 @@ impl std::fmt::Debug for Reservation<'_> {
 }
 
 impl<'e> Reservation<'e> {
-    pub(crate) fn new(engine: &'e Engine, held: Held) -> Self {
+    pub(crate) fn new(engine: &'e Engine, held: Held<'e>) -> Self {
         Reservation { engine, held, run: None, ended: false }
     }
 

@@ -231,12 +231,14 @@ pub fn compile_mandate(
     }
     let req = &m.require;
     let milli = |v: Option<crate::money::Fixed6>| v.map(|f| f.millionths());
+    let (total_micros, day_micros_max) = (m.budget.total.micros(), m.budget.per_day.map(|d| d.micros()));
     let compiled = CompiledMandate {
         ix,
         limits: BudgetLimits::of(m),
         ledger_limits: LedgerLimits {
-            total_micros: m.budget.total.micros(),
-            day_micros_max: m.budget.per_day.map(|d| d.micros()),
+            total_micros,
+            day_micros_max,
+            epoch: ledger.epoch_for(total_micros, day_micros_max),
         },
         currency: m.budget.currency,
         from: m.valid.from.unix(),

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ledger::{DAY_MICROS_MAX, DAY_NUMBER_MAX};
-use super::{Engine, EngineError, RUN_KEY_BIT};
+use super::{Engine, EngineError};
 
 /// The version of the format below.
 pub const SPEND_FORMAT: u32 = 1;
@@ -38,14 +38,16 @@ impl Engine {
     /// The spend of every mandate this engine has a ledger for.
     pub fn spend_state(&self) -> SpendState {
         let mut ledgers: Vec<LedgerSpend> = self
-            .ledgers
+            .root_keys
             .iter()
-            .filter(|e| e.key() & RUN_KEY_BIT == 0)
             .filter_map(|e| {
-                let sym = u32::try_from(*e.key()).ok()?;
-                let mandate = self.names.mandates.name(sym)?.to_string();
-                let (day, day_micros) = e.value().day_word();
-                Some(LedgerSpend { mandate, spent_micros: e.value().used_micros(), day, day_micros })
+                let mandate = self.names.mandates.name(*e.key())?.to_string();
+                let ledger = &e.value().1;
+                // Leases back first, so that at rest what is written is exactly reserved +
+                // settled; while calls run, the claimed words are an upper bound of it.
+                ledger.return_all_leases();
+                let (day, day_micros) = ledger.claimed_day_word();
+                Some(LedgerSpend { mandate, spent_micros: ledger.claimed_micros(), day, day_micros })
             })
             .collect();
         ledgers.sort_by(|a, b| a.mandate.cmp(&b.mandate));
@@ -93,8 +95,7 @@ impl Engine {
         let syms =
             state.ledgers.iter().map(|l| self.names.mandates.intern(&l.mandate)).collect::<Result<Vec<_>, _>>()?;
         for (l, sym) in state.ledgers.iter().zip(syms) {
-            let ledger = self.ledgers.entry(u64::from(sym)).or_default();
-            ledger.value().absorb(l.spent_micros, l.day, l.day_micros);
+            self.root_ledger(sym).0.absorb(l.spent_micros, l.day, l.day_micros);
         }
         Ok(state.ledgers.len())
     }
