@@ -65,94 +65,109 @@ impl<T> SnapshotCell<T> {
     }
 }
 
-/// A per-thread number, unique for the life of the process, and a per-thread cursor.
-/// Receipt ids and reservation-slot searches use these so that threads on different
-/// mandates never write a shared counter.
-#[derive(Clone, Copy)]
+/// A per-thread number, unique for the life of the process, a per-thread cursor and lease
+/// shard. Receipt ids, reservation-slot searches and ledger leases use these so that
+/// threads never write a shared counter. One `Cell` per field: each accessor touches only
+/// its field (the hot path reads the shard, the cursor and the sequence every call).
 struct ThreadState {
-    number: u64,
-    sequence: u64,
-    cursor: usize,
+    /// 0 until the first use, which draws the number and sets the fields below.
+    number: Cell<u64>,
+    sequence: Cell<u64>,
+    cursor: Cell<usize>,
     /// The ledgers' lease shard this thread uses (`engine/ledger.rs`).
-    shard: usize,
+    shard: Cell<usize>,
 }
+
+use std::cell::Cell;
 
 static THREAD_NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-fn fresh_thread_state() -> ThreadState {
-    // Relaxed: the counter only has to hand out distinct numbers (single-location RMW);
-    // it orders nothing else. A plain std atomic even under loom: it is not part of the
-    // protocol, and loom atomics cannot live in a `static`.
-    let number = THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // Spread the threads' starting points over the slot table (a large odd stride).
-    #[cfg(not(holon_loom))]
-    let cursor = (number as usize).wrapping_mul(0x9E37_79B9);
-    // loom replays each interleaving and needs the same atomics touched every time; the
-    // thread numbers keep counting across its iterations, so start every thread at 0.
-    #[cfg(holon_loom)]
-    let cursor = 0;
-    // Consecutive threads get different shards. Under loom every thread starts on shard 0
-    // (deterministic, and the most contended case); a model can pin another.
-    #[cfg(not(holon_loom))]
-    let shard = number as usize;
-    #[cfg(holon_loom)]
-    let shard = 0;
-    ThreadState { number, sequence: 0, cursor, shard }
+impl ThreadState {
+    const fn new() -> Self {
+        ThreadState { number: Cell::new(0), sequence: Cell::new(0), cursor: Cell::new(0), shard: Cell::new(0) }
+    }
+
+    /// The fields, drawn on first use.
+    #[inline]
+    fn ready(&self) -> &Self {
+        if self.number.get() == 0 {
+            self.start();
+        }
+        self
+    }
+
+    #[cold]
+    fn start(&self) {
+        // Relaxed: the counter only has to hand out distinct numbers (single-location
+        // RMW); it orders nothing else. A plain std atomic even under loom: it is not part
+        // of the protocol, and loom atomics cannot live in a `static`.
+        let number = THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.number.set(number);
+        // Spread the threads' starting points over the slot table (a large odd stride),
+        // and give consecutive threads different lease shards. loom replays each
+        // interleaving and needs the same atomics touched every time, while the thread
+        // numbers keep counting across its iterations: there every thread starts at slot
+        // 0 and on shard 0 (the most contended case; a model can pin another shard).
+        if cfg!(not(holon_loom)) {
+            self.cursor.set((number as usize).wrapping_mul(0x9E37_79B9));
+            self.shard.set(number as usize);
+        }
+    }
 }
 
 #[cfg(not(holon_loom))]
 std::thread_local! {
-    static THREAD: std::cell::Cell<Option<ThreadState>> = const { std::cell::Cell::new(None) };
+    static THREAD: ThreadState = const { ThreadState::new() };
 }
 #[cfg(holon_loom)]
 loom::thread_local! {
-    static THREAD: std::cell::Cell<Option<ThreadState>> = std::cell::Cell::new(None);
+    static THREAD: ThreadState = ThreadState::new();
 }
 
-fn with_thread<R>(f: impl FnOnce(&mut ThreadState) -> R) -> R {
-    THREAD.with(|cell| {
-        let mut state = cell.get().unwrap_or_else(fresh_thread_state);
-        let out = f(&mut state);
-        cell.set(Some(state));
-        out
-    })
+#[inline]
+fn with_thread<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
+    THREAD.with(|t| f(t.ready()))
 }
 
 /// Bits of a receipt id that count within one thread (the rest number the thread).
 pub(crate) const SEQUENCE_BITS: u32 = 40;
 
 /// A process-unique id: the thread's number above [`SEQUENCE_BITS`], its own count below.
+#[inline]
 pub(crate) fn next_id() -> u64 {
     with_thread(|t| {
-        t.sequence = t.sequence.wrapping_add(1) & ((1 << SEQUENCE_BITS) - 1);
-        (t.number << SEQUENCE_BITS) | t.sequence
+        let sequence = t.sequence.get().wrapping_add(1) & ((1 << SEQUENCE_BITS) - 1);
+        t.sequence.set(sequence);
+        (t.number.get() << SEQUENCE_BITS) | sequence
     })
 }
 
 /// This thread's process-unique number (from 1).
 #[inline]
 pub(crate) fn thread_number() -> u64 {
-    with_thread(|t| t.number)
+    with_thread(|t| t.number.get())
 }
 
 /// Where this thread should start looking for a free reservation slot.
+#[inline]
 pub(crate) fn cursor() -> usize {
-    with_thread(|t| t.cursor)
+    with_thread(|t| t.cursor.get())
 }
 
 /// Remembers where this thread's next search starts.
+#[inline]
 pub(crate) fn set_cursor(next: usize) {
-    with_thread(|t| t.cursor = next)
+    with_thread(|t| t.cursor.set(next))
 }
 
 /// This thread's lease shard (reduced modulo the ledger's shard count by the ledger).
 #[inline]
 pub(crate) fn lease_shard() -> usize {
-    with_thread(|t| t.shard)
+    with_thread(|t| t.shard.get())
 }
 
 /// Pins this thread to a lease shard (loom models play threads on chosen shards).
 #[cfg(holon_loom)]
 pub fn pin_lease_shard(shard: usize) {
-    with_thread(|t| t.shard = shard)
+    with_thread(|t| t.shard.set(shard))
 }
