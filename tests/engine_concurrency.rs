@@ -190,7 +190,7 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
                         if limits.day_micros_max.is_some() {
                             model.day = charge_day;
                             model.day_amount = base + micros;
-                            prop_assert_eq!(charge.day, Some(charge_day));
+                            prop_assert_eq!(charge.day(), Some(charge_day));
                         }
                         open.push((charge, micros));
                     }
@@ -206,7 +206,7 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
                 prop_assert_eq!(kept, actual.min(worst));
                 model.used -= worst - kept;
                 model.settled += kept;
-                if charge.day == Some(model.day) {
+                if charge.day() == Some(model.day) {
                     model.day_amount -= worst - kept;
                 }
             }
@@ -214,7 +214,7 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
                 let (charge, worst) = open.remove(which % open.len());
                 ledger.release(charge);
                 model.used -= worst;
-                if charge.day == Some(model.day) {
+                if charge.day() == Some(model.day) {
                     model.day_amount -= worst;
                 }
             }

@@ -117,7 +117,7 @@ fn day_rollover_races_a_reservation() {
         });
         old_day.join().unwrap();
         let charge = new_day.join().unwrap().expect("4 always fits the total after the old day's release");
-        assert_eq!(charge.day, Some(11));
+        assert_eq!(charge.day(), Some(11));
         assert_eq!(ledger.used_micros(), 4);
         assert_eq!(ledger.day_word(), (11, 4));
     });
@@ -188,10 +188,10 @@ fn a_new_day_never_spends_yesterdays_lease() {
         });
         holon::engine::ledger::pin_lease_shard(0);
         let today = ledger.reserve(1, 8, LEASING).expect("day 8 has room");
-        assert_eq!(today.day, Some(8), "a day-8 call is charged to day 8");
+        assert_eq!(today.day(), Some(8), "a day-8 call is charged to day 8");
         within_limits(&ledger, 8, LEASING);
         let old = yesterday.join().unwrap();
-        assert!(old.day.is_some_and(|d| d >= 7));
+        assert!(old.day().is_some_and(|d| d >= 7));
         ledger.release(today);
         ledger.return_all_leases();
         assert_eq!(ledger.claimed_micros(), 0, "every micro-unit came back");

@@ -91,7 +91,7 @@ fn unpack(word: u64) -> (u64, u64) {
 }
 
 /// Which limits and day a lease was taken under: `epoch << 16 | day`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Tag(u32);
 
 impl Tag {
@@ -136,21 +136,38 @@ pub struct LedgerLimits {
     pub epoch: u8,
 }
 
-/// What one reservation took: needed to settle or release it exactly.
+/// What one reservation took: needed to settle or release it exactly. 16 bytes: it
+/// travels inside every `Reservation`, which the hot path moves by value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Charge {
     pub worst_micros: u64,
-    /// The day number the amount was charged to, if the day word was charged.
-    pub day: Option<u64>,
-    /// The lease it was taken from (what it gives back goes back there), if any.
-    pub lease: Option<LeaseOrigin>,
+    /// The day charged (`Tag::day`) and, for a leased charge, the lease's epoch.
+    tag: Tag,
+    /// Whether the day word was charged (for `tag`'s day).
+    has_day: bool,
+    /// The lease shard it was taken from, or [`NOT_LEASED`].
+    shard: u8,
 }
 
-/// The shard and tag of the lease a reservation was taken from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseOrigin {
-    shard: u8,
-    tag: Tag,
+/// [`Charge::shard`] of a charge not taken from a lease.
+const NOT_LEASED: u8 = u8::MAX;
+
+impl Charge {
+    /// A charge on the central words: `worst`, and `day` if the day word was charged.
+    pub fn exact(worst_micros: u64, day: Option<u64>) -> Self {
+        let tag = Tag::new(0, day.unwrap_or(DAYLESS).min(DAY_NUMBER_MAX));
+        Charge { worst_micros, tag, has_day: day.is_some(), shard: NOT_LEASED }
+    }
+
+    /// The day number the amount was charged to, if the day word was charged.
+    pub fn day(&self) -> Option<u64> {
+        self.has_day.then(|| self.tag.day())
+    }
+
+    /// Whether it was taken from a lease (what it gives back goes back there).
+    pub fn is_leased(&self) -> bool {
+        self.shard != NOT_LEASED
+    }
 }
 
 /// One thread group's lease and settled amount, on cache lines of its own.
@@ -369,11 +386,8 @@ impl Ledger {
     }
 
     fn leased_charge(worst_micros: u64, shard: usize, tag: Tag, limits: LedgerLimits) -> Charge {
-        Charge {
-            worst_micros,
-            day: limits.day_micros_max.map(|_| tag.day()),
-            lease: Some(LeaseOrigin { shard: shard as u8, tag }),
-        }
+        // `shard` < LEASE_SHARDS (8), so it fits a u8 below NOT_LEASED.
+        Charge { worst_micros, tag, has_day: limits.day_micros_max.is_some(), shard: shard as u8 }
     }
 
     /// Puts `micros` (counted in the central words under `tag`) into a shard's lease when
@@ -488,7 +502,7 @@ impl Ledger {
                 (Some(day), day_extra)
             }
         };
-        let mut charge = Charge { worst_micros, day, lease: None };
+        let mut charge = Charge::exact(worst_micros, day);
         if let (Some(shard), Some(tag), true) = (lease_into, tag, extra > 0) {
             // The day actually charged (a word on a later day keeps its day).
             let tag = Tag::new(tag.epoch(), day.unwrap_or(DAYLESS));
@@ -530,7 +544,7 @@ impl Ledger {
         if kept > 0 {
             // Settled on the lease's shard (its line is already this thread's), or on the
             // calling thread's. Relaxed: a single-location RMW; `settled` is only summed.
-            let shard = charge.lease.map_or_else(sync::lease_shard, |o| usize::from(o.shard));
+            let shard = if charge.is_leased() { usize::from(charge.shard) } else { sync::lease_shard() };
             match self.shards.get(shard % LEASE_SHARDS) {
                 Some(s) => s.settled.fetch_add(kept, Ordering::Relaxed),
                 None => self.settled.fetch_add(kept, Ordering::Relaxed),
@@ -551,13 +565,12 @@ impl Ledger {
         if micros == 0 {
             return;
         }
-        match charge.lease {
-            Some(origin) => self.put_back(usize::from(origin.shard), origin.tag, micros, false),
-            None => {
-                // Relaxed: a single-location RMW.
-                self.used.fetch_sub(micros, Ordering::Relaxed);
-                self.give_back_day(charge.day, micros);
-            }
+        if charge.is_leased() {
+            self.put_back(usize::from(charge.shard), charge.tag, micros, false);
+        } else {
+            // Relaxed: a single-location RMW.
+            self.used.fetch_sub(micros, Ordering::Relaxed);
+            self.give_back_day(charge.day(), micros);
         }
     }
 
@@ -600,7 +613,7 @@ impl Ledger {
             return Err(CodeSet::EMPTY.with(Code::TotalExceeded));
         }
         self.used.store(used + worst_micros, Ordering::Relaxed);
-        Ok(Charge { worst_micros, day: None, lease: None })
+        Ok(Charge::exact(worst_micros, None))
     }
 }
 
@@ -641,7 +654,7 @@ mod tests {
         assert_eq!((l.day_micros(11), l.used_micros()), (0, 0));
         // A lagging clock charges the later day already in the word.
         let c = l.reserve(5, 9, L).unwrap();
-        assert_eq!(c.day, Some(11));
+        assert_eq!(c.day(), Some(11));
     }
 
     #[test]
@@ -649,7 +662,7 @@ mod tests {
         let l = Ledger::new();
         let lim = LedgerLimits { total_micros: u64::MAX, day_micros_max: None, epoch: 0 };
         let a = l.reserve(u64::MAX, 1, lim).unwrap();
-        assert_eq!(a.day, None);
+        assert_eq!(a.day(), None);
         assert!(l.reserve(1, 1, lim).is_err());
         assert!(l.reserve(1, DAY_NUMBER_MAX + 1, lim).unwrap_err().contains(Code::InternalError));
     }
@@ -661,7 +674,7 @@ mod tests {
         let l = Ledger::new();
         // 1/32 of 128,000 = 4,000 = 4 worst cases: the call keeps 1,000, 3,000 wait.
         let a = l.reserve_on(0, 1_000, 10, BIG).unwrap();
-        assert!(a.lease.is_some());
+        assert!(a.is_leased());
         assert_eq!((l.claimed_micros(), l.used_micros(), l.claimed_day_word()), (4_000, 1_000, (10, 4_000)));
         assert_eq!(l.day_word(), (10, 1_000), "what waits in a lease is not reserved");
         let b = l.reserve_on(0, 1_000, 10, BIG).unwrap();
@@ -683,7 +696,7 @@ mod tests {
         // 127,000 fits what is reserved (1,000) but not what is claimed (4,000).
         let big = l.reserve_on(1, 127_000, 10, BIG).expect("the idle lease is taken back");
         assert_eq!((l.claimed_micros(), l.used_micros()), (128_000, 128_000));
-        assert_eq!(big.lease, None);
+        assert!(!big.is_leased());
         assert_eq!(l.reserve_on(2, 1, 10, BIG), Err(CodeSet::EMPTY.with(Code::TotalExceeded)));
         // Its lease is gone, so the release goes to the central words, not a new lease.
         l.release(small);
@@ -697,7 +710,7 @@ mod tests {
         let a = l.reserve_on(0, 1_000, 10, BIG).unwrap();
         // The next day: yesterday's lease goes back (to the total; its day is gone).
         let b = l.reserve_on(0, 1_000, 11, BIG).unwrap();
-        assert_eq!(b.day, Some(11));
+        assert_eq!(b.day(), Some(11));
         // 1/32 of the 127,000 left: 3,968.
         assert_eq!(l.claimed_day_word(), (11, 3_968));
         assert_eq!((l.claimed_micros(), l.used_micros()), (4_968, 2_000));

@@ -401,7 +401,7 @@ impl Engine {
             &SlotRecord {
                 ledger_key: m.ledger_key,
                 worst_micros: charge.worst_micros,
-                day_plus_one: charge.day.map_or(0, |d| d + 1),
+                day_plus_one: charge.day().map_or(0, |d| d + 1),
                 deadline,
                 ids: (u64::from(m.ix.0) << 32) | u64::from(a.ix.0),
                 receipt_id,
@@ -546,7 +546,7 @@ impl Engine {
             // Back to the central words (not to a lease: the holder's thread owns that).
             if let Some(ledger) = self.ledger_by_key(r.ledger_key) {
                 let day = r.day_plus_one.checked_sub(1);
-                ledger.release(ledger::Charge { worst_micros: r.worst_micros, day, lease: None });
+                ledger.release(ledger::Charge::exact(r.worst_micros, day));
             }
             self.sink.submit(&Receipt {
                 id: r.receipt_id,
