@@ -167,6 +167,31 @@ fn a_swap_keeps_ledgers_and_in_flight_calls_finish_on_their_snapshot() {
 }
 
 #[test]
+fn lowered_limits_are_never_spent_through_an_old_lease() {
+    let (engine, _rx) = engine_with_receipts();
+    let c = call(&engine, "acme/table-extract");
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.settle(a("0.004"), at()).unwrap();
+    let ledger = engine.ledger(c.mandate).unwrap();
+    assert!(ledger.claimed_micros() > ledger.used_micros(), "a lease waits under the old total");
+    // The issuer lowers the total to 0.010: 0.004 is spent, so one more call of 0.004 fits.
+    let mut lowered = input();
+    let mut m = (*lowered.mandates[0]).clone();
+    m.budget.total = a("0.010");
+    lowered.mandates = vec![Arc::new(m)];
+    engine.publish(&lowered).unwrap();
+    assert_eq!(ledger.claimed_micros(), 4_000, "the old lease went back at publish");
+    let allowed = (0..5)
+        .filter(|_| match engine.admit(&c) {
+            Admission::Allowed(r) => r.settle(a("0.004"), at()).is_ok(),
+            _ => false,
+        })
+        .count();
+    assert_eq!(allowed, 1);
+    assert_eq!((ledger.used_micros(), ledger.claimed_micros()), (8_000, 8_000));
+}
+
+#[test]
 fn a_bad_publish_changes_nothing() {
     let (engine, _rx) = engine_with_receipts();
     let mut twice = input();
@@ -191,6 +216,8 @@ fn spend_survives_a_restart_and_in_flight_counts_as_spent() {
     let Admission::Allowed(done) = engine.admit(&c) else { panic!() };
     done.settle(a("0.003"), at()).unwrap();
     let Admission::Allowed(_in_flight) = engine.admit(&c) else { panic!() };
+    let before = engine.ledger(c.mandate).unwrap();
+    assert!(before.claimed_micros() > before.used_micros(), "a lease waits: the export must leave it out");
     let bytes = engine.export_spend().unwrap();
 
     let restarted = Engine::new(EngineConfig::default());
