@@ -36,10 +36,36 @@ fn a_hot_mandate_runs_out_without_overrun() {
 }
 
 #[test]
+fn a_hot_mandate_with_a_large_total_stays_allowed() {
+    let (code, out, err) = holon(&[
+        "loadtest",
+        "--threads",
+        "2",
+        "--hot",
+        "--allowed-only",
+        "--total",
+        "1000000",
+        "--agents",
+        "20",
+        "--calls",
+        "20000",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["overrun"].as_bool(), v["decisions"]["denied"].as_u64()), (Some(false), Some(0)), "{out}");
+    assert_eq!(v["limit_micros"], 1_000_000_000_000u64);
+}
+
+#[test]
 fn loadtest_refuses_impossible_options() {
-    for args in
-        [&["loadtest", "--threads", "0"][..], &["loadtest", "--agents", "5"], &["loadtest", "--duration-s", "-1"]]
-    {
+    for args in [
+        &["loadtest", "--threads", "0"][..],
+        &["loadtest", "--agents", "5"],
+        &["loadtest", "--duration-s", "-1"],
+        &["loadtest", "--total", "1e6"],
+        &["loadtest", "--total", "-5"],
+    ] {
         let (code, _, err) = holon(args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains("holon:") || err.contains("error:"), "{err}");

@@ -29,6 +29,7 @@ pub fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
         (
             "3. load: 2 threads on distinct mandates (1,000 mandates, 1,000 agents)",
             loadtest::Options {
+                total: None,
                 threads: 2,
                 mandates: 1_000,
                 agents: 1_000,
@@ -43,6 +44,7 @@ pub fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
         (
             "4. load: 2 threads on one hot mandate whose budget runs out",
             loadtest::Options {
+                total: None,
                 threads: 2,
                 mandates: 1,
                 agents: 100,

@@ -29,6 +29,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     pub calls: Option<u64>,
     pub hot: bool,
+    /// Every mandate's total (default: 5.00 when hot, so it runs out; else unlimited).
+    pub total: Option<Amount>,
     /// Only calls that are allowed (leaf agents): the allowed path's latency.
     pub allowed_only: bool,
     /// Publish a fresh snapshot this often while loading (0: never).
@@ -86,7 +88,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     anyhow::ensure!((1..=MANDATES_MAX).contains(&opts.mandates), "--mandates must be 1 to {MANDATES_MAX}");
     anyhow::ensure!((10..=AGENTS_MAX).contains(&opts.agents), "--agents must be 10 to {AGENTS_MAX}");
     // A hot mandate's budget runs out during the test: about 5,000 leaf calls.
-    let total = if opts.hot { Amount::from_micros(5_000_000) } else { Amount::from_micros(10_000_000_000_000) };
+    let default = if opts.hot { Amount::from_micros(5_000_000) } else { Amount::from_micros(10_000_000_000_000) };
+    let total = opts.total.unwrap_or(default);
     let shape = synthetic::Shape { agents: opts.agents, mandates: opts.mandates, total };
     let net = synthetic::network(&shape)?;
     let (sink, rx) = ChannelSink::new(receipt::RECEIPT_QUEUE_MAX);

@@ -66,9 +66,13 @@ enum Command {
         /// Run this many calls in all.
         #[arg(long)]
         calls: Option<u64>,
-        /// All threads on one mandate whose budget runs out.
+        /// All threads on one mandate whose budget runs out (5.00 unless --total is given).
         #[arg(long)]
         hot: bool,
+        /// Every mandate's total budget, a decimal amount (e.g. 1000000 to keep a hot
+        /// mandate's calls allowed for the whole run and measure its throughput).
+        #[arg(long)]
+        total: Option<String>,
         /// Only allowed calls (leaf agents), to measure the allowed path alone.
         #[arg(long)]
         allowed_only: bool,
@@ -247,10 +251,18 @@ pub fn run() -> ExitCode {
             duration_s,
             calls,
             hot,
+            total,
             allowed_only,
             publish_every_ms,
             json,
         } => {
+            let total = match total.as_deref().map(holon::money::Amount::parse).transpose() {
+                Ok(total) => total,
+                Err(e) => {
+                    eprintln!("holon: --total: {e}");
+                    return ExitCode::from(exit::BAD_INPUT);
+                }
+            };
             let duration = match (duration_s, calls) {
                 (Some(s), _) if !(0.0..=86_400.0).contains(&s) => {
                     eprintln!("holon: --duration-s must be 0 to 86400");
@@ -267,6 +279,7 @@ pub fn run() -> ExitCode {
                 duration,
                 calls,
                 hot,
+                total,
                 allowed_only,
                 publish_every_ms,
                 progress: !json && loadtest::progress_wanted(),
