@@ -729,6 +729,14 @@ mod tests {
     }
 
     #[test]
+    fn a_ledger_is_nine_lines_of_128_bytes() {
+        // The central words (and the publish-only terms) on one, a shard on each of the
+        // rest: docs/engine.md gives this size.
+        assert_eq!(std::mem::size_of::<Ledger>(), 128 * (1 + LEASE_SHARDS));
+        assert_eq!(std::mem::size_of::<Charge>(), 16, "a Reservation moves it by value");
+    }
+
+    #[test]
     fn epochs_change_only_with_the_limits() {
         let l = Ledger::new();
         assert_eq!(l.epoch_for(10, None), 0);
