@@ -161,18 +161,25 @@ pub fn run(s: &Scenario, mandate: &Mandate, catalog: &Catalog) -> Result<Report,
     Ok(Report { mandate: mandate.id.clone(), currency: mandate.budget.currency.to_string(), receipts, billed: spent })
 }
 
-fn denied(agent: &str, mandate: &str, code: Code, message: String) -> Receipt {
-    Receipt {
-        agent: agent.into(),
-        mandate: mandate.into(),
-        decision: Verdict::Denied,
-        worst_case: Amount::ZERO,
-        billed: Amount::ZERO,
-        reasons: vec![Reason::new(code, message)],
-        approved_by: None,
-        settlement: None,
-        children: vec![],
+impl Receipt {
+    /// A receipt at decision time: nothing billed, approved, settled or called yet.
+    fn decided(agent: String, mandate: String, decision: Verdict, worst_case: Amount, reasons: Vec<Reason>) -> Self {
+        Receipt {
+            agent,
+            mandate,
+            decision,
+            worst_case,
+            billed: Amount::ZERO,
+            reasons,
+            approved_by: None,
+            settlement: None,
+            children: vec![],
+        }
     }
+}
+
+fn denied(agent: &str, mandate: &str, code: Code, message: String) -> Receipt {
+    Receipt::decided(agent.into(), mandate.into(), Verdict::Denied, Amount::ZERO, vec![Reason::new(code, message)])
 }
 
 fn run_top(
@@ -195,17 +202,8 @@ fn run_top(
     let fit = admission::fit(mandate, &entry.manifest, entry.record.as_ref(), catalog);
     let ctx = CallContext { max_cost: call.max_cost, spent_total: spent, spent_today: spent, ..CallContext::at(s.at) };
     let a = admission::assess(mandate, &fit, &ctx);
-    let mut receipt = Receipt {
-        agent: entry.manifest.id.to_string(),
-        mandate: mandate.id.clone(),
-        decision: a.verdict,
-        worst_case: a.worst_case,
-        billed: Amount::ZERO,
-        reasons: a.reasons.clone(),
-        approved_by: None,
-        settlement: None,
-        children: vec![],
-    };
+    let mut receipt =
+        Receipt::decided(entry.manifest.id.to_string(), mandate.id.clone(), a.verdict, a.worst_case, a.reasons.clone());
     match a.verdict {
         Verdict::Denied => return Ok(receipt),
         Verdict::Held => {
@@ -320,17 +318,8 @@ fn run_sub(
         },
         _ => return Err(ScenarioError::Invalid("a sub-call names exactly one of `capability` or `agent`".into())),
     };
-    let mut receipt = Receipt {
-        agent: callee.manifest.id.to_string(),
-        mandate: sub.id.clone(),
-        decision: a.verdict,
-        worst_case: a.worst_case,
-        billed: Amount::ZERO,
-        reasons: a.reasons,
-        approved_by: None,
-        settlement: None,
-        children: vec![],
-    };
+    let mut receipt =
+        Receipt::decided(callee.manifest.id.to_string(), sub.id.clone(), a.verdict, a.worst_case, a.reasons);
     if a.verdict == Verdict::Allowed {
         let st = settlement::settle(&callee.manifest, &outcome, sc.cost, Amount::ZERO, a.worst_case, catalog)
             .map_err(|e| ScenarioError::Invalid(e.to_string()))?;
