@@ -37,7 +37,8 @@
 //!   of its own day and of the limits it is checked against, so a lowered limit is never
 //!   spent through a lease taken under the old one.
 //!
-//! A lease word is `epoch (8 bits) | day (16 bits) | micro-units (40 bits)`.
+//! A lease word is `live (1 bit) | epoch (8 bits) | day (16 bits) | micro-units (39 bits)`;
+//! a returned lease is the word 0 (not live), so no later settle can revive it.
 //!
 //! # Orderings
 //! Every limit is a property of a single atomic location, which the modification order of
@@ -73,9 +74,12 @@ pub const LEASE_SHARDS: usize = 2;
 pub const LEASE_CALLS: u64 = 32;
 /// A lease takes at most this fraction (1/n) of what remains of the total and of the day.
 pub const LEASE_SHARE_DIVISOR: u64 = 32;
-/// Bits of a lease word that hold the amount (the rest: epoch and day).
-const LEASE_AMOUNT_BITS: u32 = 40;
-/// The largest amount one lease holds (about a million units).
+/// The bit of a lease word set while the shard holds a lease taken by [`Ledger::take`]
+/// (even one drawn down to 0); a returned lease is the word 0.
+const LEASE_LIVE: u64 = 1 << 63;
+/// Bits of a lease word that hold the amount (the rest: live, epoch and day).
+const LEASE_AMOUNT_BITS: u32 = 39;
+/// The largest amount one lease holds (about 549,000 units).
 const LEASE_MICROS_MAX: u64 = (1 << LEASE_AMOUNT_BITS) - 1;
 /// The day of a lease taken without a daily limit (not counted in any day word). Day 0
 /// (1970-01-01) is never leased under a daily limit.
@@ -109,11 +113,15 @@ impl Tag {
 
 fn lease_word(tag: Tag, micros: u64) -> u64 {
     debug_assert!(micros <= LEASE_MICROS_MAX);
-    (u64::from(tag.0) << LEASE_AMOUNT_BITS) | micros
+    LEASE_LIVE | (u64::from(tag.0) << LEASE_AMOUNT_BITS) | micros
+}
+
+fn is_live(word: u64) -> bool {
+    word & LEASE_LIVE != 0
 }
 
 fn lease_parts(word: u64) -> (Tag, u64) {
-    (Tag((word >> LEASE_AMOUNT_BITS) as u32), word & LEASE_MICROS_MAX)
+    (Tag(((word & !LEASE_LIVE) >> LEASE_AMOUNT_BITS) as u32), word & LEASE_MICROS_MAX)
 }
 
 /// What a call reserving `worst` takes beyond it for a lease when `left` remains: a
@@ -391,7 +399,7 @@ impl Ledger {
     }
 
     /// Puts `micros` (counted in the central words under `tag`) into a shard's lease when
-    /// it holds a lease with the same tag, or (`create`, for a new lease) none at all;
+    /// it holds a live lease with the same tag, or (`create`, for a new lease) none at all;
     /// otherwise `micros` goes back to the central words. So leases come into being only
     /// through [`Ledger::take`] and its share rule, never from a late settle.
     fn put_back(&self, shard: usize, tag: Tag, micros: u64, create: bool) {
@@ -404,7 +412,7 @@ impl Ledger {
             let (held_tag, held) = lease_parts(word);
             let fits = held.checked_add(micros).filter(|n| *n <= LEASE_MICROS_MAX);
             let next = match fits {
-                Some(n) if held_tag == tag || (held == 0 && create) => lease_word(tag, n),
+                Some(n) if (is_live(word) && held_tag == tag) || (held == 0 && create) => lease_word(tag, n),
                 _ => return self.give_back(tag, micros),
             };
             match s.lease.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
@@ -702,6 +710,20 @@ mod tests {
         l.release(small);
         assert_eq!((l.claimed_micros(), l.used_micros()), (127_000, 127_000));
         assert!(l.reserve_on(1, 1_000, 10, BIG).is_ok());
+    }
+
+    #[test]
+    fn a_returned_lease_is_not_revived_by_a_late_settle() {
+        // No daily limit and epoch 0: the lease's tag is all zeros, like an empty word.
+        let lim = LedgerLimits { total_micros: 128_000, day_micros_max: None, epoch: 0 };
+        let l = Ledger::new();
+        let a = l.reserve_on(0, 1_000, 10, lim).unwrap();
+        assert!(a.is_leased());
+        assert_eq!(l.return_all_leases(), 3_000);
+        // Its shard's lease is gone: what it gives back goes to the central words.
+        l.release(a);
+        assert_eq!((l.claimed_micros(), l.used_micros()), (0, 0));
+        assert_eq!(l.return_all_leases(), 0, "no lease came back to life");
     }
 
     #[test]
