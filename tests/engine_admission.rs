@@ -26,6 +26,15 @@ fn input() -> SnapshotInput {
     }
 }
 
+/// The example input with its mandate edited.
+fn input_with(edit: impl FnOnce(&mut holon::mandate::Mandate)) -> SnapshotInput {
+    let mut input = input();
+    let mut m = (*input.mandates[0]).clone();
+    edit(&mut m);
+    input.mandates = vec![Arc::new(m)];
+    input
+}
+
 fn at() -> Timestamp {
     Timestamp::parse("2026-11-20T10:00:00Z").unwrap()
 }
@@ -175,11 +184,7 @@ fn lowered_limits_are_never_spent_through_an_old_lease() {
     let ledger = engine.ledger(c.mandate).unwrap();
     assert!(ledger.claimed_micros() > ledger.used_micros(), "a lease waits under the old total");
     // The issuer lowers the total to 0.010: 0.004 is spent, so one more call of 0.004 fits.
-    let mut lowered = input();
-    let mut m = (*lowered.mandates[0]).clone();
-    m.budget.total = a("0.010");
-    lowered.mandates = vec![Arc::new(m)];
-    engine.publish(&lowered).unwrap();
+    engine.publish(&input_with(|m| m.budget.total = a("0.010"))).unwrap();
     assert_eq!(ledger.claimed_micros(), 4_000, "the old lease went back at publish");
     let allowed = (0..5)
         .filter(|_| match engine.admit(&c) {
@@ -199,11 +204,10 @@ fn a_bad_publish_changes_nothing() {
     twice.mandates.push(first);
     assert!(matches!(engine.publish(&twice), Err(EngineError::Compile { .. })));
     assert_eq!(engine.stats().generation, 1);
-    let mut huge = input();
-    let mut m = (*huge.mandates[0]).clone();
-    m.budget.total = Amount::MAX;
-    m.budget.per_day = Some(Amount::from_micros(u64::MAX));
-    huge.mandates = vec![Arc::new(m)];
+    let huge = input_with(|m| {
+        m.budget.total = Amount::MAX;
+        m.budget.per_day = Some(Amount::from_micros(u64::MAX));
+    });
     let err = engine.publish(&huge).unwrap_err();
     assert!(err.to_string().contains("per-day maximum"), "{err}");
     assert_eq!(engine.stats().generation, 1);

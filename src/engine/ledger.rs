@@ -109,6 +109,10 @@ impl Tag {
     fn day(self) -> u64 {
         u64::from(self.0 & 0xFFFF)
     }
+    /// The day word the lease's amount is counted in (`None`: taken without a daily limit).
+    fn charged_day(self) -> Option<u64> {
+        Some(self.day()).filter(|d| *d != DAYLESS)
+    }
 }
 
 fn lease_word(tag: Tag, micros: u64) -> u64 {
@@ -297,7 +301,7 @@ impl Ledger {
     /// The day word as (day number, reserved + settled on it), for export and reports.
     pub fn day_word(&self) -> (u64, u64) {
         let (day, micros) = unpack(self.day.load(Ordering::Relaxed));
-        (day, micros.saturating_sub(self.leased(|tag| tag.day() == day && day != DAYLESS)))
+        (day, micros.saturating_sub(self.leased(|tag| tag.charged_day() == Some(day))))
     }
 
     /// The day word with what waits in leases (the word `per_day` is enforced on).
@@ -339,17 +343,8 @@ impl Ledger {
             Ok(charge) => Ok(charge),
             // Budget may be idle in leases: take them all back and try once more, so
             // that a denial means the call does not fit what is reserved and settled.
-            Err(_) if self.return_leases(|_| true) > 0 => self.take(worst_micros, today, limits, None),
+            Err(_) if self.return_all_leases() > 0 => self.take(worst_micros, today, limits, None),
             Err(codes) => Err(codes),
-        }
-    }
-
-    /// The tag a lease taken now would have, or `None` if this call cannot lease.
-    fn tag_for(today: u64, limits: LedgerLimits) -> Option<Tag> {
-        match limits.day_micros_max {
-            None => Some(Tag::new(limits.epoch, DAYLESS)),
-            Some(_) if today == DAYLESS => None,
-            Some(_) => Some(Tag::new(limits.epoch, today)),
         }
     }
 
@@ -359,8 +354,8 @@ impl Ledger {
     fn usable(tag: Tag, today: u64, limits: LedgerLimits) -> bool {
         tag.epoch() == limits.epoch
             && match limits.day_micros_max {
-                None => tag.day() == DAYLESS,
-                Some(_) => tag.day() != DAYLESS && tag.day() >= today,
+                None => tag.charged_day().is_none(),
+                Some(_) => tag.charged_day().is_some_and(|day| day >= today),
             }
     }
 
@@ -378,7 +373,7 @@ impl Ledger {
                 // Another day's or other limits' lease: give it back to the central
                 // words, then take a fresh one.
                 if s.lease.compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-                    self.give_back(tag, micros);
+                    self.give_back(tag.charged_day(), micros);
                     return None;
                 }
                 word = s.lease.load(Ordering::Relaxed);
@@ -406,14 +401,14 @@ impl Ledger {
         if micros == 0 {
             return;
         }
-        let Some(s) = self.shards.get(shard) else { return self.give_back(tag, micros) };
+        let Some(s) = self.shards.get(shard) else { return self.give_back(tag.charged_day(), micros) };
         let mut word = s.lease.load(Ordering::Relaxed);
         loop {
             let (held_tag, held) = lease_parts(word);
             let fits = held.checked_add(micros).filter(|n| *n <= LEASE_MICROS_MAX);
             let next = match fits {
                 Some(n) if (is_live(word) && held_tag == tag) || (held == 0 && create) => lease_word(tag, n),
-                _ => return self.give_back(tag, micros),
+                _ => return self.give_back(tag.charged_day(), micros),
             };
             match s.lease.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
@@ -422,13 +417,12 @@ impl Ledger {
         }
     }
 
-    /// Gives an amount that left a lease back to the central words.
-    fn give_back(&self, tag: Tag, micros: u64) {
+    /// Gives `micros` back to the central words: to the total, and to `day`'s word if it
+    /// still holds that day.
+    fn give_back(&self, day: Option<u64>, micros: u64) {
         // Relaxed: a single-location RMW.
         self.used.fetch_sub(micros, Ordering::Relaxed);
-        if tag.day() != DAYLESS {
-            self.give_back_day(Some(tag.day()), micros);
-        }
+        self.give_back_day(day, micros);
     }
 
     /// Returns every lease that `stale(tag)` selects to the central words. Returns the
@@ -444,7 +438,7 @@ impl Ledger {
                 }
                 match s.lease.compare_exchange_weak(word, 0, Ordering::Relaxed, Ordering::Relaxed) {
                     Ok(_) => {
-                        self.give_back(tag, micros);
+                        self.give_back(tag.charged_day(), micros);
                         returned = returned.saturating_add(micros);
                         break;
                     }
@@ -477,7 +471,8 @@ impl Ledger {
         limits: LedgerLimits,
         lease_into: Option<usize>,
     ) -> Result<Charge, CodeSet> {
-        let tag = lease_into.and_then(|_| Self::tag_for(today, limits));
+        // Day 0 cannot tag a lease under a daily limit (it means `DAYLESS`).
+        let lease_into = lease_into.filter(|_| limits.day_micros_max.is_none() || today != DAYLESS);
         // Step 1: `used`. Relaxed: see the module comment. A failed CAS backs off (spins a
         // little longer each time) so two threads on one hot mandate do not keep stealing
         // the line from each other.
@@ -487,7 +482,7 @@ impl Ledger {
             let Some(left) = limits.total_micros.checked_sub(used).filter(|left| *left >= worst_micros) else {
                 return Err(CodeSet::EMPTY.with(Code::TotalExceeded));
             };
-            let extra = if tag.is_some() { lease_extra(left, worst_micros) } else { 0 };
+            let extra = if lease_into.is_some() { lease_extra(left, worst_micros) } else { 0 };
             // Cannot overflow: used + worst + extra <= used + left = total.
             let next = used + worst_micros + extra;
             match self.used.compare_exchange_weak(used, next, Ordering::Relaxed, Ordering::Relaxed) {
@@ -511,9 +506,9 @@ impl Ledger {
             }
         };
         let mut charge = Charge::exact(worst_micros, day);
-        if let (Some(shard), Some(tag), true) = (lease_into, tag, extra > 0) {
+        if let (Some(shard), true) = (lease_into, extra > 0) {
             // The day actually charged (a word on a later day keeps its day).
-            let tag = Tag::new(tag.epoch(), day.unwrap_or(DAYLESS));
+            let tag = Tag::new(limits.epoch, day.unwrap_or(DAYLESS));
             self.put_back(shard, tag, extra, true);
             charge = Self::leased_charge(worst_micros, shard, tag, limits);
         }
@@ -576,9 +571,7 @@ impl Ledger {
         if charge.is_leased() {
             self.put_back(usize::from(charge.shard), charge.tag, micros, false);
         } else {
-            // Relaxed: a single-location RMW.
-            self.used.fetch_sub(micros, Ordering::Relaxed);
-            self.give_back_day(charge.day(), micros);
+            self.give_back(charge.day(), micros);
         }
     }
 

@@ -260,8 +260,13 @@ impl Engine {
         if key & RUN_KEY_BIT != 0 {
             self.runs.get(&key).map(|l| Arc::clone(l.value()))
         } else {
-            self.roots.get(usize::try_from(key).ok()?).map(Arc::clone)
+            self.root_by_key(key).map(Arc::clone)
         }
+    }
+
+    /// A root ledger by key (its index in the arena), borrowed for the engine's life.
+    fn root_by_key(&self, key: u64) -> Option<&Arc<Ledger>> {
+        self.roots.get(usize::try_from(key).ok()?)
     }
 
     /// The live snapshot (for inspection; admission loads it itself).
@@ -377,7 +382,7 @@ impl Engine {
         // The reservation holds its ledger: a root ledger by reference into the arena (no
         // reference count touched), a run's by `Arc` (the run may end first).
         let held_ledger = if m.ledger_key & RUN_KEY_BIT == 0 {
-            match usize::try_from(m.ledger_key).ok().and_then(|key| self.roots.get(key)) {
+            match self.root_by_key(m.ledger_key) {
                 Some(root) => reservation::HeldLedger::Root(root),
                 None => return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst),
             }
