@@ -165,12 +165,13 @@ fn every_fail_closed_condition() {
 #[test]
 fn observe_mode_never_blocks() {
     let s = State::new("observe");
-    for call in ["{not json", BASH_C, r#"{"tool":"anything"}"#] {
-        assert_eq!(s.check(call, "cron").0, 0, "{call}");
-    }
+    // Only `observe` starts a job.
     let (code, _, err) = s.holon(&["observe", JOB, "--run", "x"], "garbage\n{\"tool\":\"ls\"}\n");
     assert_eq!(code, 0);
     assert!(err.contains("skipped 1"), "{err}");
+    for call in ["{not json", BASH_C, r#"{"tool":"anything"}"#] {
+        assert_eq!(s.check(call, "cron").0, 0, "{call}");
+    }
     // Even an unusable state directory does not block observing.
     let out = Command::new(env!("CARGO_BIN_EXE_holon"))
         .args(["job", "--state", "/proc/forbidden", "observe", JOB])
@@ -197,7 +198,7 @@ fn widen_then_approve_then_the_drifted_call_passes() {
     let (_, out, _) = s.holon(&["widen", JOB, "3", "--json"], "");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let added: Vec<&str> = v["added"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
-    assert_eq!(added, vec!["curl -s", "tmp/out.json", "api.example.com"]);
+    assert_eq!(added, vec!["curl -- -s https://api.example.com/v1", "tmp/out.json", "api.example.com"]);
     assert_eq!(s.holon(&["approve", JOB], "").0, 0);
     assert_eq!(s.check(many, "cron").0, 0);
 }
@@ -235,10 +236,15 @@ fn undo_walks_back_through_approvals_then_to_observe_mode() {
     assert_eq!(code, 0);
     assert!(out.contains("v1"), "{out}");
     assert_eq!(s.check(BASH_C, "cron").0, 2, "back on v1");
-    let (_, out, _) = s.holon(&["undo", JOB], "");
-    assert!(out.contains("observe mode"), "{out}");
-    assert_eq!(s.check(BASH_C, "cron").0, 0, "observe mode never blocks");
+    // Past the first approved version enforcement turns off: only with an explicit flag.
     let (code, _, err) = s.holon(&["undo", JOB], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("--to-observe"), "{err}");
+    assert_eq!(s.check(BASH_C, "cron").0, 2, "a refused undo changes nothing");
+    let (_, out, _) = s.holon(&["undo", JOB, "--to-observe"], "");
+    assert!(out.contains("observe mode") && out.contains("ENFORCEMENT IS OFF"), "{out}");
+    assert_eq!(s.check(BASH_C, "cron").0, 0, "observe mode never blocks");
+    let (code, _, err) = s.holon(&["undo", JOB, "--to-observe"], "");
     assert_eq!(code, 2);
     assert!(err.contains("nothing to undo"), "{err}");
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use holon::job::call::{self, CALL_BYTES_MAX};
 use holon::job::leash;
 use holon::job::propose::Observation;
+use holon::job::redact::printable;
 use holon::job::state::{self, Job, Scope};
 use serde_json::json;
 
@@ -85,11 +86,13 @@ pub fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn undo(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
-    let meta = job(state_dir, name)?.undo()?;
+pub fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow::Result<u8> {
+    let meta = job(state_dir, name)?.undo(to_observe)?;
     match meta.active {
         Some(v) => println!("`{name}` is back on v{v}"),
-        None => println!("`{name}` has no approved version left: observe mode"),
+        None => println!(
+            "`{name}` has no approved version left: observe mode, ENFORCEMENT IS OFF (every call is allowed and recorded)"
+        ),
     }
     Ok(exit::OK)
 }
@@ -107,6 +110,7 @@ pub fn check(
         Some("interactive") => Scope::Interactive,
         _ => Scope::Unknown,
     };
+    let run = run.or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
     let mut text = String::new();
     let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
     let decision = match (read, Job::open(&state::root(state_dir), name)) {
@@ -126,7 +130,7 @@ pub fn check(
     }
     if decision.blocks() {
         let id = decision.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
-        eprintln!("holon: blocked{id}: {}", decision.reason.as_deref().unwrap_or("outside the mandate"));
+        eprintln!("holon: blocked{id}: {}", printable(decision.reason.as_deref().unwrap_or("outside the mandate")));
         return Ok(exit::BAD_INPUT);
     }
     Ok(exit::OK)
@@ -157,9 +161,16 @@ pub fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Sty
             state::DriftStatus::Escalated => style.warn("escalated"),
             state::DriftStatus::Widened => style.warn("widened"),
         };
-        println!("#{} {} {} run {} {}", d.id, style.dim(&d.time), status, d.run, style.bold(d.family.as_str()));
-        println!("    {}", d.call);
-        println!("    {}", style.dim(&d.reason));
+        println!(
+            "#{} {} {} run {} {}",
+            d.id,
+            style.dim(&d.time),
+            status,
+            printable(&d.run),
+            style.bold(d.family.as_str())
+        );
+        println!("    {}", printable(&d.call));
+        println!("    {}", style.dim(&printable(&d.reason)));
     }
     Ok(exit::OK)
 }
@@ -174,12 +185,12 @@ pub fn widen(state_dir: Option<PathBuf>, name: &str, id: &str, pattern: bool, js
     }
     println!("pending version v{} allows drift #{id}:", w.version);
     for rule in &w.added {
-        println!("  + {rule}");
+        println!("  + {}", printable(rule));
     }
     if pattern {
         println!("preview: {} past observed call(s) newly allowed", w.preview.newly_allowed);
         for e in &w.preview.examples {
-            println!("    {e}");
+            println!("    {}", printable(e));
         }
     }
     println!("not active yet: review, then `holon job approve {name}`");

@@ -162,8 +162,14 @@ enum JobCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Reactivate the previously approved version (or return to observe mode).
-    Undo { job: String },
+    /// Reactivate the previously approved version.
+    Undo {
+        job: String,
+        /// Allow undoing the first approved version: the job returns to observe mode and
+        /// nothing is enforced any more.
+        #[arg(long)]
+        to_observe: bool,
+    },
     /// Rules with their evidence, as JSON.
     Export {
         job: String,
@@ -241,7 +247,7 @@ pub fn run() -> ExitCode {
             JobCommand::Status { job: j } => job::status(state, &j, &style),
             JobCommand::Drift { job: j, json } => job::drift(state, &j, json, &style),
             JobCommand::Widen { job: j, drift_id, pattern, json } => job::widen(state, &j, &drift_id, pattern, json),
-            JobCommand::Undo { job: j } => job::undo(state, &j),
+            JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
             JobCommand::Export { job: j, json: _ } => job::export(state, &j),
         },
         Command::Loadtest {

@@ -21,6 +21,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::redact::{redact, redact_words};
 use super::shell::{self, CommandUse};
 
 /// The tool a status query uses; never recorded or checked.
@@ -77,6 +78,17 @@ pub enum Aspect {
 }
 
 impl Aspect {
+    /// The aspect as it may be written to disk: secrets masked in opaque texts and paths
+    /// (command arguments are masked when parsed).
+    pub fn redacted(self) -> Aspect {
+        match self {
+            Aspect::Opaque(t) => Aspect::Opaque(redact(&t)),
+            Aspect::Read(t) => Aspect::Read(redact(&t)),
+            Aspect::Write(t) => Aspect::Write(redact(&t)),
+            other => other,
+        }
+    }
+
     pub fn family(&self) -> Family {
         match self {
             Aspect::Tool(_) => Family::Tools,
@@ -112,11 +124,22 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// The call as it may be written to disk: secrets masked in what is shown, in opaque
+    /// texts and in paths (command arguments are masked when parsed). An exact rule
+    /// learned from a masked text never matches a call that holds the secret: keep
+    /// secrets in the environment, not on command lines.
+    pub fn redacted(mut self) -> ToolCall {
+        self.shown = redact(&self.shown);
+        self.aspects = self.aspects.into_iter().map(Aspect::redacted).collect();
+        self
+    }
+
     pub fn is_exempt(&self) -> bool {
         self.tool == EXEMPT_TOOL
     }
+    /// Files written, for the write budget (`/dev/null` is no file).
     pub fn writes(&self) -> usize {
-        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(_))).count()
+        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(p) if p != "/dev/null")).count()
     }
 }
 
@@ -132,10 +155,26 @@ pub enum CallError {
     NoTool,
     #[error("`{tool}` needs a string `{field}` argument")]
     MissingArgument { tool: String, field: &'static str },
+    #[error(
+        "the call is ambiguous: it has both `{0}` and `{1}` with different values, and runtimes differ in which they use"
+    )]
+    Ambiguous(&'static str, &'static str),
 }
 
 fn string_arg<'a>(args: &'a Value, names: &[&'static str]) -> Option<&'a str> {
     names.iter().find_map(|n| args.get(*n).and_then(Value::as_str))
+}
+
+/// Refuses a payload where two of `names` are present with different values (`path` and
+/// `file_path`, `command` and `cmd`): which one the runtime acts on cannot be known.
+fn unambiguous(v: &Value, names: &[&'static str]) -> Result<(), CallError> {
+    let present: Vec<(&'static str, &Value)> = names.iter().filter_map(|n| v.get(*n).map(|x| (*n, x))).collect();
+    if let Some((first, value)) = present.first()
+        && let Some((other, _)) = present.iter().find(|(_, x)| *x != *value)
+    {
+        return Err(CallError::Ambiguous(first, other));
+    }
+    Ok(())
 }
 
 /// Parses one call from its JSON text.
@@ -149,17 +188,26 @@ pub fn parse(text: &str) -> Result<ToolCall, CallError> {
 
 /// Normalises a call given as a JSON value.
 pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
+    unambiguous(v, &["tool", "tool_name"])?;
+    unambiguous(v, &["args", "tool_input"])?;
     let tool = string_arg(v, &["tool", "tool_name"]).ok_or(CallError::NoTool)?.to_owned();
     let null = Value::Null;
     let args = v.get("args").or_else(|| v.get("tool_input")).unwrap_or(&null);
+    unambiguous(args, &["command", "cmd"])?;
+    unambiguous(args, &["path", "file_path", "notebook_path"])?;
+    unambiguous(args, &["path", "dir"])?;
     let mut aspects = vec![Aspect::Tool(tool.clone())];
     let t = tool.as_str();
     let missing = |field| CallError::MissingArgument { tool: tool.clone(), field };
-    if COMMAND_TOOLS.contains(&t) {
+    let known =
+        [COMMAND_TOOLS, READ_TOOLS, WRITE_TOOLS, LIST_TOOLS, SEARCH_TOOLS, FETCH_TOOLS].iter().any(|l| l.contains(&t));
+    // A tool outside the table that carries a command is a shell by another name.
+    if COMMAND_TOOLS.contains(&t) || (!known && string_arg(args, &["command", "cmd"]).is_some()) {
         let command = string_arg(args, &["command", "cmd"]).ok_or_else(|| missing("command"))?;
         for seg in shell::parse(command) {
             match seg.command {
-                Some(c) => aspects.push(Aspect::Command(c)),
+                // Secret values are never pinned or stored: they match as `***`.
+                Some(c) => aspects.push(Aspect::Command(CommandUse { args: redact_words(&c.args), ..c })),
                 None => aspects.push(Aspect::Opaque(seg.text)),
             }
             aspects.extend(seg.reads.into_iter().map(Aspect::Read));
@@ -181,6 +229,15 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         let url = string_arg(args, &["url"]).ok_or_else(|| missing("url"))?;
         // A URL we cannot read a host from is judged by its text (it matches no host rule).
         aspects.push(Aspect::Host(shell::url_host(url).unwrap_or_else(|| url.to_owned())));
+    } else if !known {
+        // Any other tool (MCP, plugins) is judged by its name, and by what it names: a
+        // URL's host, and a path as a write (it may write; a write rule also allows reads).
+        if let Some(url) = string_arg(args, &["url", "uri"]) {
+            aspects.push(Aspect::Host(shell::url_host(url).unwrap_or_else(|| url.to_owned())));
+        }
+        if let Some(p) = string_arg(args, &["path", "file_path", "notebook_path"]) {
+            aspects.push(Aspect::Write(p.to_owned()));
+        }
     }
     let shown = match args {
         Value::Object(m) if m.len() == 1 && m.contains_key("command") => {
@@ -215,9 +272,13 @@ pub fn normalize_path(path: &str, workdir: &str) -> String {
     for part in joined.split('/') {
         match part {
             "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
+            // `..` never climbs above the start: above a relative start it is kept.
+            ".." => match parts.last() {
+                Some(&"..") | None if !absolute => parts.push(".."),
+                _ => {
+                    parts.pop();
+                }
+            },
             p => parts.push(p),
         }
     }
@@ -235,14 +296,20 @@ pub fn normalize_path(path: &str, workdir: &str) -> String {
 }
 
 impl ToolCall {
-    /// The call with every path made relative to `workdir` (see [`normalize_path`]).
+    /// The call with every path resolved against the call's own `cwd` (where the
+    /// runtime runs it), then made relative to `workdir` (see [`normalize_path`]).
     pub fn relative_to(mut self, workdir: &str) -> ToolCall {
+        let cwd = self.cwd.clone().filter(|c| !c.is_empty());
         for a in &mut self.aspects {
             if let Aspect::Read(p) | Aspect::Write(p) = a {
                 let recursive_dir = p.strip_suffix("/**").map(str::to_owned).or((p == "**").then(|| ".".to_owned()));
+                let at = |path: &str| match &cwd {
+                    Some(c) if !path.starts_with('/') => normalize_path(&format!("{c}/{path}"), workdir),
+                    _ => normalize_path(path, workdir),
+                };
                 *p = match recursive_dir {
-                    Some(d) => recursive(&normalize_path(&d, workdir)),
-                    None => normalize_path(p, workdir),
+                    Some(d) => recursive(&at(&d)),
+                    None => at(p),
                 };
             }
         }

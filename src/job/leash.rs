@@ -12,7 +12,7 @@
 
 use super::call::Family;
 use super::mandate::Evidence;
-use super::redact::redact;
+use super::redact::{printable, redact};
 use super::state::{DriftStatus, Mode, Overview};
 
 /// Cells of one track.
@@ -68,7 +68,7 @@ pub fn track(rules: &[Evidence]) -> String {
 fn top(rules: &[Evidence], n: usize) -> String {
     let mut sorted: Vec<&Evidence> = rules.iter().collect();
     sorted.sort_by(|a, b| b.evidence.cmp(&a.evidence).then(a.value.cmp(&b.value)));
-    sorted.iter().take(n).map(|r| format!("{} {}x", r.value, r.evidence)).collect::<Vec<_>>().join(", ")
+    sorted.iter().take(n).map(|r| format!("{} {}x", printable(&r.value), r.evidence)).collect::<Vec<_>>().join(", ")
 }
 
 /// Renders the Leash Line.
@@ -125,10 +125,10 @@ pub fn render(o: &Overview, color: bool) -> String {
     }
     let mut tail = format!("  {} run(s) observed", o.observed_runs);
     if let Some(last) = o.drift.last() {
-        tail.push_str(&format!(" · last block #{}: {}", last.id, redact(&last.call)));
+        tail.push_str(&format!(" · last block #{}: {}", last.id, printable(&redact(&last.call))));
     }
     if let Some(e) = &o.integrity_error {
-        tail.push_str(&format!("\n  {}", p.rgb(RED, e)));
+        tail.push_str(&format!("\n  {}", p.rgb(RED, &printable(e))));
     }
     out.push_str(&tail);
     out.push('\n');

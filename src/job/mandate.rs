@@ -122,11 +122,30 @@ pub fn valid_job_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// A command rule compiled: `[NAME=* ...] head [sub] [flags...]`, or `=exact text`.
+/// How a rule's pinned arguments match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgPattern {
+    /// This word exactly.
+    Literal(String),
+    /// `*`: any one word.
+    One,
+    /// `**` (last only): any words, or none.
+    Rest,
+}
+
+/// A command rule compiled: `[NAME=* ...] head [sub] [flags...] [-- args...]`, or
+/// `=exact text`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommandMatcher {
     Exact(String),
-    Rule { env: Vec<String>, head: String, subcommand: Option<String>, flags: Vec<String>, any_flags: bool },
+    Rule {
+        env: Vec<String>,
+        head: String,
+        subcommand: Option<String>,
+        flags: Vec<String>,
+        any_flags: bool,
+        args: Vec<ArgPattern>,
+    },
 }
 
 impl CommandMatcher {
@@ -134,45 +153,131 @@ impl CommandMatcher {
         if let Some(exact) = rule.strip_prefix('=') {
             return Ok(CommandMatcher::Exact(exact.to_owned()));
         }
+        let shape = "a rule is `[NAME=* ...] command [subcommand] [-flags...] [-- arguments...]`, `-*` for any flags, `*`/`**` for any argument(s), or `=exact text`";
+        let words = super::shell::rule_words(rule)?;
+        let mut words = words.into_iter().peekable();
         let mut env = Vec::new();
-        let mut words = rule.split_whitespace().peekable();
         while let Some(w) = words.peek() {
-            match w.strip_suffix("=*") {
-                Some(name) if !name.is_empty() => {
+            match w.text.strip_suffix("=*") {
+                Some(name) if !w.quoted && !name.is_empty() => {
                     env.push(name.to_owned());
                     words.next();
                 }
                 _ => break,
             }
         }
-        let head = words.next().ok_or_else(|| format!("`{rule}` names no command"))?.to_owned();
-        let (mut subcommand, mut flags, mut any_flags) = (None, Vec::new(), false);
+        let head = words.next().ok_or_else(|| format!("`{rule}` names no command"))?.text;
+        let (mut subcommand, mut flags, mut any_flags, mut args) = (None, Vec::new(), false, None::<Vec<ArgPattern>>);
         for w in words {
-            if w == "-*" {
+            if let Some(list) = &mut args {
+                if list.last() == Some(&ArgPattern::Rest) {
+                    return Err(format!("`{rule}`: `**` must be the last argument"));
+                }
+                list.push(match (w.quoted, w.text.as_str()) {
+                    (false, "*") => ArgPattern::One,
+                    (false, "**") => ArgPattern::Rest,
+                    _ => ArgPattern::Literal(w.text),
+                });
+            } else if !w.quoted && w.text == "--" {
+                args = Some(Vec::new());
+            } else if !w.quoted && w.text == "-*" {
                 any_flags = true;
-            } else if w.starts_with('-') {
-                flags.push(w.to_owned());
-            } else if subcommand.is_none() && flags.is_empty() {
-                subcommand = Some(w.to_owned());
+            } else if w.text.starts_with('-') {
+                flags.push(w.text);
+            } else if subcommand.is_none() && flags.is_empty() && !any_flags {
+                subcommand = Some(w.text);
             } else {
-                return Err(format!(
-                    "`{rule}`: `{w}` is neither a flag nor the subcommand; a rule is `[NAME=* ...] command [subcommand] [-flags...]`, `-*` for any flags, or `=exact text`"
-                ));
+                return Err(format!("`{rule}`: `{}` is neither a flag nor the subcommand; {shape}", w.text));
             }
         }
-        Ok(CommandMatcher::Rule { env, head, subcommand, flags, any_flags })
+        Ok(CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args: args.unwrap_or_default() })
     }
 
     fn allows(&self, aspect: &Aspect) -> bool {
         match (self, aspect) {
             (CommandMatcher::Exact(t), Aspect::Opaque(text)) => t == text,
-            (CommandMatcher::Rule { env, head, subcommand, flags, any_flags }, Aspect::Command(c)) => {
+            (CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args }, Aspect::Command(c)) => {
                 head == &c.head
                     && subcommand == &c.subcommand
                     && (*any_flags || c.flags.iter().all(|f| flags.contains(f)))
                     && c.env.iter().all(|e| env.contains(e))
+                    && args_match(args, &c.args)
             }
             _ => false,
+        }
+    }
+}
+
+fn args_match(pattern: &[ArgPattern], args: &[String]) -> bool {
+    let mut args = args.iter();
+    for p in pattern {
+        match p {
+            ArgPattern::Rest => return true,
+            ArgPattern::One => {
+                if args.next().is_none() {
+                    return false;
+                }
+            }
+            ArgPattern::Literal(l) => {
+                if args.next() != Some(l) {
+                    return false;
+                }
+            }
+        }
+    }
+    args.next().is_none()
+}
+
+/// Where a path or a path rule lies: a rule only matches paths of its own place, so a
+/// relative `**` never reaches `/etc/shadow` or `../secrets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Absolute,
+    Above,
+    Inside,
+}
+
+fn place(path: &str) -> Place {
+    if path.starts_with('/') {
+        Place::Absolute
+    } else if path == ".." || path.starts_with("../") {
+        Place::Above
+    } else {
+        Place::Inside
+    }
+}
+
+/// Path rules compiled, one glob set per place.
+#[derive(Debug)]
+struct PathSet {
+    absolute: GlobSet,
+    above: GlobSet,
+    inside: GlobSet,
+}
+
+impl PathSet {
+    fn compile(rules: &[String]) -> Result<PathSet, String> {
+        let mut builders = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
+        for r in rules {
+            let i = match place(r) {
+                Place::Absolute => 0,
+                Place::Above => 1,
+                Place::Inside => 2,
+            };
+            if let Some(b) = builders.get_mut(i) {
+                b.add(glob(r).map_err(|e| e.to_string())?);
+            }
+        }
+        let [a, b, c] = builders;
+        let build = |b: GlobSetBuilder| b.build().map_err(|e| e.to_string());
+        Ok(PathSet { absolute: build(a)?, above: build(b)?, inside: build(c)? })
+    }
+
+    fn is_match(&self, path: &str) -> bool {
+        match place(path) {
+            Place::Absolute => self.absolute.is_match(path),
+            Place::Above => self.above.is_match(path),
+            Place::Inside => self.inside.is_match(path),
         }
     }
 }
@@ -189,8 +294,8 @@ pub struct Failure {
 #[derive(Debug)]
 pub struct Checker {
     tools: Vec<String>,
-    read: GlobSet,
-    write: GlobSet,
+    read: PathSet,
+    write: PathSet,
     commands: Vec<CommandMatcher>,
     hosts: Vec<String>,
     pub max_writes_per_run: Option<u64>,
@@ -198,13 +303,7 @@ pub struct Checker {
 
 impl Checker {
     pub fn compile(m: &JobMandate) -> Result<Checker, String> {
-        let set = |rules: &[String]| -> Result<GlobSet, String> {
-            let mut b = GlobSetBuilder::new();
-            for r in rules {
-                b.add(glob(r).map_err(|e| e.to_string())?);
-            }
-            b.build().map_err(|e| e.to_string())
-        };
+        let set = PathSet::compile;
         let mut tools = m.tools.clone();
         tools.sort();
         Ok(Checker {

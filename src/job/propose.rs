@@ -36,7 +36,12 @@ impl Observation {
     pub fn of(call: ToolCall, run: Option<&str>, workdir: &str) -> Observation {
         let run = run.map(str::to_owned).or(call.run.clone()).or(call.session.clone());
         let workdir = call.cwd.clone().unwrap_or_else(|| workdir.to_owned());
-        Observation { run: run.unwrap_or_else(|| "unknown".into()), call: call.relative_to(&workdir), workdir }
+        // Observations are what reaches disk: secrets are masked first.
+        Observation {
+            run: run.unwrap_or_else(|| "unknown".into()),
+            call: call.relative_to(&workdir).redacted(),
+            workdir,
+        }
     }
 }
 
@@ -65,95 +70,124 @@ pub fn header(job: &str, runs: u64) -> String {
     )
 }
 
-/// Compiles observations into a mandate and its evidence.
-pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidenced) {
-    let runs: BTreeSet<&str> = observations.iter().map(|o| o.run.as_str()).collect();
-    let mut workdirs: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut tools = BTreeMap::new();
-    let mut reads: BTreeMap<String, u64> = BTreeMap::new();
-    let mut writes: BTreeMap<String, (u64, BTreeSet<&str>)> = BTreeMap::new();
-    let mut commands: BTreeMap<(String, Option<String>), (CommandUse, u64)> = BTreeMap::new();
-    let mut opaque = BTreeMap::new();
-    let mut hosts = BTreeMap::new();
-    let mut writes_per_run: BTreeMap<&str, u64> = BTreeMap::new();
-    for o in observations.iter().filter(|o| o.call.tool != EXEMPT_TOOL) {
-        count(&mut workdirs, o.workdir.as_str(), 1);
+type UseKey = (String, Option<String>, Vec<String>);
+
+/// Observations aggregated one at a time (the log is streamed, never held whole).
+#[derive(Debug, Default)]
+pub struct Proposal {
+    runs: BTreeSet<String>,
+    workdirs: BTreeMap<String, u64>,
+    tools: BTreeMap<String, u64>,
+    reads: BTreeMap<String, u64>,
+    writes: BTreeMap<String, (u64, BTreeSet<String>)>,
+    /// Per use (head, subcommand, pinned arguments): the merged rule and its count.
+    commands: BTreeMap<UseKey, (CommandUse, u64)>,
+    opaque: BTreeMap<String, u64>,
+    hosts: BTreeMap<String, u64>,
+    writes_per_run: BTreeMap<String, u64>,
+}
+
+impl Proposal {
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    pub fn add(&mut self, o: &Observation) {
+        if o.call.tool == EXEMPT_TOOL {
+            return;
+        }
+        self.runs.insert(o.run.clone());
+        count(&mut self.workdirs, o.workdir.clone(), 1);
         for a in &o.call.aspects {
             match a {
-                Aspect::Tool(t) => count(&mut tools, t.clone(), 1),
-                Aspect::Read(p) => count(&mut reads, p.clone(), 1),
+                Aspect::Tool(t) => count(&mut self.tools, t.clone(), 1),
+                Aspect::Read(p) => count(&mut self.reads, p.clone(), 1),
                 Aspect::Write(p) if p == "/dev/null" => {}
                 Aspect::Write(p) => {
-                    let e = writes.entry(p.clone()).or_insert((0, BTreeSet::new()));
+                    let e = self.writes.entry(p.clone()).or_insert((0, BTreeSet::new()));
                     e.0 += 1;
-                    e.1.insert(o.run.as_str());
-                    count(&mut writes_per_run, o.run.as_str(), 1);
+                    e.1.insert(o.run.clone());
+                    count(&mut self.writes_per_run, o.run.clone(), 1);
                 }
+                // Pinned arguments are part of what a use is: one rule per argument list.
                 Aspect::Command(c) => {
-                    let e = commands
-                        .entry((c.head.clone(), c.subcommand.clone()))
+                    let e = self
+                        .commands
+                        .entry((c.head.clone(), c.subcommand.clone(), c.args.clone()))
                         .or_insert_with(|| (CommandUse { flags: vec![], env: vec![], ..c.clone() }, 0));
                     e.0.flags.extend(c.flags.iter().cloned());
                     e.0.env.extend(c.env.iter().cloned());
                     e.1 += 1;
                 }
-                Aspect::Opaque(t) => count(&mut opaque, format!("={t}"), 1),
-                Aspect::Host(h) => count(&mut hosts, h.clone(), 1),
+                Aspect::Opaque(t) => count(&mut self.opaque, format!("={t}"), 1),
+                Aspect::Host(h) => count(&mut self.hosts, h.clone(), 1),
             }
         }
     }
-    // The most common workdir; ties go to the smallest, so order does not matter.
-    let workdir = workdirs.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(w, _)| w.to_string());
 
-    let write_rules = generalise_writes(&writes);
-    let write_globs: Vec<globset::GlobMatcher> = write_rules
-        .keys()
-        .filter_map(|r| globset::GlobBuilder::new(r).literal_separator(true).build().ok())
-        .map(|g| g.compile_matcher())
-        .collect();
-    let recursive: Vec<String> = reads.keys().filter(|p| p.ends_with("**")).cloned().collect();
-    let mut read_rules: BTreeMap<String, u64> = BTreeMap::new();
-    for (path, n) in &reads {
-        if path.ends_with("**") {
-            count(&mut read_rules, path.clone(), *n);
-        } else if let Some(r) = recursive.iter().find(|r| under(r, path)) {
-            count(&mut read_rules, r.clone(), *n);
-        } else if write_globs.iter().any(|g| g.is_match(path)) {
-            // Rule 2: already readable through a write rule.
-        } else {
-            count(&mut read_rules, globset::escape(path), *n);
+    /// The mandate and its evidence.
+    pub fn finish(self, job: &str) -> (JobMandate, Evidenced) {
+        // The most common workdir; ties go to the smallest, so order does not matter.
+        let workdir = self.workdirs.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(w, _)| w.to_string());
+        let write_rules = generalise_writes(&self.writes);
+        let write_globs: Vec<globset::GlobMatcher> = write_rules
+            .keys()
+            .filter_map(|r| globset::GlobBuilder::new(r).literal_separator(true).build().ok())
+            .map(|g| g.compile_matcher())
+            .collect();
+        let recursive: Vec<String> = self.reads.keys().filter(|p| p.ends_with("**")).cloned().collect();
+        let mut read_rules: BTreeMap<String, u64> = BTreeMap::new();
+        for (path, n) in &self.reads {
+            if path.ends_with("**") {
+                count(&mut read_rules, path.clone(), *n);
+            } else if let Some(r) = recursive.iter().find(|r| under(r, path)) {
+                count(&mut read_rules, r.clone(), *n);
+            } else if write_globs.iter().any(|g| g.is_match(path)) {
+                // Rule 2: already readable through a write rule.
+            } else {
+                count(&mut read_rules, globset::escape(path), *n);
+            }
         }
+        let mut command_rules: BTreeMap<String, u64> = self.opaque;
+        for (mut rule, n) in self.commands.into_values() {
+            rule.flags.sort();
+            rule.flags.dedup();
+            rule.env.sort();
+            rule.env.dedup();
+            count(&mut command_rules, rule.rule(), n);
+        }
+        let (tools_v, tools_e) = evidence(&self.tools);
+        let (read_v, read_e) = evidence(&read_rules);
+        let (write_v, write_e) = evidence(&write_rules);
+        let (cmd_v, cmd_e) = evidence(&command_rules);
+        let (host_v, host_e) = evidence(&self.hosts);
+        let mandate = JobMandate {
+            mandate: 1,
+            job: job.to_owned(),
+            workdir: workdir.unwrap_or_default(),
+            observed_runs: self.runs.len() as u64,
+            tools: tools_v,
+            paths: PathRules { read: read_v, write: write_v },
+            commands: cmd_v,
+            hosts: host_v,
+            limits: JobLimits { max_writes_per_run: Some(self.writes_per_run.values().copied().max().unwrap_or(0)) },
+        };
+        let ev = Evidenced { tools: tools_e, read: read_e, write: write_e, commands: cmd_e, hosts: host_e };
+        (mandate, ev)
     }
-    let mut command_rules: BTreeMap<String, u64> = opaque;
-    for (mut rule, n) in commands.into_values() {
-        rule.flags.sort();
-        rule.flags.dedup();
-        rule.env.sort();
-        rule.env.dedup();
-        count(&mut command_rules, rule.rule(), n);
+}
+
+/// Compiles observations into a mandate and its evidence.
+pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidenced) {
+    let mut p = Proposal::default();
+    for o in observations {
+        p.add(o);
     }
-    let (tools_v, tools_e) = evidence(&tools);
-    let (read_v, read_e) = evidence(&read_rules);
-    let (write_v, write_e) = evidence(&write_rules);
-    let (cmd_v, cmd_e) = evidence(&command_rules);
-    let (host_v, host_e) = evidence(&hosts);
-    let mandate = JobMandate {
-        mandate: 1,
-        job: job.to_owned(),
-        workdir: workdir.unwrap_or_default(),
-        observed_runs: runs.len() as u64,
-        tools: tools_v,
-        paths: PathRules { read: read_v, write: write_v },
-        commands: cmd_v,
-        hosts: host_v,
-        limits: JobLimits { max_writes_per_run: Some(writes_per_run.values().copied().max().unwrap_or(0)) },
-    };
-    let ev = Evidenced { tools: tools_e, read: read_e, write: write_e, commands: cmd_e, hosts: host_e };
-    (mandate, ev)
+    p.finish(job)
 }
 
 /// Rule 3 (per-run file names) and rule 5 (exact, escaped) for writes.
-fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<&str>)>) -> BTreeMap<String, u64> {
+fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<String>)>) -> BTreeMap<String, u64> {
     // (dir, ext) -> names with their counts and runs
     type Group<'a> = BTreeMap<&'a str, (u64, BTreeSet<&'a str>)>;
     // `dir` is `None` for a bare file name, `Some("")` for a file in `/`.
@@ -164,7 +198,7 @@ fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<&str>)>) -> BTreeM
             None => (None, path.as_str()),
         };
         let ext = name.rsplit_once('.').map(|(_, e)| e).filter(|e| !e.is_empty());
-        groups.entry((dir, ext)).or_default().insert(name, (*n, runs.iter().copied().collect()));
+        groups.entry((dir, ext)).or_default().insert(name, (*n, runs.iter().map(String::as_str).collect()));
     }
     let mut out = BTreeMap::new();
     for ((dir, ext), names) in groups {

@@ -90,6 +90,51 @@ pub fn redact(text: &str) -> String {
     out
 }
 
+/// Arguments with secret values masked, word by word, for pinned command rules: URL
+/// credentials and secret query values, `NAME=value` and `--flag=value` where the name
+/// looks secret, and the word after `Bearer`, `Basic`, `Authorization:` or a secret-looking
+/// flag. Other values are kept, so a pinned argument still pins them.
+pub fn redact_words(words: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(words.len());
+    let mut mask_next = false;
+    for w in words {
+        let lower = w.trim().to_ascii_lowercase();
+        let masked = if mask_next {
+            MASK.to_owned()
+        } else if lower.starts_with("bearer ")
+            || lower.starts_with("basic ")
+            || lower.starts_with("authorization:")
+            || w.contains("://")
+        {
+            redact(w)
+        } else if let Some((name, _)) = w.split_once('=').filter(|(n, _)| secret_name(n.trim_start_matches('-'))) {
+            format!("{name}={MASK}")
+        } else {
+            w.clone()
+        };
+        let flag = w.strip_prefix("--").or_else(|| w.strip_prefix('-'));
+        mask_next = !mask_next
+            && (matches!(lower.as_str(), "bearer" | "basic" | "authorization:")
+                || flag.is_some_and(|f| !f.contains('=') && secret_name(f)));
+        out.push(masked);
+    }
+    out
+}
+
+/// The text safe to print on a reviewer's terminal: every control character (escape
+/// sequences, carriage returns, bells, newlines) written as a visible `\u{…}` escape.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;

@@ -17,7 +17,8 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -29,8 +30,16 @@ use super::propose::{self, Observation};
 use super::redact::redact;
 use crate::time::Timestamp;
 
-/// Most drift records kept per job (the oldest are dropped).
-pub const DRIFT_MAX: usize = 10_000;
+/// Most drift records kept per job (the oldest are dropped; ids are never reused).
+pub const DRIFT_MAX: usize = 4_096;
+/// Most bytes of the text fields of one drift record (the call shown, the reason).
+pub const DRIFT_TEXT_BYTES_MAX: usize = 2_048;
+/// Most failing subjects kept in one drift record.
+pub const DRIFT_SUBJECTS_MAX: usize = 64;
+/// Most bytes of the observation log; `observe` records nothing more past it.
+pub const OBSERVATIONS_BYTES_MAX: u64 = 256 << 20;
+/// Most bytes of one observation line read back (a longer line is skipped).
+pub const OBSERVATION_LINE_BYTES_MAX: usize = 1 << 20;
 /// Most runs whose write counts are kept (the oldest are dropped).
 pub const RUNS_MAX: usize = 10_000;
 /// Most observations read for a proposal or a preview.
@@ -50,6 +59,57 @@ pub enum StateError {
     BadJobName(String),
     #[error("{0}")]
     Refused(String),
+    #[error("{}", unknown_job_message(.name, .root, .similar))]
+    UnknownJob { name: String, root: String, similar: Vec<String> },
+}
+
+fn unknown_job_message(name: &str, root: &str, similar: &[String]) -> String {
+    let mut m = format!(
+        "no job `{name}` in the state directory {root} (set by --state, else HOLON_STATE, else .holon): only `holon job observe {name}` starts a job"
+    );
+    if !similar.is_empty() {
+        m.push_str(&format!(
+            "; did you mean {}?",
+            similar.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    m
+}
+
+/// Job names in `root` close to `name` (edit distance at most 2, or one a prefix of the
+/// other), for "did you mean".
+fn similar_jobs(root: &Path, name: &str) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(root.join("jobs")) else { return Vec::new() };
+    let mut out: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n != name && (edit_distance(n, name) <= 2 || n.starts_with(name) || name.starts_with(n.as_str())))
+        .take(64)
+        .collect();
+    out.sort();
+    out.truncate(5);
+    out
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row.first().copied().unwrap_or(0);
+        if let Some(first) = row.first_mut() {
+            *first = i + 1;
+        }
+        for (j, cb) in b.iter().enumerate() {
+            let above = row.get(j + 1).copied().unwrap_or(usize::MAX);
+            let left = row.get(j).copied().unwrap_or(usize::MAX);
+            let next = (prev + usize::from(ca != *cb)).min(above.saturating_add(1)).min(left.saturating_add(1));
+            prev = above;
+            if let Some(cell) = row.get_mut(j + 1) {
+                *cell = next;
+            }
+        }
+    }
+    row.last().copied().unwrap_or(usize::MAX)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
@@ -86,6 +146,10 @@ pub struct Meta {
     pub history: Vec<u32>,
     #[serde(default)]
     pub next_version: u32,
+    /// The id the next drift record gets; ids are never reused, even when drift.json
+    /// was damaged and set aside.
+    #[serde(default)]
+    pub next_drift_id: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,9 +230,16 @@ pub struct Job {
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".{name}.tmp-{}-{nonce}", std::process::id()));
     {
-        let mut f = File::create(&tmp).map_err(io(&tmp))?;
+        // Created exclusively: never through a symlink or over another file.
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc_nofollow())
+            .open(&tmp)
+            .map_err(io(&tmp))?;
         f.write_all(bytes).map_err(io(&tmp))?;
         f.sync_all().map_err(io(&tmp))?;
     }
@@ -179,19 +250,38 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     Ok(())
 }
 
-fn read_bounded(path: &Path) -> Result<Option<String>, StateError> {
-    match fs::metadata(path) {
+/// `O_NOFOLLOW`: a state file that is a symlink is refused, not followed.
+fn libc_nofollow() -> i32 {
+    const O_NOFOLLOW: i32 = 0o400_000; // Linux, every architecture Rust supports there
+    O_NOFOLLOW
+}
+
+/// Opens a state file for reading: never through a symlink, only a regular file
+/// (a FIFO or a device is refused before it can block or stream forever).
+fn open_regular(path: &Path) -> Result<Option<File>, StateError> {
+    let f = match OpenOptions::new().read(true).custom_flags(libc_nofollow() | O_NONBLOCK).open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(path)(e)),
-        Ok(m) if m.len() > STATE_BYTES_MAX => {
-            return Err(StateError::Damaged {
-                path: path.display().to_string(),
-                message: format!("{} bytes, more than {STATE_BYTES_MAX}", m.len()),
-            });
-        }
-        Ok(_) => {}
+        other => other.map_err(io(path))?,
+    };
+    let meta = f.metadata().map_err(io(path))?;
+    if !meta.is_file() {
+        return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
     }
-    fs::read_to_string(path).map(Some).map_err(io(path))
+    Ok(Some(f))
+}
+const O_NONBLOCK: i32 = 0o4_000;
+
+fn read_bounded(path: &Path) -> Result<Option<String>, StateError> {
+    let Some(f) = open_regular(path)? else { return Ok(None) };
+    let mut text = String::new();
+    f.take(STATE_BYTES_MAX + 1).read_to_string(&mut text).map_err(io(path))?;
+    if text.len() as u64 > STATE_BYTES_MAX {
+        return Err(StateError::Damaged {
+            path: path.display().to_string(),
+            message: format!("more than {STATE_BYTES_MAX} bytes"),
+        });
+    }
+    Ok(Some(text))
 }
 
 fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> Result<T, StateError> {
@@ -231,16 +321,61 @@ impl Job {
         self.dir.join("versions").join(format!("v{v}.yaml"))
     }
 
-    fn lock(&self, exclusive: bool) -> Result<Locked, StateError> {
-        fs::create_dir_all(self.dir.join("versions")).map_err(io(&self.dir))?;
+    /// The state directory this job lives in.
+    pub fn root(&self) -> PathBuf {
+        self.dir.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    fn unknown(&self) -> StateError {
+        let root = self.root();
+        StateError::UnknownJob {
+            name: self.name.clone(),
+            root: root.display().to_string(),
+            similar: similar_jobs(&root, &self.name),
+        }
+    }
+
+    /// Whether the job was started (`observe` writes its `meta.json`).
+    pub fn exists(&self) -> bool {
+        fs::symlink_metadata(self.path("meta.json")).is_ok()
+    }
+
+    /// Takes the job's lock. Only `observe` may create the job (`create`); every other
+    /// verb on a job that was never started is refused.
+    fn lock_for(&self, exclusive: bool, create: bool) -> Result<Locked, StateError> {
+        if create {
+            fs::create_dir_all(self.dir.join("versions")).map_err(io(&self.dir))?;
+        } else if !self.dir.is_dir() {
+            return Err(self.unknown());
+        }
         let path = self.path("lock");
-        let f = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc_nofollow())
+            .open(&path)
+            .map_err(io(&path))?;
         if exclusive { f.lock() } else { f.lock_shared() }.map_err(io(&path))?;
         Ok(Locked(f))
     }
 
+    fn lock(&self, exclusive: bool) -> Result<Locked, StateError> {
+        self.lock_for(exclusive, false)
+    }
+
+    /// `meta.json`. A job without one was never started, or lost it: either way there is
+    /// no mode to trust.
     pub fn meta(&self) -> Result<Meta, StateError> {
-        read_json(&self.path("meta.json"))
+        let path = self.path("meta.json");
+        match read_bounded(&path)? {
+            None if self.dir.join("versions").read_dir().is_ok_and(|mut d| d.next().is_some()) => {
+                Err(StateError::Damaged { path: path.display().to_string(), message: "the file is missing".into() })
+            }
+            None => Err(self.unknown()),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| StateError::Damaged { path: path.display().to_string(), message: e.to_string() }),
+        }
     }
 
     pub fn version_text(&self, v: u32) -> Result<String, StateError> {
@@ -256,8 +391,12 @@ impl Job {
     }
 
     /// Appends observed calls (made relative to their workdir) to the log.
+    /// The only verb that starts a job.
     pub fn observe(&self, observations: &[Observation]) -> Result<(), StateError> {
-        let _lock = self.lock(true)?;
+        let _lock = self.lock_for(true, true)?;
+        if !self.exists() {
+            write_json(&self.path("meta.json"), &Meta::default())?;
+        }
         let path = self.path("observations.jsonl");
         let mut text = String::new();
         for o in observations {
@@ -266,37 +405,87 @@ impl Job {
                 text.push('\n');
             }
         }
-        let mut f = OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc_nofollow())
+            .open(&path)
+            .map_err(io(&path))?;
+        let size = f.metadata().map_err(io(&path))?;
+        if !size.is_file() {
+            return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
+        }
+        if size.len().saturating_add(text.len() as u64) > OBSERVATIONS_BYTES_MAX {
+            return Err(StateError::Refused(format!(
+                "{} would pass {OBSERVATIONS_BYTES_MAX} bytes: propose and approve from what was observed, or start a new job",
+                path.display()
+            )));
+        }
         f.write_all(text.as_bytes()).map_err(io(&path))?;
         f.sync_all().map_err(io(&path))
     }
 
-    /// Every readable observation (a torn or damaged line is skipped).
-    pub fn observations(&self) -> Result<Vec<Observation>, StateError> {
+    /// Calls `each` on every readable observation, streaming: a torn, over-long or
+    /// damaged line (bad UTF-8 included) is skipped, never the lines after it.
+    pub fn each_observation(&self, mut each: impl FnMut(Observation)) -> Result<(), StateError> {
         let path = self.path("observations.jsonl");
-        let f = match File::open(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            other => other.map_err(io(&path))?,
-        };
-        Ok(BufReader::new(f)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|l| serde_json::from_str(&l).ok())
-            .take(OBSERVATIONS_MAX)
-            .collect())
+        let Some(f) = open_regular(&path)? else { return Ok(()) };
+        let mut reader = BufReader::new(f.take(OBSERVATIONS_BYTES_MAX));
+        let mut line = Vec::new();
+        let mut seen = 0usize;
+        while seen < OBSERVATIONS_MAX {
+            line.clear();
+            let n = (&mut reader)
+                .take(OBSERVATION_LINE_BYTES_MAX as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(io(&path))?;
+            if n == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') && n > OBSERVATION_LINE_BYTES_MAX {
+                // Skip the rest of an over-long line.
+                let mut rest = Vec::new();
+                while (&mut reader)
+                    .take(OBSERVATION_LINE_BYTES_MAX as u64)
+                    .read_until(b'\n', &mut rest)
+                    .map_err(io(&path))?
+                    > 0
+                {
+                    if rest.last() == Some(&b'\n') {
+                        break;
+                    }
+                    rest.clear();
+                }
+                continue;
+            }
+            if let Ok(o) = serde_json::from_slice::<Observation>(&line) {
+                seen += 1;
+                each(o);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every readable observation (see [`Job::each_observation`]).
+    pub fn observations(&self) -> Result<Vec<Observation>, StateError> {
+        let mut out = Vec::new();
+        self.each_observation(|o| out.push(o))?;
+        Ok(out)
     }
 
     /// Compiles the observations into a new pending version; returns it and its text.
     pub fn propose(&self) -> Result<(u32, String), StateError> {
         let _lock = self.lock(true)?;
-        let observations = self.observations()?;
-        if observations.is_empty() {
+        let _ = self.meta()?;
+        let mut proposal = propose::Proposal::default();
+        self.each_observation(|o| proposal.add(&o))?;
+        if proposal.is_empty() {
             return Err(StateError::Refused(format!(
                 "no observed calls for `{}`: run `holon job observe {} --run RUN` on its tool calls first",
                 self.name, self.name
             )));
         }
-        let (m, ev) = propose::propose(&self.name, &observations);
+        let (m, ev) = proposal.finish(&self.name);
         let text = mandate::to_yaml(&m, &ev, &propose::header(&self.name, m.observed_runs));
         let v = self.add_pending(&text)?;
         Ok((v, text))
@@ -333,10 +522,17 @@ impl Job {
         Ok(approval)
     }
 
-    /// Reactivates the previously approved version, or returns to observe mode.
-    pub fn undo(&self) -> Result<Meta, StateError> {
+    /// Reactivates the previously approved version; back past the first approved one
+    /// to observe mode (enforcement off) only with `to_observe`.
+    pub fn undo(&self, to_observe: bool) -> Result<Meta, StateError> {
         let _lock = self.lock(true)?;
         let mut meta = self.meta()?;
+        if meta.history.len() == 1 && !to_observe {
+            return Err(StateError::Refused(format!(
+                "`{}` is on its first approved version: undoing it turns enforcement OFF (observe mode never blocks). Run `holon job undo {} --to-observe` if that is what you want",
+                self.name, self.name
+            )));
+        }
         if meta.history.pop().is_none() {
             return Err(StateError::Refused(format!("nothing to undo: `{}` has no approved version", self.name)));
         }
@@ -374,6 +570,7 @@ impl Job {
                 // Cannot read the call: allowed only when the job is known to observe.
                 return match self.meta() {
                     Ok(m) if m.mode == Mode::Observe => Decision::allow(),
+                    _ if scope == Scope::Interactive && !self.exists() => Decision::allow(),
                     _ => Decision::block(Family::Integrity, format!("the call cannot be evaluated: {e}")),
                 };
             }
@@ -385,7 +582,14 @@ impl Job {
             run.map(str::to_owned).or(call.run.clone()).or(call.session.clone()).unwrap_or_else(|| "unknown".into());
         let meta = match self.meta() {
             Ok(m) => m,
-            // The mode cannot be told: block what is or may be a cron run.
+            // No job (a typo, a wrong state directory) or its mode cannot be told: block
+            // what is or may be a cron run.
+            Err(e @ StateError::UnknownJob { .. }) => {
+                return match scope {
+                    Scope::Interactive => Decision::allow(),
+                    _ => Decision::block(Family::Integrity, e.to_string()),
+                };
+            }
             Err(e) => {
                 return match scope {
                     Scope::Interactive => Decision::allow(),
@@ -395,7 +599,8 @@ impl Job {
         };
         if meta.mode == Mode::Observe {
             // Observe mode never blocks, not even on its own errors.
-            let _ = self.observe(&[Observation::of(call, Some(&run), "")]);
+            let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+            let _ = self.observe(&[Observation::of(call, Some(&run), &here)]);
             return Decision::allow();
         }
         match self.enforce(&call, &run) {
@@ -470,24 +675,41 @@ impl Job {
         let record = |id| Drift {
             id,
             time: Timestamp::now().to_string(),
-            run: run.to_owned(),
+            run: clip(&redact(run)),
             family: d.family.unwrap_or(Family::Integrity),
             families: families.clone(),
-            call: redact(&format!("{}: {}", call.tool, call.shown)),
-            reason: redact(d.reason.as_deref().unwrap_or_default()),
+            call: clip(&redact(&format!("{}: {}", call.tool, call.shown))),
+            reason: clip(&redact(d.reason.as_deref().unwrap_or_default())),
             status: if escalate { DriftStatus::Escalated } else { DriftStatus::Open },
-            subjects: failures.iter().filter_map(|f| f.aspect.clone()).collect(),
+            subjects: failures
+                .iter()
+                .filter_map(|f| f.aspect.clone())
+                .map(Aspect::redacted)
+                .filter(|a| a.subject().len() <= DRIFT_TEXT_BYTES_MAX)
+                .take(DRIFT_SUBJECTS_MAX)
+                .collect(),
             widened_in: None,
         };
         // Recording is best effort: the call is blocked whether or not it is recorded.
-        if let Ok(_lock) = self.lock(true) {
+        if let Ok(_lock) = self.lock(true)
+            && let Ok(mut meta) = self.meta()
+        {
             let path = self.path("drift.json");
-            let mut drift: Vec<Drift> = read_json(&path).unwrap_or_default();
-            let id = drift.last().map_or(1, |r| r.id + 1);
+            let mut drift: Vec<Drift> = match read_json(&path) {
+                Ok(d) => d,
+                // Damaged history is set aside for a person to read, never overwritten.
+                Err(_) => {
+                    let aside = self.path(&format!("drift.json.damaged-{}", Timestamp::now().unix()));
+                    let _ = fs::rename(&path, aside);
+                    Vec::new()
+                }
+            };
+            let id = meta.next_drift_id.max(drift.last().map_or(1, |r| r.id + 1));
+            meta.next_drift_id = id + 1;
             drift.push(record(id));
             let excess = drift.len().saturating_sub(DRIFT_MAX);
             drift.drain(..excess);
-            if write_json(&path, &drift).is_ok() {
+            if write_json(&self.path("meta.json"), &meta).is_ok() && write_json(&path, &drift).is_ok() {
                 d.drift_id = Some(id);
             }
         }
@@ -561,7 +783,7 @@ impl Job {
             return Ok(Preview::default());
         };
         let mut p = Preview::default();
-        for o in self.observations()? {
+        self.each_observation(|o| {
             let call = o.call.relative_to(&next.workdir);
             if !before.failures(&call).is_empty() && after.failures(&call).is_empty() {
                 p.newly_allowed += 1;
@@ -569,9 +791,21 @@ impl Job {
                     p.examples.push(redact(&format!("{}: {}", call.tool, call.shown)));
                 }
             }
-        }
+        })?;
         Ok(p)
     }
+}
+
+/// At most [`DRIFT_TEXT_BYTES_MAX`] bytes of `text`, cut at a character boundary.
+fn clip(text: &str) -> String {
+    if text.len() <= DRIFT_TEXT_BYTES_MAX {
+        return text.to_owned();
+    }
+    let mut end = DRIFT_TEXT_BYTES_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", text.get(..end).unwrap_or_default())
 }
 
 fn families(failures: &[Failure]) -> Vec<&'static str> {
@@ -682,8 +916,11 @@ impl Job {
                 mandate = Some(m);
             }
         }
-        let observed_runs =
-            self.observations()?.iter().map(|o| o.run.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+        let mut runs = std::collections::BTreeSet::new();
+        self.each_observation(|o| {
+            runs.insert(o.run);
+        })?;
+        let observed_runs = runs.len();
         Ok(Overview {
             job: self.name.clone(),
             meta,

@@ -1,0 +1,497 @@
+//! The command-kind table: how the arguments of each known command are judged. It is a
+//! whitelist: a command not in it is [`Kind::Pinned`] (its arguments must be exactly as
+//! learned), and a command that runs code given as an argument is [`Kind::Code`] (opaque:
+//! only an exact `=text` rule allows it). docs/job.md lists the table for reviewers.
+
+/// How one command's arguments are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Flags judged as a set; positionals are not paths (`echo`, `date`).
+    Words,
+    /// Flags judged as a set; positionals shaped like paths (a `/`, a leading `.`) are
+    /// read (`cargo test`, `git log`: subcommand heads whose subcommand is not pinned).
+    PathLike,
+    /// Flags judged as a set; positionals after the first `lead` are paths read
+    /// (`cat`, `ls`, `grep PATTERN FILE...`).
+    Read { lead: usize },
+    /// Flags judged as a set; positionals after the first `lead` are paths written or
+    /// deleted (`rm`, `touch`, `chmod MODE FILE...`).
+    Write { lead: usize },
+    /// `cp`/`ln`/`install` (`move_` false: sources read) and `mv` (sources written):
+    /// the last positional (or `-t DIR`) is written.
+    Copy { move_: bool },
+    /// `sed SCRIPT FILE...`: the script pinned, files read (written with `-i`).
+    Sed,
+    /// `dd if=… of=…`.
+    Dd,
+    /// `find START... EXPRESSION`: start paths read; `-exec` and friends opaque.
+    Find,
+    /// Every argument after the head (and subcommand) pinned exactly as learned; hosts of
+    /// network commands judged too. The default for commands not in the table.
+    Pinned,
+    /// Runs code given in its arguments: opaque.
+    Code,
+    /// Runs another command: judged itself (its flags), then the wrapped command as its
+    /// own segment.
+    Wrapper,
+    /// Changes the directory later segments run in.
+    Cd,
+}
+
+/// Interpreters and shells (matched on the name with a version suffix removed:
+/// `python3.11` → `python`) and other commands whose arguments are code.
+const CODE: &[&str] = &[
+    "bash",
+    "sh",
+    "zsh",
+    "dash",
+    "ksh",
+    "mksh",
+    "fish",
+    "csh",
+    "tcsh",
+    "busybox",
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "php",
+    "lua",
+    "luajit",
+    "r",
+    "rscript",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "osascript",
+    "tclsh",
+    "wish",
+    "expect",
+    "pwsh",
+    "powershell",
+    "jshell",
+    "groovy",
+    "scala",
+    "julia",
+    "guile",
+    "racket",
+    "sbcl",
+    "ocaml",
+    "ghci",
+    "runghc",
+    "swift",
+    "eval",
+    "source",
+    ".",
+    "xargs",
+    "parallel",
+    "watch",
+    "trap",
+    "su",
+    "script",
+    "nsenter",
+    "unshare",
+    "chroot",
+    "alias",
+    "unalias",
+    "set",
+    "shopt",
+    "enable",
+    "hash",
+    "declare",
+    "typeset",
+    "local",
+    "export",
+    "readonly",
+    "unset",
+    "let",
+    "read",
+    "mapfile",
+    "readarray",
+    "function",
+    "coproc",
+    "exec",
+    "fc",
+    "history",
+    "bind",
+    "complete",
+    "compgen",
+];
+const WRAPPERS: &[&str] = &[
+    "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "stdbuf", "setsid", "flock", "command", "builtin",
+    "ionice",
+];
+const WORDS: &[&str] = &[
+    "echo", "printf", "true", "false", "sleep", "date", "whoami", "id", "uname", "pwd", "seq", "basename", "dirname",
+    "expr", "test", "[", "which", "type", "tr", "nproc", "uptime",
+];
+const READ: &[&str] = &[
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "wc",
+    "diff",
+    "cmp",
+    "comm",
+    "ls",
+    "stat",
+    "file",
+    "du",
+    "df",
+    "tree",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "b2sum",
+    "cksum",
+    "od",
+    "xxd",
+    "hexdump",
+    "strings",
+    "nl",
+    "cut",
+    "paste",
+    "join",
+    "fold",
+    "fmt",
+    "column",
+    "rev",
+    "tac",
+    "realpath",
+    "readlink",
+    "sort",
+    "uniq",
+];
+/// Read commands whose first positional is a pattern or filter, not a file.
+const READ_AFTER_ONE: &[&str] = &["grep", "egrep", "fgrep", "rg", "jq", "yq"];
+const WRITE: &[&str] = &["rm", "rmdir", "unlink", "shred", "touch", "mkdir", "truncate", "tee"];
+/// Write commands whose first positional is a mode or owner.
+const WRITE_AFTER_ONE: &[&str] = &["chmod", "chown", "chgrp"];
+/// Commands whose first non-flag word is a subcommand.
+pub const SUBCOMMAND_HEADS: &[&str] = &[
+    "apt",
+    "apt-get",
+    "brew",
+    "cargo",
+    "docker",
+    "podman",
+    "gem",
+    "gh",
+    "git",
+    "go",
+    "helm",
+    "make",
+    "nix",
+    "npm",
+    "pip",
+    "pip3",
+    "pnpm",
+    "poetry",
+    "rustup",
+    "systemctl",
+    "terraform",
+    "uv",
+    "yarn",
+];
+/// Subcommands that send data elsewhere, change remote state or install code: pinned.
+const PINNED_SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "git",
+        &[
+            "push",
+            "fetch",
+            "pull",
+            "clone",
+            "remote",
+            "ls-remote",
+            "send-email",
+            "request-pull",
+            "archive",
+            "submodule",
+        ],
+    ),
+    (
+        "npm",
+        &[
+            "publish",
+            "unpublish",
+            "login",
+            "adduser",
+            "deprecate",
+            "dist-tag",
+            "owner",
+            "access",
+            "exec",
+            "install",
+            "i",
+            "add",
+            "ci",
+        ],
+    ),
+    ("pnpm", &["publish", "add", "install", "i", "dlx", "exec"]),
+    ("yarn", &["publish", "add", "install", "dlx", "npm"]),
+    ("docker", &["push", "pull", "login", "run", "exec", "build", "create", "cp", "compose", "buildx"]),
+    ("podman", &["push", "pull", "login", "run", "exec", "build", "create", "cp"]),
+    ("cargo", &["publish", "login", "owner", "yank", "install"]),
+    ("helm", &["install", "upgrade", "uninstall", "push", "repo"]),
+    ("terraform", &["apply", "destroy", "import", "state"]),
+    ("pip", &["install", "download", "uninstall"]),
+    ("pip3", &["install", "download", "uninstall"]),
+    ("uv", &["pip", "publish", "add", "run", "tool"]),
+    ("poetry", &["publish", "add", "install", "run"]),
+    ("gem", &["push", "install"]),
+    ("brew", &["install", "uninstall", "tap"]),
+    ("apt", &["install", "remove", "purge"]),
+    ("apt-get", &["install", "remove", "purge"]),
+    ("go", &["install", "get", "run", "generate"]),
+    ("gh", &["api", "pr", "issue", "release", "repo", "gist", "secret", "workflow", "run"]),
+    ("systemctl", &["start", "stop", "restart", "enable", "disable", "kill", "edit", "mask"]),
+    ("nix", &["run", "shell", "develop", "profile"]),
+    ("rustup", &["install", "default", "toolchain", "run"]),
+];
+/// Subcommands that run code named in their arguments or configuration: opaque.
+const CODE_SUBCOMMANDS: &[(&str, &[&str])] = &[
+    ("git", &["config", "filter-branch", "bisect", "difftool", "mergetool", "daemon", "instaweb"]),
+    ("npm", &["run", "run-script", "x", "explore", "set-script"]),
+];
+/// Arguments of a subcommand head that make it run arbitrary code (prefix match).
+const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
+    (
+        "git",
+        &[
+            "-c",
+            "--config-env",
+            "--exec-path",
+            "-C",
+            "--git-dir",
+            "--work-tree",
+            "--upload-pack",
+            "--receive-pack",
+            "--exec",
+            "-x",
+            "--ext-diff",
+            "--extcmd",
+            "--open-files-in-pager",
+            "-O",
+            "--template",
+        ],
+    ),
+    ("cargo", &["--config", "-Z", "--manifest-path"]),
+    (
+        "make",
+        &[
+            "-f",
+            "--file",
+            "--makefile",
+            "--eval",
+            "-E",
+            "-e",
+            "--environment-overrides",
+            "-C",
+            "--directory",
+            "-I",
+            "--include-dir",
+        ],
+    ),
+];
+/// Commands whose arguments name hosts (URLs, `[user@]host[:path]`, or a host operand).
+pub const NETWORK: &[&str] = &[
+    "curl", "wget", "http", "https", "xh", "nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "rsync",
+    "ftp", "lftp", "git",
+];
+
+/// A command's name without a directory and a version suffix, lower-cased
+/// (`/usr/bin/python3.11` → `python`).
+pub fn family(head: &str) -> String {
+    let base = head.rsplit('/').next().unwrap_or(head);
+    base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-' || c == '_').to_ascii_lowercase()
+}
+
+/// The kind of `head` with subcommand `sub`, given all its arguments.
+pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
+    let base = head.rsplit('/').next().unwrap_or(head);
+    let fam = family(head);
+    if CODE.contains(&base) || CODE.contains(&fam.as_str()) {
+        return Kind::Code;
+    }
+    if let Some((_, code_args)) = CODE_ARGUMENTS.iter().find(|(h, _)| *h == base) {
+        let hit = args
+            .iter()
+            .any(|a| code_args.iter().any(|c| a == c || (a.starts_with(c) && (c.starts_with("--") || c.len() == 2))));
+        // `make VAR=value` overrides variables such as SHELL and .SHELLFLAGS.
+        if hit || (base == "make" && args.iter().any(|a| a.contains('='))) {
+            return Kind::Code;
+        }
+    }
+    if let Some(sub) = sub {
+        if CODE_SUBCOMMANDS.iter().any(|(h, subs)| *h == base && subs.contains(&sub)) {
+            return Kind::Code;
+        }
+        if PINNED_SUBCOMMANDS.iter().any(|(h, subs)| *h == base && subs.contains(&sub)) {
+            return Kind::Pinned;
+        }
+    }
+    if base == "git" && sub == Some("rebase") && args.iter().any(|a| a == "-x" || a.starts_with("--exec")) {
+        return Kind::Code;
+    }
+    if base == "command" && args.iter().any(|a| a == "-v" || a == "-V") {
+        return Kind::Words;
+    }
+    if base == "sed" {
+        let code = args.iter().any(|a| {
+            matches!(a.as_str(), "-e" | "-f" | "--expression" | "--file")
+                || a.starts_with("--expression=")
+                || a.starts_with("--file=")
+        });
+        return if code { Kind::Code } else { Kind::Sed };
+    }
+    match base {
+        "cd" | "pushd" | "popd" => Kind::Cd,
+        "cp" | "ln" | "install" => Kind::Copy { move_: false },
+        "mv" => Kind::Copy { move_: true },
+        "dd" => Kind::Dd,
+        "find" => Kind::Find,
+        _ if WRAPPERS.contains(&base) => Kind::Wrapper,
+        _ if WORDS.contains(&base) => Kind::Words,
+        _ if READ.contains(&base) => Kind::Read { lead: 0 },
+        _ if READ_AFTER_ONE.contains(&base) => {
+            let pattern_given = args.iter().any(|a| {
+                matches!(a.as_str(), "-e" | "-f" | "--regexp" | "--file" | "--from-file")
+                    || a.starts_with("--regexp=")
+                    || a.starts_with("--file=")
+            });
+            Kind::Read { lead: usize::from(!pattern_given) }
+        }
+        _ if WRITE.contains(&base) => Kind::Write { lead: 0 },
+        _ if WRITE_AFTER_ONE.contains(&base) => Kind::Write { lead: 1 },
+        // Make targets and variables come from a Makefile the job may change: pinned.
+        "make" => Kind::Pinned,
+        _ if SUBCOMMAND_HEADS.contains(&base) => Kind::PathLike,
+        _ => Kind::Pinned,
+    }
+}
+
+/// Flags whose value is the next word, per command, and what that value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Not a path (a count, a mode, a pattern).
+    Other,
+    Read,
+    Write,
+}
+
+/// `(command, flag, value)`: flags that take the next word. A flag not listed takes no
+/// value, so the word after it is judged as a positional (the safe direction).
+const VALUE_FLAGS: &[(&str, &str, Value)] = &[
+    ("head", "-n", Value::Other),
+    ("head", "-c", Value::Other),
+    ("tail", "-n", Value::Other),
+    ("tail", "-c", Value::Other),
+    ("sort", "-o", Value::Write),
+    ("sort", "--output", Value::Write),
+    ("sort", "-k", Value::Other),
+    ("sort", "-t", Value::Other),
+    ("sort", "-T", Value::Write),
+    ("cut", "-d", Value::Other),
+    ("cut", "-f", Value::Other),
+    ("cut", "-c", Value::Other),
+    ("grep", "-e", Value::Other),
+    ("grep", "-f", Value::Read),
+    ("grep", "-m", Value::Other),
+    ("grep", "-A", Value::Other),
+    ("grep", "-B", Value::Other),
+    ("grep", "-C", Value::Other),
+    ("rg", "-e", Value::Other),
+    ("rg", "-f", Value::Read),
+    ("rg", "-g", Value::Other),
+    ("rg", "-t", Value::Other),
+    ("rg", "-m", Value::Other),
+    ("jq", "--arg", Value::Other),
+    ("ls", "-I", Value::Other),
+    ("du", "-d", Value::Other),
+    ("tree", "-L", Value::Other),
+    ("tree", "-o", Value::Write),
+    ("diff", "-U", Value::Other),
+    ("mkdir", "-m", Value::Other),
+    ("truncate", "-s", Value::Other),
+    ("truncate", "--size", Value::Other),
+    ("truncate", "-r", Value::Read),
+    ("touch", "-d", Value::Other),
+    ("touch", "-t", Value::Other),
+    ("touch", "-r", Value::Read),
+    ("cp", "-t", Value::Write),
+    ("cp", "--target-directory", Value::Write),
+    ("mv", "-t", Value::Write),
+    ("mv", "--target-directory", Value::Write),
+    ("ln", "-t", Value::Write),
+    ("install", "-t", Value::Write),
+    ("install", "-m", Value::Other),
+    ("install", "-o", Value::Other),
+    ("install", "-g", Value::Other),
+    ("find", "-name", Value::Other),
+    ("find", "-iname", Value::Other),
+    ("find", "-path", Value::Other),
+    ("find", "-type", Value::Other),
+    ("find", "-maxdepth", Value::Other),
+    ("find", "-mindepth", Value::Other),
+    ("find", "-newer", Value::Read),
+    ("find", "-mtime", Value::Other),
+    ("find", "-size", Value::Other),
+];
+
+/// What the word after `flag` of `head` is, if `flag` takes one.
+pub fn value_of(head: &str, flag: &str) -> Option<Value> {
+    let base = head.rsplit('/').next().unwrap_or(head);
+    VALUE_FLAGS.iter().find(|(h, f, _)| *h == base && *f == flag).map(|(_, _, v)| *v)
+}
+
+/// `find` expression words that run commands, delete or write files.
+pub const FIND_OPAQUE: &[&str] =
+    &["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"];
+
+/// A wrapper's flags that take the next word as a value (before the wrapped command).
+pub fn wrapper_value_flags(head: &str) -> &'static [&'static str] {
+    match head.rsplit('/').next().unwrap_or(head) {
+        "sudo" => &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group"],
+        "doas" => &["-u"],
+        "env" => &["-u", "--unset"],
+        "nice" => &["-n", "--adjustment"],
+        "timeout" => &["-s", "--signal", "-k", "--kill-after"],
+        "stdbuf" => &["-i", "-o", "-e"],
+        "flock" => &["-w", "--timeout", "-E", "--conflict-exit-code"],
+        "ionice" => &["-c", "-n", "--class", "--classdata"],
+        "time" => &["-f", "--format"],
+        _ => &[],
+    }
+}
+
+/// A wrapper's flags that make it run something other than the next command (a shell,
+/// a string split into a command, a new directory): opaque.
+pub fn wrapper_opaque_flags(head: &str) -> &'static [&'static str] {
+    match head.rsplit('/').next().unwrap_or(head) {
+        "sudo" => &["-s", "-i", "--shell", "--login", "-e", "--edit", "-D", "--chdir", "-R", "--chroot"],
+        "doas" => &["-s", "-C"],
+        "env" => &["-S", "--split-string", "-C", "--chdir", "-P"],
+        "flock" => &["-c", "--command"],
+        "time" => &["-o", "--output"],
+        "ionice" => &["-p", "-P", "-u"],
+        _ => &[],
+    }
+}
+
+/// Wrappers whose first positional is an operand, not the wrapped command.
+pub fn wrapper_operands(head: &str) -> usize {
+    match head.rsplit('/').next().unwrap_or(head) {
+        "timeout" | "flock" => 1,
+        _ => 0,
+    }
+}
