@@ -170,10 +170,11 @@ enum JobCommand {
         #[arg(long)]
         to_observe: bool,
     },
-    /// Rules with their evidence, as JSON.
+    /// Rules with their evidence, as JSON (the only format).
     Export {
         job: String,
-        #[arg(long, required = true)]
+        /// Accepted for compatibility: the output is always JSON.
+        #[arg(long)]
         json: bool,
     },
 }

@@ -52,13 +52,20 @@ fn redact_url(url: &str) -> String {
 pub fn redact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut mask_next = false;
+    let mut mask_password_next = false;
     for piece in text.split_inclusive(char::is_whitespace) {
         let word = piece.trim_end_matches(char::is_whitespace);
         let space = piece.get(word.len()..).unwrap_or_default();
         let (lead, core) = word.split_at(word.len() - word.trim_start_matches(['\'', '"']).len());
         let scheme = ["bearer", "basic", "authorization:"].iter().any(|w| core.eq_ignore_ascii_case(w));
+        let was_user_flag = std::mem::take(&mut mask_password_next);
         let masked = if scheme {
             mask_next = true;
+            word.to_owned()
+        } else if was_user_flag && core.contains(':') {
+            password_masked(word)
+        } else if matches!(core, "-u" | "--user" | "--proxy-user") {
+            mask_password_next = true;
             word.to_owned()
         } else if mask_next && !core.is_empty() {
             mask_next = false;
@@ -90,6 +97,17 @@ pub fn redact(text: &str) -> String {
     out
 }
 
+/// `user:password` (in quotes or not) with the password masked.
+fn password_masked(word: &str) -> String {
+    match word.split_once(':') {
+        Some((user, rest)) => {
+            let trail = rest.len() - rest.trim_end_matches(['\'', '"']).len();
+            format!("{user}:{MASK}{}", rest.get(rest.len() - trail..).unwrap_or_default())
+        }
+        None => word.to_owned(),
+    }
+}
+
 /// Arguments with secret values masked, word by word, for pinned command rules: URL
 /// credentials and secret query values, `NAME=value` and `--flag=value` where the name
 /// looks secret, and the word after `Bearer`, `Basic`, `Authorization:` or a secret-looking
@@ -97,10 +115,15 @@ pub fn redact(text: &str) -> String {
 pub fn redact_words(words: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(words.len());
     let mut mask_next = false;
+    let mut mask_password_next = false;
     for w in words {
         let lower = w.trim().to_ascii_lowercase();
+        let was_user_flag = std::mem::take(&mut mask_password_next);
+        mask_password_next = matches!(w.as_str(), "-u" | "--user" | "--proxy-user");
         let masked = if mask_next {
             MASK.to_owned()
+        } else if was_user_flag && w.contains(':') {
+            password_masked(w)
         } else if lower.starts_with("bearer ")
             || lower.starts_with("basic ")
             || lower.starts_with("authorization:")
@@ -148,6 +171,8 @@ mod tests {
             ("curl -H 'Authorization: Bearer abc.def' https://x", "curl -H 'Authorization: Bearer ***' https://x"),
             ("deploy --token abc --verbose", "deploy --token *** --verbose"),
             ("deploy --password=hunter2", "deploy --password=***"),
+            ("curl -u admin:pw https://x", "curl -u admin:*** https://x"),
+            ("curl --user 'admin:pw' https://x", "curl --user 'admin:***' https://x"),
             ("git status --short", "git status --short"),
             ("cargo build --message-format=json", "cargo build --message-format=json"),
         ];

@@ -387,6 +387,7 @@ impl Job {
     }
 
     pub fn drift(&self) -> Result<Vec<Drift>, StateError> {
+        self.meta()?;
         read_json(&self.path("drift.json"))
     }
 
