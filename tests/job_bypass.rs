@@ -282,3 +282,25 @@ fn an_exact_widening_keeps_a_quoted_word_whole() {
     let other = r#"{"tool":"terminal","args":{"command":"rm -rf -v"}}"#;
     assert_eq!(s.check(other).0, 2);
 }
+
+#[test]
+fn a_check_that_cannot_write_its_answer_blocks_without_panicking() {
+    let s = State::new("epipe");
+    s.learn(&[LS.to_owned()], false);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["job", "--state"])
+        .arg(&s.0)
+        .args(["check", JOB, "--scope", "cron", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(LS.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

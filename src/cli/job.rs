@@ -1,7 +1,7 @@
 //! `holon job <verb> <job>`: learn a scheduled agent job's tool calls, approve them by
 //! hash, enforce fail-closed, and review drift (docs/job.md).
 
-use std::io::{BufRead, Read};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -119,18 +119,28 @@ pub fn check(
         (Err(e), _) => blocked(&format!("the call cannot be read: {e}")),
         (_, Err(e)) => blocked(&e.to_string()),
     };
-    if json_out {
-        println!("{}", serde_json::to_string(&decision)?);
+    // The answer must reach the hook runner: a check that cannot write it (a closed
+    // pipe) blocks, and never panics.
+    let answer = if json_out {
+        Some(serde_json::to_string(&decision)?)
     } else if decision.decision == "ask" {
         let reason = decision.reason.clone().unwrap_or_default();
-        println!(
-            "{}",
-            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": reason}})
-        );
-    }
-    if decision.blocks() {
+        Some(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": reason}}).to_string())
+    } else {
+        None
+    };
+    let written = answer.is_none_or(|a| {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{a}").and_then(|()| out.flush()).is_ok()
+    });
+    if decision.blocks() || !written {
         let id = decision.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
-        eprintln!("holon: blocked{id}: {}", printable(decision.reason.as_deref().unwrap_or("outside the mandate")));
+        let reason = if written {
+            printable(decision.reason.as_deref().unwrap_or("outside the mandate"))
+        } else {
+            "the answer could not be written (standard output is closed)".to_owned()
+        };
+        let _ = writeln!(std::io::stderr(), "holon: blocked{id}: {reason}");
         return Ok(exit::BAD_INPUT);
     }
     Ok(exit::OK)

@@ -343,6 +343,11 @@ fn wrapper(
     let mut inner_env = Vec::new();
     while let Some((w, tail)) = rest.split_first() {
         let name = w.split_once('=').map_or(w.as_str(), |(n, _)| n);
+        // Bash's `time` keyword knows only `-p`: `time --` runs a command named `--`.
+        if head == "time" && is_flag(w) && w != "-p" {
+            out.push(opaque(text));
+            return;
+        }
         if w == "--" {
             rest = tail;
             break;
