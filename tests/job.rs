@@ -147,7 +147,7 @@ fn every_fail_closed_condition() {
     // The stored text no longer matches its approval hash.
     let v1 = s.0.join("jobs").join(JOB).join("versions").join("v1.yaml");
     let text = std::fs::read_to_string(&v1).unwrap();
-    std::fs::write(&v1, text.replace("  - \"ls\"  # seen 3x\n", "  - \"ls\"  # seen 3x\n  - \"rm -*\"\n")).unwrap();
+    std::fs::write(&v1, text.replace("commands:\n", "commands:\n  - \"rm -*\"\n")).unwrap();
     let (code, err) = s.check(GIT_STATUS, "cron");
     assert_eq!(code, 2);
     assert!(err.contains("no longer hashes to its approval"), "{err}");

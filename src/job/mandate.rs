@@ -380,7 +380,8 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
         } else {
             out.push_str(&format!("{indent}{key}:\n"));
             for v in values {
-                out.push_str(&format!("{indent}  - {}  # seen {}x\n", q(v), count(ev, v)));
+                let note = if key == "commands" { command_note(v) } else { "" };
+                out.push_str(&format!("{indent}  - {}  # seen {}x{note}\n", q(v), count(ev, v)));
             }
         }
     };
@@ -396,6 +397,32 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
         None => out.push_str("  max_writes_per_run: null\n"),
     }
     out
+}
+
+/// What a command rule allows, for the reviewer reading the proposal: `rm -f -r` is not
+/// "rm -rf anything", its paths are judged by `paths.write`.
+fn command_note(rule: &str) -> &'static str {
+    use super::shell::kinds::{self, Kind};
+    match CommandMatcher::parse(rule) {
+        Ok(CommandMatcher::Exact(_)) => " · exactly this text",
+        Ok(CommandMatcher::Rule { head, subcommand, args, any_flags, .. }) => {
+            match kinds::kind(&head, subcommand.as_deref(), &[]) {
+                _ if args.contains(&ArgPattern::Rest) || args.contains(&ArgPattern::One) => {
+                    " · arguments as pinned, * = any one, ** = any"
+                }
+                Kind::Pinned => " · exactly these arguments",
+                Kind::Write { .. } | Kind::Copy { .. } | Kind::Dd => " · its paths must match paths.write",
+                Kind::Read { .. } | Kind::Find => " · its paths must match paths.read",
+                Kind::PathLike => " · arguments shaped like paths must match paths.read",
+                Kind::Sed => " · script pinned; files must match paths.read (paths.write with -i)",
+                Kind::Wrapper => " · the command it runs is judged as its own segment",
+                Kind::Cd => " · its directory must match paths.read; later paths are judged from there",
+                _ if any_flags => " · any flags",
+                _ => "",
+            }
+        }
+        Err(_) => "",
+    }
 }
 
 /// Reads the `# seen Nx` comments back from a job mandate's YAML (a rule without one has
