@@ -841,7 +841,11 @@ fn broader(a: &Aspect) -> String {
             let star = name.rsplit_once('.').map_or("*".to_owned(), |(_, e)| format!("*.{}", globset::escape(e)));
             dir.map_or(star.clone(), |d| format!("{}/{star}", globset::escape(d)))
         }
-        Aspect::Command(c) => super::shell::CommandUse { flags: vec!["-*".into()], ..c.clone() }.rule(),
+        // Any flags, and any arguments where they were pinned.
+        Aspect::Command(c) => {
+            let base = super::shell::CommandUse { flags: vec![], args: vec![], ..c.clone() }.rule();
+            format!("{base} -*{}", if c.args.is_empty() { "" } else { " -- **" })
+        }
         Aspect::Host(h) => match h.split_once('.') {
             Some((_, parent)) if parent.contains('.') => format!("*.{parent}"),
             _ => h.clone(),
