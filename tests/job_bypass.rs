@@ -46,12 +46,18 @@ impl State {
     fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
         self.holon_env(args, stdin, &[])
     }
+    /// Checks one call in a run of its own (write budgets are tested on their own).
     fn check(&self, call: &str) -> (i32, String) {
-        let (code, _, err) = self.holon(&["check", JOB, "--run", "r9", "--scope", "cron"], call);
+        static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = format!("check-{}", RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let (code, _, err) = self.holon(&["check", JOB, "--run", &run, "--scope", "cron"], call);
         (code, err)
     }
-    /// Observes `calls` as one run, proposes and approves.
+    /// Observes `calls` as one run (and `run2` as a second), proposes and approves.
     fn learn(&self, calls: &[String], by_check: bool) {
+        self.learn_runs(calls, &[], by_check)
+    }
+    fn learn_runs(&self, calls: &[String], run2: &[String], by_check: bool) {
         if by_check {
             assert_eq!(self.holon(&["observe", JOB, "--run", "r1"], "").0, 0);
             for c in calls {
@@ -61,6 +67,11 @@ impl State {
             let (code, _, err) =
                 self.holon(&["observe", JOB, "--run", "r1", "--workdir", "/work/repo"], &(calls.join("\n") + "\n"));
             assert_eq!(code, 0, "{err}");
+            if !run2.is_empty() {
+                let (code, _, err) = self
+                    .holon(&["observe", JOB, "--run", "r2", "--workdir", "/work/repo"], &(run2.join("\n") + "\n"));
+                assert_eq!(code, 0, "{err}");
+            }
         }
         let (code, out, err) = self.holon(&["propose", JOB], "");
         assert_eq!(code, 0, "{err}");
@@ -88,8 +99,9 @@ fn every_known_bypass_blocks_and_what_was_learned_still_passes() {
     for (i, v) in vectors.iter().enumerate() {
         let name = v["name"].as_str().unwrap();
         let s = State::new(&format!("v{i}"));
-        s.learn(&lines(&v["learned"]), v["learn_by_check"].as_bool().unwrap_or(false));
-        for call in lines(&v["learned"]) {
+        let run2 = v.get("learned_run2").map(lines).unwrap_or_default();
+        s.learn_runs(&lines(&v["learned"]), &run2, v["learn_by_check"].as_bool().unwrap_or(false));
+        for call in lines(&v["learned"]).into_iter().chain(run2) {
             let (code, err) = s.check(&call);
             if code != 0 {
                 failures.push(format!("{name}: learned call blocked: {call}: {err}"));
@@ -303,4 +315,17 @@ fn a_check_that_cannot_write_its_answer_blocks_without_panicking() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_pattern_widening_of_a_pinned_command_says_so() {
+    let s = State::new("pinned-pattern");
+    let push = |remote: &str| format!(r#"{{"tool":"terminal","args":{{"command":"git push {remote} main"}}}}"#);
+    s.learn(&[push("origin")], false);
+    assert_eq!(s.check(&push("backup")).0, 2);
+    let (code, out, err) = s.holon(&["widen", JOB, "1", "--pattern"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("git push -* -- **"), "{out}");
+    assert_eq!(s.holon(&["approve", JOB], "").0, 0);
+    assert_eq!(s.check(&push("backup")).0, 0);
 }
