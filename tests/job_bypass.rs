@@ -329,3 +329,13 @@ fn a_pattern_widening_of_a_pinned_command_says_so() {
     assert_eq!(s.holon(&["approve", JOB], "").0, 0);
     assert_eq!(s.check(&push("backup")).0, 0);
 }
+
+#[test]
+fn any_observed_character_leaves_the_proposal_approvable() {
+    for c in ["\\u0007", "\\u001b", "\\u007f", "\\u0085", "\\u2028", "\\ufeff", "\\u0000"] {
+        let s = State::new(&format!("char{}", &c[2..]));
+        let call = format!(r#"{{"tool":"Read","args":{{"path":"a{c}b"}}}}"#);
+        s.learn(&[call.clone()], false);
+        assert_eq!(s.check(&call).0, 0, "{c}");
+    }
+}

@@ -364,7 +364,7 @@ pub fn host_matches(rule: &str, host: &str) -> bool {
 /// The YAML of a job mandate with its evidence, byte for byte deterministic: lists in
 /// byte order, every string double-quoted, one evidence comment per rule.
 pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
-    let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
+    let q = yaml_quoted;
     let count = |list: &[Evidence], v: &str| list.iter().find(|e| e.value == v).map_or(0, |e| e.evidence);
     let mut out = String::new();
     for line in header.lines() {
@@ -395,6 +395,21 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
     match m.limits.max_writes_per_run {
         Some(n) => out.push_str(&format!("  max_writes_per_run: {n}\n")),
         None => out.push_str("  max_writes_per_run: null\n"),
+    }
+    out
+}
+
+/// A double-quoted YAML scalar: JSON escaping, plus `\uXXXX` for the control characters
+/// JSON leaves raw (DEL, C1) and YAML refuses, so any observed text can be approved.
+fn yaml_quoted(s: &str) -> String {
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
     }
     out
 }
