@@ -221,7 +221,12 @@ fn redirect(node: Node, src: &str) -> Option<Redirect> {
 /// Characters an unquoted word may hold without Bash expanding it into something else.
 fn safe_unquoted(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ',' | ':' | '=' | '@' | '%' | '+' | '^') || {
-        !c.is_ascii() && !c.is_control()
+        // Other letters, but no spacing, control or bidirectional-format character that a
+        // reader and a shell could split or show differently.
+        !c.is_ascii()
+            && !c.is_control()
+            && !c.is_whitespace()
+            && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
     }
 }
 

@@ -127,23 +127,23 @@ const WRAPPERS: &[&str] = &[
     "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "stdbuf", "setsid", "flock", "command", "builtin",
     "ionice",
 ];
+/// Commands that open no file named by an argument (`date -f`, `uniq IN OUT`, `xxd IN
+/// OUT`, `less` (`-o`, `!cmd`), `file -C`, `yq -i` would: they are pinned instead).
 const WORDS: &[&str] = &[
-    "echo", "printf", "true", "false", "sleep", "date", "whoami", "id", "uname", "pwd", "seq", "basename", "dirname",
-    "expr", "test", "[", "which", "type", "tr", "nproc", "uptime",
+    "echo", "printf", "true", "false", "sleep", "whoami", "id", "uname", "pwd", "seq", "basename", "dirname", "expr",
+    "which", "type", "tr", "nproc", "uptime",
 ];
+/// Commands whose operands are files they only read.
 const READ: &[&str] = &[
     "cat",
     "head",
     "tail",
-    "less",
-    "more",
     "wc",
     "diff",
     "cmp",
     "comm",
     "ls",
     "stat",
-    "file",
     "du",
     "df",
     "tree",
@@ -154,7 +154,6 @@ const READ: &[&str] = &[
     "b2sum",
     "cksum",
     "od",
-    "xxd",
     "hexdump",
     "strings",
     "nl",
@@ -169,10 +168,10 @@ const READ: &[&str] = &[
     "realpath",
     "readlink",
     "sort",
-    "uniq",
 ];
 /// Read commands whose first positional is a pattern or filter, not a file.
-const READ_AFTER_ONE: &[&str] = &["grep", "egrep", "fgrep", "rg", "jq", "yq"];
+const READ_AFTER_ONE: &[&str] = &["grep", "egrep", "fgrep", "rg", "jq"];
+/// Write commands: every operand is written or deleted.
 const WRITE: &[&str] = &["rm", "rmdir", "unlink", "shred", "touch", "mkdir", "truncate", "tee"];
 /// Write commands whose first positional is a mode or owner.
 const WRITE_AFTER_ONE: &[&str] = &["chmod", "chown", "chgrp"];
@@ -286,6 +285,9 @@ const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("cargo", &["--config", "-Z", "--manifest-path"]),
+    // A program run on every input or for compression.
+    ("rg", &["--pre"]),
+    ("sort", &["--compress-program"]),
     (
         "make",
         &[
@@ -308,6 +310,11 @@ pub const NETWORK: &[&str] = &[
     "curl", "wget", "http", "https", "xh", "nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "rsync",
     "ftp", "lftp", "git",
 ];
+
+/// A command's name without its directory (`/usr/bin/git` → `git`).
+pub fn base(head: &str) -> &str {
+    head.rsplit('/').next().unwrap_or(head)
+}
 
 /// A command's name without a directory and a version suffix, lower-cased
 /// (`/usr/bin/python3.11` → `python`).
@@ -360,6 +367,8 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
         "mv" => Kind::Copy { move_: true },
         "dd" => Kind::Dd,
         "find" => Kind::Find,
+        // `test -f FILE` probes files: its path-shaped operands are reads.
+        "test" | "[" => Kind::PathLike,
         _ if WRAPPERS.contains(&base) => Kind::Wrapper,
         _ if WORDS.contains(&base) => Kind::Words,
         _ if READ.contains(&base) => Kind::Read { lead: 0 },

@@ -152,14 +152,14 @@ fn plain(
         out.push(opaque(text));
         return;
     };
-    let subcommand = (kinds::SUBCOMMAND_HEADS.contains(&head.rsplit('/').next().unwrap_or(head))
+    let subcommand = (kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head))
         && args.first().is_some_and(|a| !is_flag(a)))
     .then(|| args.first().cloned())
     .flatten();
     let rest = if subcommand.is_some() { args.get(1..).unwrap_or_default() } else { args };
     let mut kind = kinds::kind(head, subcommand.as_deref(), args);
     // Flags before a subcommand (`docker -H host run`): the words cannot be told apart.
-    if subcommand.is_none() && kinds::SUBCOMMAND_HEADS.contains(&head.as_str()) && !args.is_empty() {
+    if subcommand.is_none() && kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head)) && !args.is_empty() {
         kind = match kind {
             Kind::Code => Kind::Code,
             _ => Kind::Pinned,
@@ -179,9 +179,12 @@ fn plain(
                 return;
             }
             cmd.args = rest.to_vec();
-            if kinds::NETWORK.contains(&head.as_str()) {
+            if kinds::NETWORK.contains(&kinds::base(head)) {
                 match network_hosts(head, rest) {
-                    Some(hosts) => seg.hosts.extend(hosts),
+                    Some((hosts, writes)) => {
+                        seg.hosts.extend(hosts);
+                        seg.writes.extend(writes.iter().flat_map(|w| resolve(w)));
+                    }
                     None => {
                         out.push(opaque(text));
                         return;
@@ -398,11 +401,13 @@ fn grammar_assignment(word: &str) -> Option<&str> {
     ok.then_some(name)
 }
 
-/// Hosts named by a network command's arguments; `None` when an option makes it run a
-/// local command or read a configuration that can (`ssh -o ProxyCommand=…`, `rsync -e`).
-fn network_hosts(head: &str, args: &[String]) -> Option<Vec<String>> {
-    let base = head.rsplit('/').next().unwrap_or(head);
+/// Hosts named by a network command's arguments, and files a fetcher writes (`-o`);
+/// `None` when an option makes it run a local command or read a configuration that can
+/// (`ssh -o ProxyCommand=…`, `rsync -e`, `curl -K`).
+fn network_hosts(head: &str, args: &[String]) -> Option<(Vec<String>, Vec<String>)> {
+    let base = kinds::base(head);
     let mut hosts = Vec::new();
+    let mut writes = Vec::new();
     let positionals: Vec<&String> = args.iter().filter(|a| !is_flag(a)).collect();
     match base {
         "ssh" | "sftp" => {
@@ -480,7 +485,13 @@ fn network_hosts(head: &str, args: &[String]) -> Option<Vec<String>> {
             }
             let mut words = args.iter();
             while let Some(w) = words.next() {
-                if NOT_URL.contains(&w.as_str()) {
+                let curl_write =
+                    matches!(w.as_str(), "-o" | "--output" | "-D" | "--dump-header" | "-c" | "--cookie-jar");
+                if (base != "wget" && curl_write) || (base == "wget" && matches!(w.as_str(), "-O" | "-o")) {
+                    writes.extend(words.next().cloned());
+                } else if let Some(f) = w.strip_prefix("--output=").or_else(|| w.strip_prefix("--output-document=")) {
+                    writes.push(f.to_owned());
+                } else if NOT_URL.contains(&w.as_str()) {
                     words.next();
                 } else if w == "--url" {
                     hosts.extend(words.next().map(|u| fetcher_hosts(u)).unwrap_or_default());
@@ -506,7 +517,7 @@ fn network_hosts(head: &str, args: &[String]) -> Option<Vec<String>> {
         }
         _ => {}
     }
-    Some(hosts)
+    Some((hosts, writes))
 }
 
 /// `user@host` → `host`, lower-cased.
