@@ -341,3 +341,18 @@ fn any_observed_character_leaves_the_proposal_approvable() {
         assert_eq!(s.check(&call).0, 0, "{c}");
     }
 }
+
+#[test]
+fn observing_a_device_or_endless_input_ends_and_never_blocks() {
+    let s = State::new("endless");
+    // `/dev/zero` is one endless line: bounded, skipped, and observe still exits 0.
+    let out = Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["job", "--state"])
+        .arg(&s.0)
+        .args(["observe", JOB, "--run", "r1", "--input", "/dev/zero"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -41,24 +41,24 @@ pub fn observe(
         let run = run.or_else(|| std::env::var("HOLON_RUN").ok());
         let default_workdir =
             workdir.or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string())).unwrap_or_default();
-        let (mut observations, mut skipped) = (Vec::new(), 0usize);
-        for line in reader.lines().take(OBSERVE_LINES_MAX) {
-            let Ok(line) = line else {
-                skipped += 1;
-                continue;
-            };
-            if line.trim().is_empty() {
-                continue;
+        let (mut observations, mut skipped, mut lines) = (Vec::new(), 0usize, 0usize);
+        holon::job::lines::for_each_line(reader, CALL_BYTES_MAX, state::OBSERVATIONS_BYTES_MAX, |line| {
+            lines += 1;
+            match line.map(str::trim) {
+                None => skipped += 1,
+                Some("") => {}
+                Some(line) => match call::parse(line) {
+                    Ok(c) if c.is_exempt() => {}
+                    Ok(c) => observations.push(Observation::of(c, run.as_deref(), &default_workdir)),
+                    Err(e) => {
+                        let _ = writeln!(std::io::stderr(), "holon: skipped a call: {}", printable(&e.to_string()));
+                        skipped += 1;
+                    }
+                },
             }
-            match call::parse(&line) {
-                Ok(c) if c.is_exempt() => {}
-                Ok(c) => observations.push(Observation::of(c, run.as_deref(), &default_workdir)),
-                Err(e) => {
-                    eprintln!("holon: skipped a call: {e}");
-                    skipped += 1;
-                }
-            }
-        }
+            lines < OBSERVE_LINES_MAX
+        })
+        .with_context(|| "reading the calls")?;
         job.observe(&observations)?;
         Ok((observations.len(), skipped))
     })();

@@ -8,11 +8,13 @@
 //! - [`mandate`]: the document, its evidence, and the compiled [`mandate::Checker`];
 //! - [`state`]: the state directory (atomic writes, a lock), versions, approvals,
 //!   drift, write budgets, and the fail-closed decision;
-//! - [`redact`]: secrets masked in drift records;
+//! - [`lines`]: bounded line reading (the observation log, `observe`'s input);
+//! - [`redact`]: secrets masked before anything is shown or stored;
 //! - [`leash`]: the Leash Line status view.
 
 pub mod call;
 pub mod leash;
+pub mod lines;
 pub mod mandate;
 pub mod propose;
 pub mod redact;

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -431,40 +431,15 @@ impl Job {
     pub fn each_observation(&self, mut each: impl FnMut(Observation)) -> Result<(), StateError> {
         let path = self.path("observations.jsonl");
         let Some(f) = open_regular(&path)? else { return Ok(()) };
-        let mut reader = BufReader::new(f.take(OBSERVATIONS_BYTES_MAX));
-        let mut line = Vec::new();
         let mut seen = 0usize;
-        while seen < OBSERVATIONS_MAX {
-            line.clear();
-            let n = (&mut reader)
-                .take(OBSERVATION_LINE_BYTES_MAX as u64 + 1)
-                .read_until(b'\n', &mut line)
-                .map_err(io(&path))?;
-            if n == 0 {
-                break;
-            }
-            if line.last() != Some(&b'\n') && n > OBSERVATION_LINE_BYTES_MAX {
-                // Skip the rest of an over-long line.
-                let mut rest = Vec::new();
-                while (&mut reader)
-                    .take(OBSERVATION_LINE_BYTES_MAX as u64)
-                    .read_until(b'\n', &mut rest)
-                    .map_err(io(&path))?
-                    > 0
-                {
-                    if rest.last() == Some(&b'\n') {
-                        break;
-                    }
-                    rest.clear();
-                }
-                continue;
-            }
-            if let Ok(o) = serde_json::from_slice::<Observation>(&line) {
+        super::lines::for_each_line(BufReader::new(f), OBSERVATION_LINE_BYTES_MAX, OBSERVATIONS_BYTES_MAX, |line| {
+            if let Some(o) = line.and_then(|l| serde_json::from_str::<Observation>(l).ok()) {
                 seen += 1;
                 each(o);
             }
-        }
-        Ok(())
+            seen < OBSERVATIONS_MAX
+        })
+        .map_err(io(&path))
     }
 
     /// Every readable observation (see [`Job::each_observation`]).
