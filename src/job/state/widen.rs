@@ -1,0 +1,138 @@
+//! Widening: a new pending version that allows a drifted call, exactly or by a broader
+//! rule with a preview of what it newly allows.
+
+use serde::Serialize;
+
+use super::store::{read_json, write_json};
+use super::{Drift, DriftStatus, Job, PREVIEW_EXAMPLES_MAX, StateError};
+use crate::job::call::{self, Aspect, Family};
+use crate::job::mandate::{self, Checker, Evidence, JobMandate};
+use crate::job::redact::redact;
+
+impl Job {
+    /// Compiles a new pending version that allows every failing aspect of drift `id`:
+    /// the exact subject, or with `pattern` a broader rule. Never activates it.
+    pub fn widen(&self, id: u64, pattern: bool) -> Result<Widened, StateError> {
+        let _lock = self.lock(true)?;
+        let meta = self.meta()?;
+        let path = self.path("drift.json");
+        let mut drift: Vec<Drift> = read_json(&path)?;
+        let record = drift.iter().find(|r| r.id == id).cloned().ok_or_else(|| {
+            StateError::Refused(format!("no drift #{id} for `{}`: see `holon job drift {}`", self.name, self.name))
+        })?;
+        let base_v = meta.pending.or(meta.active).ok_or_else(|| {
+            StateError::Refused(format!(
+                "`{}` has no version to widen: `holon job propose {}` first",
+                self.name, self.name
+            ))
+        })?;
+        let base_text = self.version_text(base_v)?;
+        let base = mandate::from_yaml(&base_text)
+            .map_err(|e| StateError::Damaged { path: self.version_path(base_v).display().to_string(), message: e })?;
+        let mut ev = mandate::evidence_of(&base_text, &base);
+        let mut next = base.clone();
+        let mut added = Vec::new();
+        for aspect in &record.subjects {
+            let rule = if pattern { broader(aspect) } else { exact(aspect) };
+            let (list, evl) = match aspect {
+                Aspect::Tool(_) => (&mut next.tools, &mut ev.tools),
+                Aspect::Read(_) => (&mut next.paths.read, &mut ev.read),
+                Aspect::Write(_) => (&mut next.paths.write, &mut ev.write),
+                Aspect::Command(_) | Aspect::Opaque(_) => (&mut next.commands, &mut ev.commands),
+                Aspect::Host(_) => (&mut next.hosts, &mut ev.hosts),
+            };
+            if !list.contains(&rule) {
+                list.push(rule.clone());
+                list.sort();
+                evl.push(Evidence { value: rule.clone(), evidence: 1 });
+                added.push(rule);
+            }
+        }
+        if record.families.contains(&Family::Limits) {
+            let needed = next.limits.max_writes_per_run.map(|m| m + 1);
+            next.limits.max_writes_per_run = needed;
+            added.push(format!("limits.max_writes_per_run: {}", needed.map_or("null".into(), |n| n.to_string())));
+        }
+        let header = format!(
+            "Mandate for {}: version {base_v} widened for drift #{id}.\nReview every rule. Nothing is enforced until `holon job approve {}`.",
+            self.name, self.name
+        );
+        let text = mandate::to_yaml(&next, &ev, &header);
+        let preview = if pattern { self.preview(&base, &next)? } else { Preview::default() };
+        let v = self.add_pending(&text)?;
+        if let Some(r) = drift.iter_mut().find(|r| r.id == id) {
+            r.status = DriftStatus::Widened;
+            r.widened_in = Some(v);
+        }
+        write_json(&path, &drift)?;
+        Ok(Widened { version: v, added, preview, text })
+    }
+
+    /// How many past observed calls `next` allows that `base` did not, with examples.
+    fn preview(&self, base: &JobMandate, next: &JobMandate) -> Result<Preview, StateError> {
+        let (Ok(before), Ok(after)) = (Checker::compile(base), Checker::compile(next)) else {
+            return Ok(Preview::default());
+        };
+        let mut p = Preview::default();
+        self.each_observation(|o| {
+            let call = o.call.relative_to(&next.workdir);
+            if !before.failures(&call).is_empty() && after.failures(&call).is_empty() {
+                p.newly_allowed += 1;
+                if p.examples.len() < PREVIEW_EXAMPLES_MAX {
+                    p.examples.push(redact(&format!("{}: {}", call.tool, call.shown)));
+                }
+            }
+        })?;
+        Ok(p)
+    }
+}
+
+/// The rule that allows exactly this aspect.
+fn exact(a: &Aspect) -> String {
+    match a {
+        Aspect::Read(p) | Aspect::Write(p) => globset::escape(p),
+        other => other.subject(),
+    }
+}
+
+/// A broader rule: the parent directory (`dir/**` for reads, `dir/*.ext` for writes), any
+/// flags for a command, every subdomain of the parent domain for a host.
+fn broader(a: &Aspect) -> String {
+    match a {
+        Aspect::Read(p) => {
+            let dir = p.trim_end_matches("/**").rsplit_once('/').map(|(d, _)| d);
+            call::recursive(dir.unwrap_or("."))
+        }
+        Aspect::Write(p) => {
+            let (dir, name) = p.rsplit_once('/').map_or((None, p.as_str()), |(d, n)| (Some(d), n));
+            let star = name.rsplit_once('.').map_or("*".to_owned(), |(_, e)| format!("*.{}", globset::escape(e)));
+            dir.map_or(star.clone(), |d| format!("{}/{star}", globset::escape(d)))
+        }
+        // Any flags, and any arguments where they were pinned.
+        Aspect::Command(c) => {
+            let base = crate::job::shell::CommandUse { flags: vec![], args: vec![], ..c.clone() }.rule();
+            format!("{base} -*{}", if c.args.is_empty() { "" } else { " -- **" })
+        }
+        Aspect::Host(h) => match h.split_once('.') {
+            Some((_, parent)) if parent.contains('.') => format!("*.{parent}"),
+            _ => h.clone(),
+        },
+        other => other.subject(),
+    }
+}
+
+/// What a `--pattern` widening newly allows among past observed calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Preview {
+    pub newly_allowed: u64,
+    pub examples: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Widened {
+    pub version: u32,
+    pub added: Vec<String>,
+    pub preview: Preview,
+    #[serde(skip)]
+    pub text: String,
+}
