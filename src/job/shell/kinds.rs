@@ -40,134 +40,34 @@ pub enum Kind {
 
 /// Interpreters and shells (matched on the name with a version suffix removed:
 /// `python3.11` → `python`) and other commands whose arguments are code.
+#[rustfmt::skip]
 const CODE: &[&str] = &[
-    "bash",
-    "sh",
-    "zsh",
-    "dash",
-    "ksh",
-    "mksh",
-    "fish",
-    "csh",
-    "tcsh",
-    "busybox",
-    "python",
-    "pypy",
-    "perl",
-    "ruby",
-    "irb",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "php",
-    "lua",
-    "luajit",
-    "r",
-    "rscript",
-    "awk",
-    "gawk",
-    "mawk",
-    "nawk",
-    "osascript",
-    "tclsh",
-    "wish",
-    "expect",
-    "pwsh",
-    "powershell",
-    "jshell",
-    "groovy",
-    "scala",
-    "julia",
-    "guile",
-    "racket",
-    "sbcl",
-    "ocaml",
-    "ghci",
-    "runghc",
-    "swift",
-    "eval",
-    "source",
-    ".",
-    "xargs",
-    "parallel",
-    "watch",
-    "trap",
-    "su",
-    "script",
-    "nsenter",
-    "unshare",
-    "chroot",
-    "alias",
-    "unalias",
-    "set",
-    "shopt",
-    "enable",
-    "hash",
-    "declare",
-    "typeset",
-    "local",
-    "export",
-    "readonly",
-    "unset",
-    "let",
-    "read",
-    "mapfile",
-    "readarray",
-    "function",
-    "coproc",
-    "exec",
-    "fc",
-    "history",
-    "bind",
-    "complete",
-    "compgen",
+    "bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "python", "pypy", "perl", "ruby",
+    "irb", "node", "nodejs", "deno", "bun", "php", "lua", "luajit", "r", "rscript", "awk", "gawk", "mawk", "nawk",
+    "osascript", "tclsh", "wish", "expect", "pwsh", "powershell", "jshell", "groovy", "scala", "julia", "guile",
+    "racket", "sbcl", "ocaml", "ghci", "runghc", "swift", "eval", "source", ".", "xargs", "parallel", "watch",
+    "trap", "su", "script", "nsenter", "unshare", "chroot", "alias", "unalias", "set", "shopt", "enable", "hash",
+    "declare", "typeset", "local", "export", "readonly", "unset", "let", "read", "mapfile", "readarray", "function",
+    "coproc", "exec", "fc", "history", "bind", "complete", "compgen",
 ];
+#[rustfmt::skip]
 const WRAPPERS: &[&str] = &[
     "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "stdbuf", "setsid", "flock", "command", "builtin",
     "ionice",
 ];
 /// Commands that open no file named by an argument (`date -f`, `uniq IN OUT`, `xxd IN
 /// OUT`, `less` (`-o`, `!cmd`), `file -C`, `yq -i` would: they are pinned instead).
+#[rustfmt::skip]
 const WORDS: &[&str] = &[
     "echo", "printf", "true", "false", "sleep", "whoami", "id", "uname", "pwd", "seq", "basename", "dirname", "expr",
     "which", "type", "tr", "nproc", "uptime",
 ];
 /// Commands whose operands are files they only read.
+#[rustfmt::skip]
 const READ: &[&str] = &[
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "diff",
-    "cmp",
-    "comm",
-    "ls",
-    "stat",
-    "du",
-    "df",
-    "tree",
-    "md5sum",
-    "sha1sum",
-    "sha256sum",
-    "sha512sum",
-    "b2sum",
-    "cksum",
-    "od",
-    "hexdump",
-    "strings",
-    "nl",
-    "cut",
-    "paste",
-    "join",
-    "fold",
-    "fmt",
-    "column",
-    "rev",
-    "tac",
-    "realpath",
-    "readlink",
-    "sort",
+    "cat", "head", "tail", "wc", "diff", "cmp", "comm", "ls", "stat", "du", "df", "tree", "md5sum", "sha1sum",
+    "sha256sum", "sha512sum", "b2sum", "cksum", "od", "hexdump", "strings", "nl", "cut", "paste", "join", "fold",
+    "fmt", "column", "rev", "tac", "realpath", "readlink", "sort",
 ];
 /// Read commands whose first positional is a pattern or filter, not a file.
 const READ_AFTER_ONE: &[&str] = &["grep", "egrep", "fgrep", "rg", "jq"];
@@ -176,32 +76,13 @@ const WRITE: &[&str] = &["rm", "rmdir", "unlink", "shred", "touch", "mkdir", "tr
 /// Write commands whose first positional is a mode or owner.
 const WRITE_AFTER_ONE: &[&str] = &["chmod", "chown", "chgrp"];
 /// Commands whose first non-flag word is a subcommand.
+#[rustfmt::skip]
 pub const SUBCOMMAND_HEADS: &[&str] = &[
-    "apt",
-    "apt-get",
-    "brew",
-    "cargo",
-    "docker",
-    "podman",
-    "gem",
-    "gh",
-    "git",
-    "go",
-    "helm",
-    "make",
-    "nix",
-    "npm",
-    "pip",
-    "pip3",
-    "pnpm",
-    "poetry",
-    "rustup",
-    "systemctl",
-    "terraform",
-    "uv",
-    "yarn",
+    "apt", "apt-get", "brew", "cargo", "docker", "podman", "gem", "gh", "git", "go", "helm", "make", "nix", "npm",
+    "pip", "pip3", "pnpm", "poetry", "rustup", "systemctl", "terraform", "uv", "yarn",
 ];
 /// Subcommands that send data elsewhere, change remote state or install code: pinned.
+#[rustfmt::skip]
 const PINNED_SUBCOMMANDS: &[(&str, &[&str])] = &[
     (
         "git",
@@ -263,6 +144,7 @@ const CODE_SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("npm", &["run", "run-script", "x", "explore", "set-script"]),
 ];
 /// Arguments of a subcommand head that make it run arbitrary code (prefix match).
+#[rustfmt::skip]
 const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
     (
         "git",
@@ -306,6 +188,7 @@ const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
     ),
 ];
 /// Commands whose arguments name hosts (URLs, `[user@]host[:path]`, or a host operand).
+#[rustfmt::skip]
 pub const NETWORK: &[&str] = &[
     "curl", "wget", "http", "https", "xh", "nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "rsync",
     "ftp", "lftp", "git",

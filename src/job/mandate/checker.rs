@@ -1,0 +1,247 @@
+//! A job mandate compiled for checking calls: command matchers (with pinned arguments)
+//! and path rules per place.
+
+use globset::{GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::{JobMandate, glob};
+use crate::job::call::{Aspect, Family, ToolCall};
+
+/// How a rule's pinned arguments match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgPattern {
+    /// This word exactly.
+    Literal(String),
+    /// `*`: any one word.
+    One,
+    /// `**` (last only): any words, or none.
+    Rest,
+}
+
+/// A command rule compiled: `[NAME=* ...] head [sub] [flags...] [-- args...]`, or
+/// `=exact text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandMatcher {
+    Exact(String),
+    Rule {
+        env: Vec<String>,
+        head: String,
+        subcommand: Option<String>,
+        flags: Vec<String>,
+        any_flags: bool,
+        args: Vec<ArgPattern>,
+    },
+}
+
+impl CommandMatcher {
+    pub fn parse(rule: &str) -> Result<Self, String> {
+        if let Some(exact) = rule.strip_prefix('=') {
+            return Ok(CommandMatcher::Exact(exact.to_owned()));
+        }
+        let shape = "a rule is `[NAME=* ...] command [subcommand] [-flags...] [-- arguments...]`, `-*` for any flags, `*`/`**` for any argument(s), or `=exact text`";
+        let words = crate::job::shell::rule_words(rule)?;
+        let mut words = words.into_iter().peekable();
+        let mut env = Vec::new();
+        while let Some(w) = words.peek() {
+            match w.text.strip_suffix("=*") {
+                Some(name) if !w.quoted && !name.is_empty() => {
+                    env.push(name.to_owned());
+                    words.next();
+                }
+                _ => break,
+            }
+        }
+        let head = words.next().ok_or_else(|| format!("`{rule}` names no command"))?.text;
+        let (mut subcommand, mut flags, mut any_flags, mut args) = (None, Vec::new(), false, None::<Vec<ArgPattern>>);
+        for w in words {
+            if let Some(list) = &mut args {
+                if list.last() == Some(&ArgPattern::Rest) {
+                    return Err(format!("`{rule}`: `**` must be the last argument"));
+                }
+                list.push(match (w.quoted, w.text.as_str()) {
+                    (false, "*") => ArgPattern::One,
+                    (false, "**") => ArgPattern::Rest,
+                    _ => ArgPattern::Literal(w.text),
+                });
+            } else if !w.quoted && w.text == "--" {
+                args = Some(Vec::new());
+            } else if !w.quoted && w.text == "-*" {
+                any_flags = true;
+            } else if w.text.starts_with('-') {
+                flags.push(w.text);
+            } else if subcommand.is_none() && flags.is_empty() && !any_flags {
+                subcommand = Some(w.text);
+            } else {
+                return Err(format!("`{rule}`: `{}` is neither a flag nor the subcommand; {shape}", w.text));
+            }
+        }
+        Ok(CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args: args.unwrap_or_default() })
+    }
+
+    fn allows(&self, aspect: &Aspect) -> bool {
+        match (self, aspect) {
+            (CommandMatcher::Exact(t), Aspect::Opaque(text)) => t == text,
+            (CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args }, Aspect::Command(c)) => {
+                head == &c.head
+                    && subcommand == &c.subcommand
+                    && (*any_flags || c.flags.iter().all(|f| flags.contains(f)))
+                    && c.env.iter().all(|e| env.contains(e))
+                    && args_match(args, &c.args)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn args_match(pattern: &[ArgPattern], args: &[String]) -> bool {
+    let mut args = args.iter();
+    for p in pattern {
+        match p {
+            ArgPattern::Rest => return true,
+            ArgPattern::One => {
+                if args.next().is_none() {
+                    return false;
+                }
+            }
+            ArgPattern::Literal(l) => {
+                if args.next() != Some(l) {
+                    return false;
+                }
+            }
+        }
+    }
+    args.next().is_none()
+}
+
+/// Where a path or a path rule lies: a rule only matches paths of its own place, so a
+/// relative `**` never reaches `/etc/shadow` or `../secrets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Absolute,
+    Above,
+    Inside,
+}
+
+fn place(path: &str) -> Place {
+    if path.starts_with('/') {
+        Place::Absolute
+    } else if path == ".." || path.starts_with("../") {
+        Place::Above
+    } else {
+        Place::Inside
+    }
+}
+
+/// Path rules compiled, one glob set per place.
+#[derive(Debug)]
+struct PathSet {
+    absolute: GlobSet,
+    above: GlobSet,
+    inside: GlobSet,
+}
+
+impl PathSet {
+    fn compile(rules: &[String]) -> Result<PathSet, String> {
+        let mut builders = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
+        for r in rules {
+            let i = match place(r) {
+                Place::Absolute => 0,
+                Place::Above => 1,
+                Place::Inside => 2,
+            };
+            if let Some(b) = builders.get_mut(i) {
+                b.add(glob(r).map_err(|e| e.to_string())?);
+            }
+        }
+        let [a, b, c] = builders;
+        let build = |b: GlobSetBuilder| b.build().map_err(|e| e.to_string());
+        Ok(PathSet { absolute: build(a)?, above: build(b)?, inside: build(c)? })
+    }
+
+    fn is_match(&self, path: &str) -> bool {
+        match place(path) {
+            Place::Absolute => self.absolute.is_match(path),
+            Place::Above => self.above.is_match(path),
+            Place::Inside => self.inside.is_match(path),
+        }
+    }
+}
+
+/// Why one aspect of a call is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub family: Family,
+    pub aspect: Option<Aspect>,
+    pub reason: String,
+}
+
+/// A job mandate compiled for checking calls.
+#[derive(Debug)]
+pub struct Checker {
+    tools: Vec<String>,
+    read: PathSet,
+    write: PathSet,
+    commands: Vec<CommandMatcher>,
+    hosts: Vec<String>,
+    pub max_writes_per_run: Option<u64>,
+}
+
+impl Checker {
+    pub fn compile(m: &JobMandate) -> Result<Checker, String> {
+        let set = PathSet::compile;
+        let mut tools = m.tools.clone();
+        tools.sort();
+        Ok(Checker {
+            tools,
+            read: set(&m.paths.read)?,
+            write: set(&m.paths.write)?,
+            commands: m.commands.iter().map(|c| CommandMatcher::parse(c)).collect::<Result<_, _>>()?,
+            hosts: m.hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            max_writes_per_run: m.limits.max_writes_per_run,
+        })
+    }
+
+    /// Whether one aspect is allowed.
+    pub fn allows(&self, aspect: &Aspect) -> bool {
+        match aspect {
+            Aspect::Tool(t) => self.tools.binary_search(t).is_ok(),
+            // A path that matches a write rule may also be read.
+            Aspect::Read(p) => self.read.is_match(p) || self.write.is_match(p),
+            Aspect::Write(p) => p == "/dev/null" || self.write.is_match(p),
+            Aspect::Command(_) | Aspect::Opaque(_) => self.commands.iter().any(|c| c.allows(aspect)),
+            Aspect::Host(h) => self.hosts.iter().any(|rule| host_matches(rule, h)),
+        }
+    }
+
+    /// Every refused aspect of `call` (the write budget is the caller's: it needs state).
+    pub fn failures(&self, call: &ToolCall) -> Vec<Failure> {
+        call.aspects
+            .iter()
+            .filter(|a| !self.allows(a))
+            .map(|a| Failure {
+                family: a.family(),
+                aspect: Some(a.clone()),
+                reason: match a {
+                    Aspect::Tool(t) => format!("tool `{t}` is not in `tools`"),
+                    Aspect::Read(p) => format!("reading `{p}` matches no `paths.read` or `paths.write` rule"),
+                    Aspect::Write(p) => format!("writing `{p}` matches no `paths.write` rule"),
+                    Aspect::Command(c) => format!("command `{}` matches no `commands` rule", c.rule()),
+                    Aspect::Opaque(t) => {
+                        format!("`{t}` cannot be reasoned about (a shell, eval or substitution); only the exact rule `={t}` allows it")
+                    }
+                    Aspect::Host(h) => format!("host `{h}` is not in `hosts`"),
+                },
+            })
+            .collect()
+    }
+}
+
+/// `example.com` matches itself; `*.example.com` matches its subdomains.
+pub fn host_matches(rule: &str, host: &str) -> bool {
+    match rule.strip_prefix("*.") {
+        Some(domain) => {
+            host.len() > domain.len() + 1 && host.ends_with(domain) && host.ends_with(&format!(".{domain}"))
+        }
+        None => rule == host,
+    }
+}

@@ -1,0 +1,151 @@
+//! The job mandate as text: its deterministic YAML with evidence and notes, the evidence
+//! read back, and parsing through the document layer.
+
+use std::collections::BTreeMap;
+
+use super::checker::ArgPattern;
+use super::{CommandMatcher, Evidence, Evidenced, JobMandate};
+
+/// The YAML of a job mandate with its evidence, byte for byte deterministic: lists in
+/// byte order, every string double-quoted, one evidence comment per rule.
+pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
+    let q = yaml_quoted;
+    let count = |list: &[Evidence], v: &str| list.iter().find(|e| e.value == v).map_or(0, |e| e.evidence);
+    let mut out = String::new();
+    for line in header.lines() {
+        out.push_str(&format!("# {line}\n"));
+    }
+    out.push_str("mandate: 1\n");
+    out.push_str(&format!("job: {}\n", q(&m.job)));
+    out.push_str(&format!("workdir: {}\n", q(&m.workdir)));
+    out.push_str(&format!("observed_runs: {}\n", m.observed_runs));
+    let list = |out: &mut String, indent: &str, key: &str, values: &[String], ev: &[Evidence]| {
+        if values.is_empty() {
+            out.push_str(&format!("{indent}{key}: []\n"));
+        } else {
+            out.push_str(&format!("{indent}{key}:\n"));
+            for v in values {
+                let note = if key == "commands" { command_note(v) } else { "" };
+                out.push_str(&format!("{indent}  - {}  # seen {}x{note}\n", q(v), count(ev, v)));
+            }
+        }
+    };
+    list(&mut out, "", "tools", &m.tools, &evidence.tools);
+    out.push_str("paths:\n");
+    list(&mut out, "  ", "read", &m.paths.read, &evidence.read);
+    list(&mut out, "  ", "write", &m.paths.write, &evidence.write);
+    list(&mut out, "", "commands", &m.commands, &evidence.commands);
+    list(&mut out, "", "hosts", &m.hosts, &evidence.hosts);
+    out.push_str("limits:\n");
+    match m.limits.max_writes_per_run {
+        Some(n) => out.push_str(&format!("  max_writes_per_run: {n}\n")),
+        None => out.push_str("  max_writes_per_run: null\n"),
+    }
+    out
+}
+
+/// A double-quoted YAML scalar: JSON escaping, plus `\uXXXX` for the control characters
+/// JSON leaves raw (DEL, C1) and YAML refuses, so any observed text can be approved.
+fn yaml_quoted(s: &str) -> String {
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What a command rule allows, for the reviewer reading the proposal: `rm -f -r` is not
+/// "rm -rf anything", its paths are judged by `paths.write`.
+fn command_note(rule: &str) -> &'static str {
+    use crate::job::shell::kinds::{self, Kind};
+    match CommandMatcher::parse(rule) {
+        Ok(CommandMatcher::Exact(_)) => " · exactly this text",
+        Ok(CommandMatcher::Rule { head, subcommand, args, any_flags, .. }) => {
+            match kinds::kind(&head, subcommand.as_deref(), &[]) {
+                _ if args.contains(&ArgPattern::Rest) || args.contains(&ArgPattern::One) => {
+                    " · arguments as pinned, * = any one, ** = any"
+                }
+                Kind::Pinned => " · exactly these arguments",
+                Kind::Write { .. } | Kind::Copy { .. } | Kind::Dd => " · its paths must match paths.write",
+                Kind::Read { .. } | Kind::Find => " · its paths must match paths.read",
+                Kind::PathLike => " · arguments shaped like paths must match paths.read",
+                Kind::Sed => " · script pinned; files must match paths.read (paths.write with -i)",
+                Kind::Wrapper => " · the command it runs is judged as its own segment",
+                Kind::Cd => " · its directory must match paths.read; later paths are judged from there",
+                _ if any_flags => " · any flags",
+                _ => "",
+            }
+        }
+        Err(_) => "",
+    }
+}
+
+/// Reads the `# seen Nx` comments back from a job mandate's YAML (a rule without one has
+/// evidence 0). Only list items of the five rule lists are read.
+pub fn evidence_of(yaml: &str, m: &JobMandate) -> Evidenced {
+    let mut seen: BTreeMap<(&'static str, String), u64> = BTreeMap::new();
+    let mut section = "";
+    for line in yaml.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match (indent, trimmed) {
+            (0, t) if t.starts_with("tools:") => section = "tools",
+            (0, t) if t.starts_with("commands:") => section = "commands",
+            (0, t) if t.starts_with("hosts:") => section = "hosts",
+            (0, t) if t.starts_with("paths:") => section = "paths",
+            (2, t) if section.starts_with("paths") && t.starts_with("read:") => section = "paths.read",
+            (2, t) if section.starts_with("paths") && t.starts_with("write:") => section = "paths.write",
+            (0, t) if !t.starts_with('-') && !t.starts_with('#') => section = "",
+            (_, t) if t.starts_with("- ") => {
+                let item = t.get(2..).unwrap_or_default();
+                let (value, comment) = match item.rsplit_once("  # seen ") {
+                    Some((v, c)) => (v, Some(c)),
+                    None => (item, None),
+                };
+                let value = serde_json::from_str::<String>(value.trim()).unwrap_or_else(|_| value.trim().to_owned());
+                let n =
+                    comment.and_then(|c| c.split('x').next()).and_then(|n| n.trim().parse::<u64>().ok()).unwrap_or(0);
+                let key: &'static str = match section {
+                    "tools" => "tools",
+                    "commands" => "commands",
+                    "hosts" => "hosts",
+                    "paths.read" => "read",
+                    "paths.write" => "write",
+                    _ => continue,
+                };
+                seen.insert((key, value), n);
+            }
+            _ => {}
+        }
+    }
+    let pick = |key: &'static str, values: &[String]| -> Vec<Evidence> {
+        values
+            .iter()
+            .map(|v| Evidence { value: v.clone(), evidence: seen.get(&(key, v.clone())).copied().unwrap_or(0) })
+            .collect()
+    };
+    Evidenced {
+        tools: pick("tools", &m.tools),
+        read: pick("read", &m.paths.read),
+        write: pick("write", &m.paths.write),
+        commands: pick("commands", &m.commands),
+        hosts: pick("hosts", &m.hosts),
+    }
+}
+
+/// Parses a job mandate's YAML through the document layer (limits, schema, rules).
+pub fn from_yaml(text: &str) -> Result<JobMandate, String> {
+    match crate::doc::check_str(text, &crate::doc::Limits::default()) {
+        Ok(checked) => match checked.result {
+            Ok(crate::doc::Document::JobMandate(m)) => Ok(*m),
+            Ok(_) => Err("the document is not a job mandate (`mandate: 1`)".into()),
+            Err(v) => Err(v.iter().map(|v| format!("{}: {}", v.path, v.message)).collect::<Vec<_>>().join("; ")),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
