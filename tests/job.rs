@@ -3,44 +3,23 @@
 //! Leash Line in both modes, concurrent checks, and `validate` on job mandates.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+mod common;
+use common::job_state::State;
 
 use holon::job::leash;
 use holon::job::state::Job;
 
 const JOB: &str = "nightly-triage";
 
-struct State(PathBuf);
+trait JobState {
+    fn observe_fixture(&self, order: &[usize], reverse_lines: bool);
+    fn check(&self, call: &str, scope: &str) -> (i32, String);
+    fn job(&self) -> Job;
+}
 
-impl State {
-    fn new(name: &str) -> State {
-        let dir = std::env::temp_dir().join(format!("holon-job-test-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        State(dir)
-    }
-    fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_holon"))
-            .arg("job")
-            .arg("--state")
-            .arg(&self.0)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("HOLON_SCOPE")
-            .env_remove("HOLON_RUN")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into(),
-            String::from_utf8_lossy(&out.stderr).into(),
-        )
-    }
+impl JobState for State {
     fn observe_fixture(&self, order: &[usize], reverse_lines: bool) {
         for r in order {
             let text = std::fs::read_to_string(format!("testdata/job/run{r}.jsonl")).unwrap();
@@ -60,12 +39,6 @@ impl State {
     }
     fn job(&self) -> Job {
         Job::open(&self.0, JOB).unwrap()
-    }
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

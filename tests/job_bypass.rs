@@ -5,47 +5,22 @@
 //! terminal escapes, damaged drift, special files.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+mod common;
+use common::job_state::State;
 
 use serde_json::Value;
 
 const JOB: &str = "nightly";
 
-struct State(PathBuf);
+trait Learn {
+    fn check(&self, call: &str) -> (i32, String);
+    fn learn(&self, calls: &[String], by_check: bool);
+    fn learn_runs(&self, calls: &[String], run2: &[String], by_check: bool);
+}
 
-impl State {
-    fn new(name: &str) -> State {
-        let dir = std::env::temp_dir().join(format!("holon-bypass-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        State(dir)
-    }
-    fn holon_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_holon"));
-        cmd.arg("job")
-            .arg("--state")
-            .arg(&self.0)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("HOLON_SCOPE")
-            .env_remove("HOLON_RUN")
-            .env_remove("HOLON_STATE");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        // A process that does not read its input is fine: ignore a closed pipe.
-        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into(),
-            String::from_utf8_lossy(&out.stderr).into(),
-        )
-    }
-    fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
-        self.holon_env(args, stdin, &[])
-    }
+impl Learn for State {
     /// Checks one call in a run of its own (write budgets are tested on their own).
     fn check(&self, call: &str) -> (i32, String) {
         static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -77,12 +52,6 @@ impl State {
         assert_eq!(code, 0, "{err}");
         let (code, _, err) = self.holon(&["approve", JOB], "");
         assert_eq!(code, 0, "{err}\n{out}");
-    }
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

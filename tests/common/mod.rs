@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod job_state;
+
 use holon::doc::{self, Limits};
 use serde_json::Value;
 

@@ -1,0 +1,51 @@
+//! A throwaway `holon job` state directory and the binary run against it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+pub struct State(pub PathBuf);
+
+impl State {
+    pub fn new(name: &str) -> State {
+        let dir = std::env::temp_dir().join(format!("holon-job-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        State(dir)
+    }
+
+    /// `holon job --state DIR ARGS...` with `stdin`, in an environment without the job
+    /// variables except `env`: (exit code, stdout, stderr).
+    pub fn holon_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_holon"));
+        cmd.arg("job")
+            .arg("--state")
+            .arg(&self.0)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("HOLON_SCOPE")
+            .env_remove("HOLON_RUN")
+            .env_remove("HOLON_STATE");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // A process that does not read its input is fine: ignore a closed pipe.
+        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    pub fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
+        self.holon_env(args, stdin, &[])
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
