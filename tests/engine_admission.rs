@@ -5,9 +5,7 @@
 use holon::admission::{Code, Verdict};
 use holon::catalog::Catalog;
 use holon::doc;
-use holon::engine::{
-    Admission, Call, ChannelSink, End, Engine, EngineConfig, EngineError, ReservationError, SnapshotInput, SubCall,
-};
+use holon::engine::{Admission, Call, ChannelSink, End, Engine, EngineConfig, EngineError, SnapshotInput, SubCall};
 use holon::money::Amount;
 use holon::pattern::Principal;
 use holon::time::Timestamp;
@@ -140,7 +138,7 @@ fn dropping_a_reservation_releases_it_and_every_path_ends_once() {
 }
 
 #[test]
-fn an_expired_reservation_is_reclaimed_exactly_once_and_a_late_settle_is_refused() {
+fn an_expired_reservation_is_reclaimed_exactly_once_and_a_late_settle_reconciles_it() {
     let (engine, rx) = engine_with_receipts();
     let c = call(&engine, "acme/table-extract"); // timeout_s 60, grace 30
     let ledger = engine.ledger(c.mandate).unwrap();
@@ -148,11 +146,11 @@ fn an_expired_reservation_is_reclaimed_exactly_once_and_a_late_settle_is_refused
     assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 90)), 0, "not before the deadline");
     assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 91)), 1);
     assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 1000)), 0, "only once");
-    assert_eq!(ledger.used_micros(), 0);
-    assert_eq!(r.settle(a("0.004"), at()), Err(ReservationError::Reclaimed));
-    assert_eq!((ledger.used_micros(), ledger.settled_micros()), (0, 0), "nothing counted twice");
+    assert_eq!(ledger.used_micros(), 4_000, "the worst case stays spent");
+    assert!(r.settle(a("0.004"), at()).unwrap().late);
+    assert_eq!((ledger.used_micros(), ledger.settled_micros()), (4_000, 4_000), "counted once");
     let ends: Vec<_> = rx.try_iter().map(|r| r.end).collect();
-    assert_eq!(ends, vec![End::Expired]);
+    assert_eq!(ends, vec![End::Expired, End::Reconciled]);
 }
 
 #[test]

@@ -604,6 +604,36 @@ impl Ledger {
         }
     }
 
+    /// The ledger audit (tests, loom models, proptests; `doc(hidden)`): at quiescence, with
+    /// `reserved_micros` the reservations the caller knows are still held (0 when every
+    /// reservation has ended; a reclaimed one dropped unsettled stays reserved), the words
+    /// the limits are enforced on must add up exactly:
+    /// `claimed = reserved + settled + leased`, and the day word holds no more than is
+    /// claimed. While calls run it may fail spuriously (the figures are read one by one).
+    #[doc(hidden)]
+    pub fn audit(&self, reserved_micros: u64) -> Result<(), String> {
+        let claimed = self.claimed_micros();
+        let settled = self.settled_micros();
+        let leased = self.leased(|_| true);
+        let sum = reserved_micros.checked_add(settled).and_then(|n| n.checked_add(leased));
+        if sum != Some(claimed) {
+            return Err(format!(
+                "claimed {claimed} != reserved {reserved_micros} + settled {settled} + leased {leased}"
+            ));
+        }
+        let (day, day_micros) = self.claimed_day_word();
+        if day_micros > claimed {
+            return Err(format!("day {day} holds {day_micros}, more than the {claimed} claimed in total"));
+        }
+        for s in &self.shards {
+            let word = s.lease.load(Ordering::Relaxed);
+            if word != 0 && !is_live(word) {
+                return Err(format!("a lease word {word:#x} holds an amount but is not live"));
+            }
+        }
+        Ok(())
+    }
+
     /// **Deliberately broken** (loom-tests only): check-then-store instead of CAS, so two
     /// threads can both pass the check. The loom suite must catch it.
     #[cfg(holon_loom)]

@@ -1,0 +1,176 @@
+//! Issue #10, engine part: every fail-open path found in the engine, one test each. Each
+//! test failed on the code before its fix (the commit that fixed it says so).
+
+use holon::admission::Code;
+use holon::catalog::Catalog;
+use holon::doc;
+use holon::engine::{Admission, Call, ChannelSink, End, Engine, EngineConfig, SnapshotInput, SubCall};
+use holon::money::Amount;
+use holon::pattern::Principal;
+use holon::time::Timestamp;
+use std::sync::Arc;
+
+fn a(s: &str) -> Amount {
+    Amount::parse(s).unwrap()
+}
+
+fn input() -> SnapshotInput {
+    let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
+    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    SnapshotInput {
+        mandates: vec![Arc::new(root)],
+        agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
+    }
+}
+
+fn input_with(edit: impl FnOnce(&mut holon::mandate::Mandate)) -> SnapshotInput {
+    let mut input = input();
+    let mut m = (*input.mandates[0]).clone();
+    edit(&mut m);
+    input.mandates = vec![Arc::new(m)];
+    input
+}
+
+fn at() -> Timestamp {
+    Timestamp::parse("2026-11-20T10:00:00Z").unwrap()
+}
+
+fn fixed_clock() -> Timestamp {
+    at()
+}
+
+fn engine() -> (Engine, holon::engine::receipt::ReceiptReceiver) {
+    let (sink, rx) = ChannelSink::new(1024);
+    let engine = Engine::with_sink(EngineConfig { clock: fixed_clock, ..EngineConfig::default() }, Arc::new(sink));
+    engine.publish(&input()).unwrap();
+    (engine, rx)
+}
+
+fn call(engine: &Engine, agent: &str) -> Call {
+    Call::new(engine.mandate_ix("alice/m-2026-11").unwrap(), engine.agent_ix(agent).unwrap(), at())
+}
+
+fn later(s: i64) -> Timestamp {
+    Timestamp::from_unix(at().unix() + s)
+}
+
+/// The orchestrator of the worked example, approved by alice, with a run of 0.50.
+fn orchestrator(engine: &Engine) -> holon::engine::Reservation<'_> {
+    let pipeline = Call { max_cost: Some(a("0.60")), ..call(engine, "holon-labs/invoice-pipeline") };
+    let Admission::Held(p) = engine.admit(&pipeline) else { panic!("expected held") };
+    let alice = Principal::parse("alice").unwrap();
+    let Admission::Allowed(r) = engine.approve(p.id, &alice, at()).unwrap() else { panic!("expected allowed") };
+    r
+}
+
+/// The reclaimed-orchestrator hole: after the reaper reclaimed the orchestrator's
+/// reservation, its run kept admitting sub-calls against a run ledger the root no longer
+/// backed, and the sub-calls settled before the reclaim dropped out of the mandate.
+#[test]
+fn a_reclaimed_orchestrator_admits_no_sub_call_and_its_run_stays_spent() {
+    let (engine, _rx) = engine();
+    let ledger = engine.ledger(engine.mandate_ix("alice/m-2026-11").unwrap()).unwrap();
+    let r = orchestrator(&engine);
+    let table = engine.agent_ix("acme/table-extract").unwrap();
+    let sub = SubCall { agent: table, capability: Some("extraction.table"), at: at() };
+    for _ in 0..2 {
+        let Admission::Allowed(child) = r.sub_call(&sub) else { panic!("sub-call not allowed") };
+        child.settle(a("0.004"), at()).unwrap();
+    }
+    // invoice-pipeline: timeout_s 300, grace 30.
+    assert_eq!(engine.reclaim_expired(later(331)), 1);
+    ledger.return_all_leases();
+    assert!(
+        ledger.claimed_micros() >= 8_000,
+        "the run's settled sub-calls dropped out of the mandate: claimed {}",
+        ledger.claimed_micros()
+    );
+    match r.sub_call(&sub) {
+        Admission::Denied(d) => assert!(d.codes.contains(Code::ParentReservationEnded), "{:?}", d.codes),
+        other => panic!("a sub-call of a reclaimed orchestrator was admitted: {other:?}"),
+    }
+}
+
+/// The reaper no longer treats an expired call as costing nothing: its worst case stays
+/// claimed, and the holder's late settle lowers it to the actual cost, once.
+#[test]
+fn an_expired_call_stays_spent_until_a_late_settle_reconciles_it_once() {
+    let (engine, rx) = engine();
+    let c = call(&engine, "acme/table-extract"); // worst 0.004, timeout 60 + grace 30
+    let ledger = engine.ledger(c.mandate).unwrap();
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    assert_eq!(engine.reclaim_expired(later(91)), 1);
+    assert_eq!(engine.reclaim_expired(later(1_000)), 0, "only once");
+    assert_eq!(ledger.used_micros(), 4_000, "the reaper keeps the worst case spent");
+    let late = r.settle(a("0.001"), at());
+    assert_eq!((ledger.used_micros(), ledger.settled_micros()), (1_000, 1_000), "reconciled to the actual, once");
+    let settled = late.unwrap();
+    assert!(settled.late, "the settle says it came after the reclaim");
+    assert_eq!(settled.kept, a("0.001"));
+    let ends: Vec<_> = rx.try_iter().map(|r| (r.end, r.actual)).collect();
+    assert_eq!(ends, vec![(End::Expired, a("0.004")), (End::Reconciled, a("0.001"))]);
+    // A dropped (never settled) reclaimed reservation keeps its worst case.
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    assert_eq!(engine.reclaim_expired(later(91)), 1);
+    drop(r);
+    assert_eq!(ledger.used_micros(), 5_000);
+    ledger.audit(4_000).unwrap();
+}
+
+static CLOCK_UNIX: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+fn moving_clock() -> Timestamp {
+    Timestamp::from_unix(at().unix() + CLOCK_UNIX.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// Held calls never expired, so a gateway that never answered them filled the pending
+/// table for good: now they expire after `pending_ttl_s` on the engine's clock.
+#[test]
+fn a_held_call_expires_after_its_time_to_live() {
+    let config = EngineConfig { clock: moving_clock, pending_ttl_s: 600, pending_max: 1, ..EngineConfig::default() };
+    let engine = Engine::new(config);
+    engine.publish(&input()).unwrap();
+    let pipeline = Call { max_cost: Some(a("0.60")), ..call(&engine, "holon-labs/invoice-pipeline") };
+    let Admission::Held(p) = engine.admit(&pipeline) else { panic!("expected held") };
+    let Admission::Denied(d) = engine.admit(&pipeline) else { panic!("pending_max 1: the second is denied") };
+    assert!(d.codes.contains(Code::InFlightLimitReached));
+    CLOCK_UNIX.store(601, std::sync::atomic::Ordering::SeqCst);
+    let alice = Principal::parse("alice").unwrap();
+    let err = engine.approve(p.id, &alice, later(601)).unwrap_err();
+    assert!(matches!(err, holon::engine::EngineError::PendingExpired(id) if id == p.id), "{err}");
+    assert_eq!(engine.stats().pending, 0);
+    // Its place is free again: a new call is held.
+    let Admission::Held(p2) = engine.admit(&pipeline) else { panic!("expected held") };
+    // And a full table drops expired calls by itself.
+    CLOCK_UNIX.store(1_300, std::sync::atomic::Ordering::SeqCst);
+    let Admission::Held(p3) = engine.admit(&pipeline) else { panic!("the expired call made room") };
+    assert_ne!(p2.id, p3.id);
+    assert_eq!(engine.stats().pending, 1);
+}
+
+/// `pending_max` was a soft bound (a `len()` check, then an insert): parallel holds could
+/// all pass it. A place is now reserved by an RMW before the insert.
+#[test]
+fn pending_max_is_a_hard_bound_under_parallel_holds() {
+    let engine = Engine::new(EngineConfig { clock: fixed_clock, pending_max: 3, ..EngineConfig::default() });
+    engine.publish(&input()).unwrap();
+    let pipeline = Call { max_cost: Some(a("0.60")), ..call(&engine, "holon-labs/invoice-pipeline") };
+    for _round in 0..50 {
+        let barrier = std::sync::Barrier::new(8);
+        let held: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        (0..4).filter(|_| matches!(engine.admit(&pipeline), Admission::Held(_))).count()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert!(held <= 3, "{held} calls held with pending_max 3");
+        assert_eq!(engine.stats().pending, held);
+        // Empty the table for the next round.
+        assert_eq!(engine.expire_pending(Timestamp::from_unix(i64::MAX)), held);
+    }
+}
