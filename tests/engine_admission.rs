@@ -197,6 +197,15 @@ fn lowered_limits_are_never_spent_through_an_old_lease() {
 #[test]
 fn a_bad_publish_changes_nothing() {
     let (engine, _rx) = engine_with_receipts();
+    // Spend, and leave a lease in this thread's shard.
+    let c = call(&engine, "acme/table-extract");
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.settle(a("0.003"), at()).unwrap();
+    let ledger = engine.ledger(c.mandate).unwrap();
+    let before = (ledger.claimed_micros(), ledger.used_micros(), ledger.claimed_day_word());
+    assert!(before.0 > before.1, "a lease waits");
+    let snapshot = engine.snapshot();
+    let epoch = snapshot.mandate(c.mandate).unwrap().ledger_limits.epoch;
     let mut twice = input();
     let first = twice.mandates[0].clone();
     twice.mandates.push(first);
@@ -208,7 +217,20 @@ fn a_bad_publish_changes_nothing() {
     });
     let err = engine.publish(&huge).unwrap_err();
     assert!(err.to_string().contains("per-day maximum"), "{err}");
+    let lowered = input_with(|m| m.budget.total = a("50.00"));
+    let mut lowered_twice = lowered.clone();
+    lowered_twice.mandates.push(lowered.mandates[0].clone());
+    assert!(engine.publish(&lowered_twice).is_err());
+    // Nothing changed: the snapshot, the ledger (spend and lease), the limits' epoch.
     assert_eq!(engine.stats().generation, 1);
+    assert!(Arc::ptr_eq(&engine.snapshot(), &snapshot), "the live snapshot is the same");
+    assert_eq!((ledger.claimed_micros(), ledger.used_micros(), ledger.claimed_day_word()), before);
+    ledger.audit(0).unwrap();
+    // Publishing the same documents again keeps the epoch (the bad publishes did not
+    // advance it) and so the lease.
+    engine.publish(&input()).unwrap();
+    assert_eq!(engine.snapshot().mandate(c.mandate).unwrap().ledger_limits.epoch, epoch);
+    assert_eq!((ledger.claimed_micros(), ledger.used_micros()), (before.0, before.1), "the lease was kept");
 }
 
 #[test]

@@ -174,3 +174,54 @@ fn pending_max_is_a_hard_bound_under_parallel_holds() {
         assert_eq!(engine.expire_pending(Timestamp::from_unix(i64::MAX)), held);
     }
 }
+
+/// A publish that fails advanced the lease epoch, a `u8`: 256 of them wrapped it onto a
+/// live lease taken under higher limits, which then served calls past the lowered total.
+#[test]
+fn failed_publishes_cannot_wrap_the_lease_epoch_onto_a_live_lease() {
+    let (engine, _rx) = engine();
+    let c = call(&engine, "acme/table-extract");
+    let ledger = engine.ledger(c.mandate).unwrap();
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.settle(a("0.004"), at()).unwrap();
+    assert!(ledger.claimed_micros() > ledger.used_micros(), "a lease waits in this thread's shard");
+    for i in 0..255 {
+        let total = if i % 2 == 0 { "90.00" } else { "80.00" };
+        let mut bad = input_with(|m| m.budget.total = a(total));
+        let again = bad.mandates[0].clone();
+        bad.mandates.push(again);
+        assert!(engine.publish(&bad).is_err());
+    }
+    // The spend so far is the whole total now.
+    engine.publish(&input_with(|m| m.budget.total = a("0.004"))).unwrap();
+    match engine.admit(&c) {
+        Admission::Denied(d) => assert!(d.codes.contains(Code::TotalExceeded), "{:?}", d.codes),
+        Admission::Allowed(r) => {
+            let _ = r.release(at());
+            panic!("a lease of old limits served a call past the lowered total")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A call whose `at` is a day ahead of the engine's clock reset the day word and spent a
+/// fresh `per_day`.
+#[test]
+fn a_call_a_day_ahead_cannot_open_a_fresh_day() {
+    let (engine, _rx) = engine();
+    let c = call(&engine, "acme/table-extract");
+    let ledger = engine.ledger(c.mandate).unwrap();
+    // Spend all but 0.002 of today's 20.00 (the engine's clock says today).
+    let today = u64::try_from(at().utc_day()).unwrap();
+    ledger.absorb(19_998_000, today, 19_998_000);
+    let ahead = Call { at: later(86_400), ..c };
+    match engine.admit(&ahead) {
+        Admission::Denied(d) => assert!(d.codes.contains(Code::PerDayExceeded), "{:?}", d.codes),
+        Admission::Allowed(r) => {
+            let _ = r.release(at());
+            panic!("a call a day ahead opened a fresh day")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ledger.claimed_day_word(), (today, 19_998_000), "the day word kept the engine's day");
+}

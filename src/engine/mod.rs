@@ -258,9 +258,12 @@ impl Engine {
         let next = *generation + 1;
         let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.root_ledger(sym))?);
         self.cell.store(Arc::clone(&snapshot));
-        // Leases taken under limits this publish changed go back, so none waits in an
-        // idle shard (calls check the epoch anyway; this is tidiness, not safety).
+        // The epochs of the limits are committed only now that the publish succeeded (a
+        // failed one compiled them and changed nothing). Leases taken under limits this
+        // publish changed go back, so none waits in an idle shard for its epoch to come
+        // round again (calls check the epoch anyway).
         for m in snapshot.mandates() {
+            m.ledger.commit_epoch(m.ledger_limits);
             m.ledger.return_stale_leases(m.ledger_limits.epoch);
         }
         *generation = next;
@@ -409,13 +412,16 @@ impl Engine {
         let Some(ticket) = self.slots.claim() else {
             return self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), wc.worst);
         };
-        let charge = match ledger.reserve(wc.worst.micros(), today, m.ledger_limits) {
-            Ok(charge) => charge,
-            Err(refused) => {
-                self.slots.unclaim(ticket);
-                return self.deny(ask, in_run(refused.union(over_limits())), wc.worst);
-            }
-        };
+        // A call may open a new day only up to the engine's clock's day.
+        let clock_day = || u64::try_from(self.now().utc_day()).unwrap_or(0);
+        let charge =
+            match ledger.reserve_clocked(sync::lease_shard(), wc.worst.micros(), today, m.ledger_limits, clock_day) {
+                Ok(charge) => charge,
+                Err(refused) => {
+                    self.slots.unclaim(ticket);
+                    return self.deny(ask, in_run(refused.union(over_limits())), wc.worst);
+                }
+            };
         let deadline = ask.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
         self.slots.activate(
             ticket,
