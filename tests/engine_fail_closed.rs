@@ -225,3 +225,33 @@ fn a_call_a_day_ahead_cannot_open_a_fresh_day() {
     }
     assert_eq!(ledger.claimed_day_word(), (today, 19_998_000), "the day word kept the engine's day");
 }
+/// Corrupted spend state that still decoded was imported (a fuzz run lowered a mandate's
+/// spend in 3,859 of 100,000 corrupt imports): every single-byte change is refused now.
+#[test]
+fn every_single_byte_corruption_of_a_spend_export_is_refused() {
+    let (engine, _rx) = engine();
+    let c = call(&engine, "acme/table-extract");
+    let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
+    r.settle(a("0.003"), at()).unwrap();
+    let bytes = engine.export_spend().unwrap();
+    let fresh = Engine::new(EngineConfig::default());
+    for i in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut bad = bytes.clone();
+            bad[i] ^= flip;
+            assert!(fresh.import_spend(&bad).is_err(), "byte {i} ^ {flip:#x} was accepted");
+        }
+    }
+    assert!(fresh.ledger(c.mandate).is_none_or(|l| l.claimed_micros() == 0), "nothing was imported");
+    assert_eq!(fresh.import_spend(&bytes).unwrap(), 1);
+}
+
+/// A spend state from a later format is refused with a message that says so.
+#[test]
+fn a_spend_state_from_a_future_version_is_refused_clearly() {
+    let (engine, _rx) = engine();
+    let mut bytes = engine.export_spend().unwrap();
+    bytes[8..12].copy_from_slice(&(holon::engine::spend::SPEND_FORMAT + 1).to_le_bytes());
+    let err = Engine::new(EngineConfig::default()).import_spend(&bytes).unwrap_err();
+    assert!(err.to_string().contains("newer than this engine"), "{err}");
+}

@@ -68,6 +68,8 @@ pub enum EngineError {
     SpendDecode(String),
     #[error("spend state is invalid: {0}; nothing was imported")]
     SpendInvalid(String),
+    #[error("spend state is corrupted: its SHA-256 digest does not match its contents; nothing was imported")]
+    SpendCorrupt,
     #[error("no pending approval {0}: it was approved, refused or never held")]
     UnknownPending(u64),
     #[error(
