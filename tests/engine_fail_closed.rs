@@ -255,3 +255,42 @@ fn a_spend_state_from_a_future_version_is_refused_clearly() {
     let err = Engine::new(EngineConfig::default()).import_spend(&bytes).unwrap_err();
     assert!(err.to_string().contains("newer than this engine"), "{err}");
 }
+
+/// The CLI's agent lookup (newest version in range) and the engine's (newest version,
+/// then filtered) disagreed when an agent had several versions: with company-lookup 1.2
+/// and 2.0 known and a declared call `acme/company-lookup@^1`, the CLI allowed the
+/// orchestrator and the engine denied it. One function (`catalog::newest_in_range`) now.
+#[test]
+fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
+    let dir = std::env::temp_dir().join(format!("holon-lookup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let v1 = std::fs::read_to_string("examples/agents/company-lookup/holon.yaml").unwrap();
+    let v2 = v1.replace("version: 1.2.0", "version: 2.0.0").replace("finance.company_lookup", "marketing.leads");
+    assert_ne!(v1, v2);
+    std::fs::write(dir.join("holon.yaml"), v2).unwrap();
+    let catalog = Catalog::load(&["examples/agents".into(), dir.clone()], None).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mandate = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let pipeline = &catalog.get(&holon::pattern::AgentId::parse("holon-labs/invoice-pipeline").unwrap()).unwrap();
+    // The CLI: the pure fit against the catalog.
+    let cli = holon::admission::fit(&mandate, &pipeline.manifest, pipeline.record.as_ref(), &catalog);
+    assert!(cli.codes.is_empty(), "the CLI denies: {:?}", cli.codes);
+    // The engine: the same documents published.
+    let engine = Engine::new(EngineConfig { clock: fixed_clock, ..EngineConfig::default() });
+    engine
+        .publish(&SnapshotInput {
+            mandates: vec![Arc::new(mandate)],
+            agents: catalog
+                .entries
+                .iter()
+                .map(|e| (Arc::new(e.manifest.clone()), e.record.clone().map(Arc::new)))
+                .collect(),
+        })
+        .unwrap();
+    let c = Call { max_cost: Some(a("0.60")), ..call(&engine, "holon-labs/invoice-pipeline") };
+    match engine.admit(&c) {
+        Admission::Held(_) => {}
+        Admission::Denied(d) => panic!("the engine denies what the CLI allows: {:?}", d.codes),
+        Admission::Allowed(_) => panic!("above approval.above: held"),
+    }
+}
