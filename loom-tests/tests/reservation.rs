@@ -348,7 +348,8 @@ fn sub_call_against_reaper(old_reaper: bool) {
         let later = Timestamp::from_unix(net.at.unix() + 1_000_000);
         let reclaimed =
             if old_reaper { e2.reclaim_expired_racy(later, &l2, today) } else { e2.reclaim_expired(later) };
-        assert!(l2.claimed_micros() >= 700, "run spend left the mandate: {}", l2.claimed_micros());
+        // Reserved + settled (leases aside: the root ledger is quiet while this runs).
+        assert!(l2.used_micros() >= 700, "run spend left the mandate: {}", l2.used_micros());
         reclaimed
     });
     let second = match r.sub_call(&sub) {
@@ -359,9 +360,8 @@ fn sub_call_against_reaper(old_reaper: bool) {
         }
         Admission::Held(_) => panic!("held inside a run"),
     };
-    assert!(ledger.claimed_micros() >= 700 + second, "run spend left the mandate: {}", ledger.claimed_micros());
     let reclaimed = reaper.join().unwrap();
-    assert!(ledger.claimed_micros() >= 700 + second, "run spend left the mandate: {}", ledger.claimed_micros());
+    assert!(ledger.used_micros() >= 700 + second, "run spend left the mandate: {}", ledger.used_micros());
     let settled = r.settle(Amount::from_micros(2_000), net.at).unwrap();
     assert!(reclaimed >= usize::from(settled.late));
     assert_eq!(settled.kept.micros(), 2_000 + 700 + second, "own price plus the run, once");
@@ -384,28 +384,28 @@ fn a_reused_slot_is_not_ended_by_its_old_holder() {
         let old = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
         let ledger = engine.ledger(old.mandate).unwrap();
         let Admission::Allowed(r) = engine.admit(&old) else { panic!("allowed") };
-        let e2 = Arc::clone(&engine);
-        let holder = thread::spawn(move || {
-            let s = r.settle(Amount::from_micros(100), old.at).unwrap();
-            (s.kept.micros(), s.late)
-        });
         let e3 = Arc::clone(&engine);
         let reaper = thread::spawn(move || e3.reclaim_expired(Timestamp::from_unix(old.at.unix() + 1_000)));
         // A new call whose deadline is after the reaper's `now`.
-        let new = Call { at: Timestamp::from_unix(old.at.unix() + 2_000), ..old };
-        let new_kept = match e2.admit(&new) {
-            Admission::Allowed(r2) => {
-                let s = r2.settle(Amount::from_micros(200), new.at).unwrap();
-                assert!(!s.late, "the new holder was never reclaimed");
-                s.kept.micros()
+        let e2 = Arc::clone(&engine);
+        let newcomer = thread::spawn(move || {
+            let new = Call { at: Timestamp::from_unix(old.at.unix() + 2_000), ..old };
+            match e2.admit(&new) {
+                Admission::Allowed(r2) => {
+                    let s = r2.settle(Amount::from_micros(200), new.at).unwrap();
+                    assert!(!s.late, "the new holder was never reclaimed");
+                    s.kept.micros()
+                }
+                Admission::Denied(d) => {
+                    assert!(d.codes.contains(Code::InFlightLimitReached), "{:?}", d.codes);
+                    0
+                }
+                Admission::Held(_) => panic!("held"),
             }
-            Admission::Denied(d) => {
-                assert!(d.codes.contains(Code::InFlightLimitReached), "{:?}", d.codes);
-                0
-            }
-            Admission::Held(_) => panic!("held"),
-        };
-        let (old_kept, late) = holder.join().unwrap();
+        });
+        let s = r.settle(Amount::from_micros(100), old.at).unwrap();
+        let (old_kept, late) = (s.kept.micros(), s.late);
+        let new_kept = newcomer.join().unwrap();
         let reclaimed = reaper.join().unwrap();
         assert_eq!(late, reclaimed == 1);
         assert_eq!(old_kept, 100);
