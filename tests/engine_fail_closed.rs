@@ -68,7 +68,7 @@ fn orchestrator(engine: &Engine) -> holon::engine::Reservation<'_> {
 /// backed, and the sub-calls settled before the reclaim dropped out of the mandate.
 #[test]
 fn a_reclaimed_orchestrator_admits_no_sub_call_and_its_run_stays_spent() {
-    let (engine, _rx) = engine();
+    let (engine, rx) = engine();
     let ledger = engine.ledger(engine.mandate_ix("alice/m-2026-11").unwrap()).unwrap();
     let r = orchestrator(&engine);
     let table = engine.agent_ix("acme/table-extract").unwrap();
@@ -89,6 +89,11 @@ fn a_reclaimed_orchestrator_admits_no_sub_call_and_its_run_stays_spent() {
         Admission::Denied(d) => assert!(d.codes.contains(Code::ParentReservationEnded), "{:?}", d.codes),
         other => panic!("a sub-call of a reclaimed orchestrator was admitted: {other:?}"),
     }
+    let last = rx.try_iter().last().unwrap();
+    assert_eq!(
+        (last.parent, last.codes),
+        (r.receipt_id(), holon::admission::CodeSet::EMPTY.with(Code::ParentReservationEnded))
+    );
 }
 
 /// The reaper no longer treats an expired call as costing nothing: its worst case stays

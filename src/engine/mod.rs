@@ -498,6 +498,10 @@ impl Engine {
         Admission::Denied(denial)
     }
 
+    /// A slow path (it allocates): kept out of line so that `decide` stays small enough
+    /// for the allowed path's helpers to be inlined into it.
+    #[cold]
+    #[inline(never)]
     fn hold<'e>(&'e self, ask: &Ask<'_>, worst: Amount) -> Admission<'e> {
         let full = || self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), worst);
         // A hard bound: a place is reserved by an RMW before the insert, so parallel holds

@@ -190,6 +190,7 @@ impl<'e> Reservation<'e> {
         // charge in the ledger, so either way the holder is the one that ends the charge,
         // exactly once (this guard is consumed or dropped).
         let late = !self.engine.slots().end(self.held.ticket);
+        debug_assert!(!self.engine.slots().is_active(self.held.ticket), "the slot ended, by us or the reaper");
         let kept = match billed {
             Some(billed) => Amount::from_micros(self.held.ledger.settle(self.held.charge, billed.micros())),
             None => {
@@ -197,6 +198,7 @@ impl<'e> Reservation<'e> {
                 Amount::ZERO
             }
         };
+        debug_assert!(kept <= self.held.worst_case, "a settle keeps at most the worst case");
         let end = match (late, billed.is_some()) {
             (true, _) => End::Reconciled,
             (false, true) => End::Settled,
@@ -228,8 +230,10 @@ impl<'e> Reservation<'e> {
     pub fn sub_call(&self, call: &SubCall<'_>) -> Admission<'e> {
         let engine = self.engine;
         if !engine.slots().is_active(self.held.ticket) {
-            return engine
-                .deny_unknown(&super::Call::new(self.held.mandate, call.agent, call.at), Code::ParentReservationEnded);
+            // The receipt names the orchestrator's, like every sub-call's.
+            let codes = CodeSet::EMPTY.with(Code::ParentReservationEnded);
+            let mandate = self.run.as_ref().map_or(self.held.mandate, |r| r.mandate.ix);
+            return engine.deny_ids(mandate, call.agent, self.held.receipt_id, call.at, codes, Amount::ZERO);
         }
         let snap = engine.cell.load();
         let (Some(run), Some(callee)) = (&self.run, snap.agent(call.agent)) else {
