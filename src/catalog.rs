@@ -15,8 +15,20 @@ pub const AGENTS_MAX: usize = 100_000;
 
 /// Finds the manifest of a declared downstream agent.
 pub trait AgentLookup {
-    /// The newest known manifest of `id` whose version satisfies `range`.
+    /// The newest known manifest of `id` whose version satisfies `range`
+    /// ([`newest_in_range`]: every implementation means exactly this).
     fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest>;
+}
+
+/// The one meaning of "the manifest of a declared agent", shared by the CLI's catalog and
+/// the engine's snapshot: among `candidates`, the newest version of `id` that satisfies
+/// `range` (not the newest version, then filtered: with 1.4 and 2.0 known, `^1` finds 1.4).
+pub fn newest_in_range<'a>(
+    candidates: impl IntoIterator<Item = &'a Manifest>,
+    id: &AgentId,
+    range: &semver::VersionReq,
+) -> Option<&'a Manifest> {
+    candidates.into_iter().filter(|m| &m.id == id && range.matches(&m.version)).max_by(|a, b| a.version.cmp(&b.version))
 }
 
 /// A lookup that knows no agent (fail closed: undeclarable agents stay unmatched).
@@ -41,11 +53,7 @@ pub struct Catalog {
 
 impl AgentLookup for Catalog {
     fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest> {
-        self.entries
-            .iter()
-            .map(|e| &e.manifest)
-            .filter(|m| &m.id == id && range.matches(&m.version))
-            .max_by(|a, b| a.version.cmp(&b.version))
+        newest_in_range(self.entries.iter().map(|e| &e.manifest), id, range)
     }
 }
 

@@ -65,14 +65,18 @@ impl<T> SnapshotCell<T> {
     }
 }
 
-/// A per-thread number, unique for the life of the process, a per-thread cursor and lease
-/// shard. Receipt ids, reservation-slot searches and ledger leases use these so that
-/// threads never write a shared counter. One `Cell` per field: each accessor touches only
-/// its field (the hot path reads the shard, the cursor and the sequence every call).
+/// A per-thread number, a per-thread cursor and lease shard, and the thread's current block
+/// of ids. Reservation-slot searches, ledger leases and receipt shards use the number only
+/// to spread threads (two threads sharing one is harmless); ids come from blocks of a
+/// process-wide counter, so they are unique whatever the number of threads, and threads
+/// still write no shared counter on the hot path (one RMW per [`ID_BLOCK`] ids). One `Cell`
+/// per field: each accessor touches only its field.
 struct ThreadState {
     /// 0 until the first use, which draws the number and sets the fields below.
     number: Cell<u64>,
-    sequence: Cell<u64>,
+    /// The next id of this thread's block, and the end of the block (exclusive).
+    next_id: Cell<u64>,
+    id_end: Cell<u64>,
     cursor: Cell<usize>,
     /// The ledgers' lease shard this thread uses (`engine/ledger.rs`).
     shard: Cell<usize>,
@@ -84,7 +88,13 @@ static THREAD_NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 
 impl ThreadState {
     const fn new() -> Self {
-        ThreadState { number: Cell::new(0), sequence: Cell::new(0), cursor: Cell::new(0), shard: Cell::new(0) }
+        ThreadState {
+            number: Cell::new(0),
+            next_id: Cell::new(0),
+            id_end: Cell::new(0),
+            cursor: Cell::new(0),
+            shard: Cell::new(0),
+        }
     }
 
     /// The fields, drawn on first use.
@@ -98,8 +108,8 @@ impl ThreadState {
 
     #[cold]
     fn start(&self) {
-        // Relaxed: the counter only has to hand out distinct numbers (single-location
-        // RMW); it orders nothing else. A plain std atomic even under loom: it is not part
+        // Relaxed: the counter only spreads threads (single-location RMW); it orders
+        // nothing else, and after 2^64 threads it wraps harmlessly (numbers are not ids). A plain std atomic even under loom: it is not part
         // of the protocol, and loom atomics cannot live in a `static`.
         let number = THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.number.set(number);
@@ -129,20 +139,54 @@ fn with_thread<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
     THREAD.with(|t| f(t.ready()))
 }
 
-/// Bits of a receipt id that count within one thread (the rest number the thread).
-pub(crate) const SEQUENCE_BITS: u32 = 40;
+/// Ids a thread takes from the process-wide counter at once.
+pub(crate) const ID_BLOCK: u64 = 1 << 16;
+/// The largest id ever handed out: ids stay below 2^63 (at 10^9 ids a second, 292 years),
+/// so the counter can never wrap and an id never collides; past it, [`next_id`] says
+/// `None` and the engine denies (`internal_error`).
+pub(crate) const ID_MAX: u64 = (1 << 63) - 1;
+const _: () = assert!(ID_MAX % ID_BLOCK == ID_BLOCK - 1, "blocks tile the id space up to ID_MAX");
 
-/// A process-unique id: the thread's number above [`SEQUENCE_BITS`], its own count below.
+/// The start of the next free block of ids; ids start at 1 (0 means "none": no parent).
+static NEXT_ID_BLOCK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Takes the block `[start, start + ID_BLOCK)` from `counter`, or `None` when it would pass
+/// [`ID_MAX`] (the counter then stays where it is: exhaustion is permanent, never a wrap).
+fn take_id_block(counter: &std::sync::atomic::AtomicU64) -> Option<u64> {
+    // Relaxed: the counter only has to hand out disjoint blocks (a single-location RMW);
+    // it orders nothing else. A plain std atomic even under loom, like THREAD_NUMBERS.
+    counter
+        .fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |start| {
+            start.checked_add(ID_BLOCK).filter(|end| *end - 1 <= ID_MAX)
+        })
+        .ok()
+}
+
+/// A process-unique id (receipts, pending approvals), from the thread's block; `None` once
+/// the id space is exhausted (the caller denies: never a wrapped, colliding id).
 #[inline]
-pub(crate) fn next_id() -> u64 {
+pub(crate) fn next_id() -> Option<u64> {
     with_thread(|t| {
-        let sequence = t.sequence.get().wrapping_add(1) & ((1 << SEQUENCE_BITS) - 1);
-        t.sequence.set(sequence);
-        (t.number.get() << SEQUENCE_BITS) | sequence
+        let id = t.next_id.get();
+        if id != 0 && id < t.id_end.get() {
+            debug_assert!(id <= ID_MAX);
+            t.next_id.set(id + 1);
+            return Some(id);
+        }
+        next_id_block(t)
     })
 }
 
-/// This thread's process-unique number (from 1).
+#[cold]
+fn next_id_block(t: &ThreadState) -> Option<u64> {
+    let start = take_id_block(&NEXT_ID_BLOCK)?;
+    debug_assert!(start >= 1 && start + ID_BLOCK - 1 <= ID_MAX);
+    t.next_id.set(start + 1);
+    t.id_end.set(start + ID_BLOCK);
+    Some(start)
+}
+
+/// This thread's number (from 1), to spread threads over shards: not unique after 2^64.
 #[inline]
 pub(crate) fn thread_number() -> u64 {
     with_thread(|t| t.number.get())
@@ -170,4 +214,30 @@ pub(crate) fn lease_shard() -> usize {
 #[cfg(holon_loom)]
 pub fn pin_lease_shard(shard: usize) {
     with_thread(|t| t.shard.set(shard))
+}
+
+#[cfg(all(test, not(holon_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_across_threads_and_blocks() {
+        let ids: Vec<u64> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..ID_BLOCK + 10).map(|_| next_id().unwrap()).collect::<Vec<_>>()))
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "no id twice");
+        assert!(ids.iter().all(|id| (1..=ID_MAX).contains(id)));
+    }
+
+    #[test]
+    fn the_id_space_ends_in_a_refusal_never_a_wrap() {
+        let counter = std::sync::atomic::AtomicU64::new(ID_MAX - 2 * ID_BLOCK + 1);
+        assert_eq!(take_id_block(&counter), Some(ID_MAX - 2 * ID_BLOCK + 1));
+        assert_eq!(take_id_block(&counter), Some(ID_MAX - ID_BLOCK + 1), "the last block ends at ID_MAX");
+        assert_eq!(take_id_block(&counter), None);
+        assert_eq!(take_id_block(&counter), None, "exhausted for good");
+        assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), ID_MAX + 1);
+    }
 }

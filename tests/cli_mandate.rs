@@ -99,6 +99,24 @@ fn attenuate_and_derive() {
     assert_eq!(code, 2, "{out}");
 }
 
+/// `derive`'s output must pass `attenuate` against its own parent: with the manifests
+/// derive used (`--agents`). Without them the declared `acme/company-lookup@^1` is
+/// unresolved and the derived mandate seems to widen its parent (issue #10).
+#[test]
+fn derived_output_passes_attenuate_with_the_agents_derive_used() {
+    let (code, derived) = holon(&["mandate", "derive", ROOT, "examples/agents/invoice-pipeline", "--max-cost", "0.60"]);
+    assert_eq!(code, 0, "{derived}");
+    let path = std::env::temp_dir().join(format!("holon-derived-{}.yaml", std::process::id()));
+    std::fs::write(&path, &derived).unwrap();
+    let child = path.to_str().unwrap();
+    let (with_agents, out) = holon(&["mandate", "attenuate", ROOT, child, "--agents", "examples/agents", "--json"]);
+    let (without, _) = holon(&["mandate", "attenuate", ROOT, child, "--json"]);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(with_agents, 0, "{out}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["valid"], true);
+    assert_eq!(without, 1, "without the manifests the declared agent is unresolved");
+}
+
 #[test]
 fn search_contract() {
     let (code, out) =

@@ -106,7 +106,9 @@ fn hammer(total: &str, leases: bool, keep: fn(u64) -> u64) {
     assert!(max_seen <= total.micros());
     assert_eq!(ledger.settled_micros(), kept, "settled is exactly the sum of kept actuals");
     assert_eq!(ledger.used_micros(), kept, "nothing stays reserved");
+    ledger.audit(0).unwrap();
     ledger.return_all_leases();
+    ledger.audit(0).unwrap();
     assert_eq!(ledger.claimed_micros(), kept, "nothing stays leased either");
     assert!(kept >= 2 * (ops_per_thread / 1000) / 4, "kept {kept}");
     assert_eq!(engine.stats().in_flight, 0);
@@ -227,6 +229,11 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
             prop_assert_eq!(ledger.day_word(), (model.day, model.day_amount));
             prop_assert!(ledger.claimed_day_word().1 <= max);
         }
+        // One thread: quiescent after every step, with the open reservations reserved.
+        let reserved: u64 = open.iter().map(|(_, worst)| worst).sum();
+        if let Err(e) = ledger.audit(reserved) {
+            prop_assert!(false, "ledger audit: {}", e);
+        }
     }
     // Everything ended: nothing is reserved; returning the leases leaves exactly the settled.
     for (charge, _) in open.drain(..) {
@@ -234,6 +241,7 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
     }
     ledger.return_all_leases();
     prop_assert_eq!(ledger.claimed_micros(), model.settled);
+    prop_assert!(ledger.audit(0).is_ok());
     Ok(())
 }
 

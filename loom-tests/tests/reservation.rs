@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use holon::admission::Code;
 use holon::engine::ledger::{Ledger, LedgerLimits};
-use holon::engine::{Admission, Call, Engine, EngineConfig, ReservationError, synthetic};
+use holon::engine::{Admission, Call, Engine, EngineConfig, SubCall, synthetic};
 use holon::money::Amount;
 use holon::time::Timestamp;
 use loom::thread;
@@ -24,6 +24,13 @@ fn within_limits(ledger: &Ledger, today: u64, limits: LedgerLimits) {
     assert!(ledger.claimed_micros() <= limits.total_micros, "total overrun: {}", ledger.claimed_micros());
     let (day, micros) = ledger.claimed_day_word();
     assert!(day < today || micros <= limits.day_micros_max.unwrap_or(u64::MAX), "day overrun: {micros}");
+}
+
+/// The ledger audit at quiescence: claimed = reserved (none left) + settled + leased.
+fn audit(ledger: &Ledger) {
+    if let Err(e) = ledger.audit(0) {
+        panic!("ledger audit: {e}");
+    }
 }
 
 /// The money actually granted: the sum of reservations that succeeded and have not ended.
@@ -93,6 +100,7 @@ fn three_reservers_never_overrun_and_end_exact() {
         let kept: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(ledger.settled_micros(), kept);
         assert_eq!(ledger.used_micros(), kept, "nothing stays reserved");
+        audit(&ledger);
     });
 }
 
@@ -120,6 +128,7 @@ fn day_rollover_races_a_reservation() {
         assert_eq!(charge.day(), Some(11));
         assert_eq!(ledger.used_micros(), 4);
         assert_eq!(ledger.day_word(), (11, 4));
+        ledger.audit(4).unwrap();
     });
 }
 
@@ -168,6 +177,7 @@ fn a_lease_is_taken_back_before_a_denial_and_the_totals_stay_exact() {
         assert_eq!(ledger.settled_micros(), kept_a + kept_b);
         assert_eq!(ledger.claimed_micros(), kept_a + kept_b, "nothing stays reserved or leased");
         assert_eq!(ledger.claimed_day_word(), (7, kept_a + kept_b));
+        audit(&ledger);
     });
 }
 
@@ -196,6 +206,7 @@ fn a_new_day_never_spends_yesterdays_lease() {
         ledger.return_all_leases();
         assert_eq!(ledger.claimed_micros(), 0, "every micro-unit came back");
         assert_eq!(ledger.claimed_day_word(), (8, 0));
+        audit(&ledger);
     });
 }
 
@@ -229,6 +240,7 @@ fn one_shard_shared_by_two_threads_and_a_sweeper() {
         }
         ledger.return_all_leases();
         assert_eq!((ledger.claimed_micros(), ledger.settled_micros()), (0, 0), "every micro-unit came back");
+        audit(&ledger);
     });
 }
 
@@ -236,7 +248,7 @@ fn tiny_engine(total: &str) -> (Engine, Call) {
     let shape = synthetic::Shape { agents: 2, mandates: 1, total: Amount::parse(total).unwrap() };
     let net = synthetic::network(&shape).unwrap();
     let engine =
-        Engine::new(EngineConfig { in_flight_max: 4, clock: || Timestamp::from_unix(0), ..Default::default() });
+        Engine::new(EngineConfig { in_flight_max: 4, clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..Default::default() });
     engine.publish(&net.input).unwrap();
     let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
     (engine, call)
@@ -268,11 +280,13 @@ fn two_admissions_through_the_engine_never_overrun() {
             .collect();
         let kept: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!((ledger.settled_micros(), ledger.used_micros()), (kept, kept));
+        audit(&ledger);
     });
 }
 
 /// The holder settles while the engine reclaims the expired reservation: exactly one of
-/// them ends it, and the money is counted once.
+/// them ends the slot; the reaper keeps the worst case spent, and the holder's settle
+/// (late or not) brings it to the actual cost exactly once.
 #[test]
 fn expiry_races_settle_and_exactly_one_wins() {
     loom::model(|| {
@@ -280,20 +294,123 @@ fn expiry_races_settle_and_exactly_one_wins() {
         let engine = Arc::new(engine);
         let ledger = engine.ledger(call.mandate).unwrap();
         let Admission::Allowed(r) = engine.admit(&call) else { panic!("not allowed") };
-        let e2 = Arc::clone(&engine);
-        let reaper = thread::spawn(move || e2.reclaim_expired(Timestamp::from_unix(call.at.unix() + 1_000_000)));
-        let settled = r.settle(Amount::from_micros(500), call.at);
+        let worst = r.worst_case().micros();
+        let (e2, l2) = (Arc::clone(&engine), Arc::clone(&ledger));
+        let reaper = thread::spawn(move || {
+            let reclaimed = e2.reclaim_expired(Timestamp::from_unix(call.at.unix() + 1_000_000));
+            // Between the reclaim and the late settle the worst case stays claimed.
+            assert!(reclaimed == 0 || l2.claimed_micros() >= 500, "a reclaimed call lost its spend");
+            reclaimed
+        });
+        let settled = r.settle(Amount::from_micros(500), call.at).unwrap();
         let reclaimed = reaper.join().unwrap();
-        match settled {
-            Ok(s) => {
-                assert_eq!(reclaimed, 0);
-                assert_eq!((ledger.used_micros(), ledger.settled_micros()), (s.kept.micros(), 500));
-            }
-            Err(ReservationError::Reclaimed) => {
-                assert_eq!(reclaimed, 1);
-                assert_eq!((ledger.used_micros(), ledger.settled_micros()), (0, 0));
-            }
+        assert_eq!(settled.late, reclaimed == 1, "exactly one of them ended the slot");
+        assert!(worst >= 500);
+        assert_eq!((ledger.used_micros(), ledger.settled_micros()), (500, 500), "counted once, as the actual");
+        audit(&ledger);
+    });
+}
+
+/// An orchestrator with one settled sub-call; a second sub-call races the reaper. The
+/// run's spend never leaves the mandate (the reaper keeps the orchestrator's worst case,
+/// which bounds the run, until the holder settles); a sub-call that runs after the reclaim
+/// is denied `parent_reservation_ended`; at the end everything is settled exactly once.
+#[test]
+fn a_sub_call_racing_the_reaper_never_leaves_the_mandate() {
+    loom::model(|| sub_call_against_reaper(false));
+}
+
+/// The harness finds the reclaimed-orchestrator hole: with the reaper of before issue #10
+/// (which released the orchestrator's worst case) the run's spend leaves the mandate.
+#[test]
+#[should_panic(expected = "run spend left the mandate")]
+fn the_old_reaper_is_caught_losing_a_run() {
+    loom::model(|| sub_call_against_reaper(true));
+}
+
+fn sub_call_against_reaper(old_reaper: bool) {
+    let shape = synthetic::Shape { agents: 6, mandates: 1, total: Amount::parse("1").unwrap() };
+    let net = synthetic::network(&shape).unwrap();
+    let engine =
+        Engine::new(EngineConfig { in_flight_max: 4, clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..Default::default() });
+    engine.publish(&net.input).unwrap();
+    let engine = Arc::new(engine);
+    let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a5").unwrap(), net.at);
+    let ledger = engine.ledger(call.mandate).unwrap();
+    let Admission::Allowed(r) = engine.admit(&call) else { panic!("the orchestrator is allowed") };
+    assert!(r.is_delegated_run());
+    let sub = SubCall { agent: engine.agent_ix("syn/a2").unwrap(), capability: Some("syn.leaf"), at: net.at };
+    let Admission::Allowed(first) = r.sub_call(&sub) else { panic!("the first sub-call is allowed") };
+    first.settle(Amount::from_micros(700), net.at).unwrap();
+    let today = u64::try_from(net.at.utc_day()).unwrap();
+    let (e2, l2) = (Arc::clone(&engine), Arc::clone(&ledger));
+    let reaper = thread::spawn(move || {
+        let later = Timestamp::from_unix(net.at.unix() + 1_000_000);
+        let reclaimed =
+            if old_reaper { e2.reclaim_expired_racy(later, &l2, today) } else { e2.reclaim_expired(later) };
+        // Reserved + settled (leases aside: the root ledger is quiet while this runs).
+        assert!(l2.used_micros() >= 700, "run spend left the mandate: {}", l2.used_micros());
+        reclaimed
+    });
+    let second = match r.sub_call(&sub) {
+        Admission::Allowed(child) => child.settle(Amount::from_micros(300), net.at).unwrap().kept.micros(),
+        Admission::Denied(d) => {
+            assert!(d.codes.contains(Code::ParentReservationEnded), "{:?}", d.codes);
+            0
         }
+        Admission::Held(_) => panic!("held inside a run"),
+    };
+    let reclaimed = reaper.join().unwrap();
+    assert!(ledger.used_micros() >= 700 + second, "run spend left the mandate: {}", ledger.used_micros());
+    let settled = r.settle(Amount::from_micros(2_000), net.at).unwrap();
+    assert!(reclaimed >= usize::from(settled.late));
+    assert_eq!(settled.kept.micros(), 2_000 + 700 + second, "own price plus the run, once");
+    assert_eq!(ledger.settled_micros(), settled.kept.micros());
+    audit(&ledger);
+}
+
+/// A slot reclaimed and reused while its old holder settles: the old holder's settle ends
+/// nothing of the new holder's (its generation is gone) and reconciles only its own
+/// charge; the new holder is never reclaimed and settles normally.
+#[test]
+fn a_reused_slot_is_not_ended_by_its_old_holder() {
+    loom::model(|| {
+        let shape = synthetic::Shape { agents: 2, mandates: 1, total: Amount::parse("1").unwrap() };
+        let net = synthetic::network(&shape).unwrap();
+        let engine =
+            Engine::new(EngineConfig { in_flight_max: 1, clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..Default::default() });
+        engine.publish(&net.input).unwrap();
+        let engine = Arc::new(engine);
+        let old = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
+        let ledger = engine.ledger(old.mandate).unwrap();
+        let Admission::Allowed(r) = engine.admit(&old) else { panic!("allowed") };
+        let e3 = Arc::clone(&engine);
+        let reaper = thread::spawn(move || e3.reclaim_expired(Timestamp::from_unix(old.at.unix() + 1_000)));
+        // A new call whose deadline is after the reaper's `now`.
+        let e2 = Arc::clone(&engine);
+        let newcomer = thread::spawn(move || {
+            let new = Call { at: Timestamp::from_unix(old.at.unix() + 2_000), ..old };
+            match e2.admit(&new) {
+                Admission::Allowed(r2) => {
+                    let s = r2.settle(Amount::from_micros(200), new.at).unwrap();
+                    assert!(!s.late, "the new holder was never reclaimed");
+                    s.kept.micros()
+                }
+                Admission::Denied(d) => {
+                    assert!(d.codes.contains(Code::InFlightLimitReached), "{:?}", d.codes);
+                    0
+                }
+                Admission::Held(_) => panic!("held"),
+            }
+        });
+        let s = r.settle(Amount::from_micros(100), old.at).unwrap();
+        let (old_kept, late) = (s.kept.micros(), s.late);
+        let new_kept = newcomer.join().unwrap();
+        let reclaimed = reaper.join().unwrap();
+        assert_eq!(late, reclaimed == 1);
+        assert_eq!(old_kept, 100);
+        assert_eq!(ledger.settled_micros(), old_kept + new_kept);
+        audit(&ledger);
     });
 }
 
@@ -317,6 +434,7 @@ fn publish_races_an_admission() {
         assert_eq!((kept, ledger.settled_micros(), ledger.used_micros()), (300, 300, 300));
         let snap = engine.snapshot();
         assert!(Arc::ptr_eq(&snap.mandates().next().unwrap().ledger, &ledger), "the ledger was carried over");
+        audit(&ledger);
     });
 }
 

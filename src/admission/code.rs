@@ -67,6 +67,9 @@ codes! {
     /// The engine: every reservation slot (or every pending-approval place) is taken.
     /// A bound, not a budget decision: retry when calls in flight have finished.
     InFlightLimitReached = 32 => "in_flight_limit_reached",
+    /// The engine: a sub-call of a delegated run whose orchestrator's reservation has
+    /// ended (reclaimed after its deadline): the run admits nothing more.
+    ParentReservationEnded = 33 => "parent_reservation_ended",
 }
 
 impl fmt::Display for Code {

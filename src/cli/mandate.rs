@@ -103,10 +103,17 @@ pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-pub fn attenuate(parent: &Path, child: &Path, json: bool, style: &Style) -> anyhow::Result<u8> {
+/// `agents`: manifests for declared agents (what `derive` resolved against); none: no
+/// agent is known, so a child naming declared agents is checked against nothing.
+pub fn attenuate(parent: &Path, child: &Path, agents: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
     let parent = doc::load_mandate(parent)?;
     let child = doc::load_mandate(child)?;
-    let widenings = attenuation::attenuate(&parent, &child, &NoAgents);
+    let widenings = if agents.is_empty() {
+        attenuation::attenuate(&parent, &child, &NoAgents)
+    } else {
+        let catalog = Catalog::load(agents, None)?;
+        attenuation::attenuate(&parent, &child, &catalog)
+    };
     if json {
         let out = json!({
             "valid": widenings.is_empty(),

@@ -206,6 +206,10 @@ enum MandateCommand {
     Attenuate {
         parent: PathBuf,
         child: PathBuf,
+        /// Agent manifests (files or directories) that declared `agent@range` patterns
+        /// resolve against, as `mandate derive` resolves them; without, they match nothing.
+        #[arg(long)]
+        agents: Vec<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -319,8 +323,8 @@ pub fn run() -> ExitCode {
             &mandate::CheckArgs { mandate, agents, max_cost, spent_total, spent_today, at, records, json },
             &style,
         ),
-        Command::Mandate(MandateCommand::Attenuate { parent, child, json }) => {
-            mandate::attenuate(&parent, &child, json, &style)
+        Command::Mandate(MandateCommand::Attenuate { parent, child, agents, json }) => {
+            mandate::attenuate(&parent, &child, &agents, json, &style)
         }
         Command::Mandate(MandateCommand::Derive { parent, agent, max_cost, json }) => {
             mandate::derive(&parent, &agent, &max_cost, json, &style)

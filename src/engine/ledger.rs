@@ -37,8 +37,18 @@
 //!   of its own day and of the limits it is checked against, so a lowered limit is never
 //!   spent through a lease taken under the old one.
 //!
-//! A lease word is `live (1 bit) | epoch (8 bits) | day (16 bits) | micro-units (39 bits)`;
-//! a returned lease is the word 0 (not live), so no later settle can revive it.
+//! A lease word is `live (1 bit) | epoch (16 bits) | day (16 bits) | micro-units (31 bits)`;
+//! a returned lease is the word 0 (not live), so no later settle can revive it. The epoch
+//! advances only when a publish that changed the limits succeeds (a failed publish leaves
+//! it), and every such publish returns the leases of other epochs; a lease would have to
+//! outlive 65,536 limit-changing publishes to meet its epoch again.
+//!
+//! # The day a call may open
+//! A call on a later day than the day word's starts that day at 0. The day it may open is
+//! at most the **engine's clock's** day ([`Ledger::reserve_clocked`]): a call whose `at`
+//! runs ahead is charged to the clock's day (or the word's, if later), so it can neither
+//! reset the word nor spend a fresh `per_day` early. The clock is read only then (once a
+//! day per mandate), never on the path that stays within a day.
 //!
 //! # Orderings
 //! Every limit is a property of a single atomic location, which the modification order of
@@ -78,9 +88,16 @@ pub const LEASE_SHARE_DIVISOR: u64 = 32;
 /// (even one drawn down to 0); a returned lease is the word 0.
 const LEASE_LIVE: u64 = 1 << 63;
 /// Bits of a lease word that hold the amount (the rest: live, epoch and day).
-const LEASE_AMOUNT_BITS: u32 = 39;
-/// The largest amount one lease holds (about 549,000 units).
+const LEASE_AMOUNT_BITS: u32 = 31;
+/// The largest amount one lease holds (about 2,147 units; a call with a larger worst case
+/// than a 64th of that reserves exactly, without a lease).
 const LEASE_MICROS_MAX: u64 = (1 << LEASE_AMOUNT_BITS) - 1;
+/// Bits of a lease tag: the epoch and the day.
+const EPOCH_BITS: u32 = 16;
+const TAG_DAY_BITS: u32 = 64 - DAY_AMOUNT_BITS;
+// The lease word's bit budget: live + epoch + day + amount = 64, and the tag fits a u32.
+const _: () = assert!(1 + EPOCH_BITS + TAG_DAY_BITS + LEASE_AMOUNT_BITS == 64);
+const _: () = assert!(EPOCH_BITS + TAG_DAY_BITS == 32 && TAG_DAY_BITS == 16);
 /// The day of a lease taken without a daily limit (not counted in any day word). Day 0
 /// (1970-01-01) is never leased under a daily limit.
 const DAYLESS: u64 = 0;
@@ -99,12 +116,12 @@ fn unpack(word: u64) -> (u64, u64) {
 struct Tag(u32);
 
 impl Tag {
-    fn new(epoch: u8, day: u64) -> Self {
+    fn new(epoch: u16, day: u64) -> Self {
         debug_assert!(day <= DAY_NUMBER_MAX);
-        Tag((u32::from(epoch) << 16) | (day as u32 & 0xFFFF))
+        Tag((u32::from(epoch) << TAG_DAY_BITS) | (day as u32 & 0xFFFF))
     }
-    fn epoch(self) -> u8 {
-        (self.0 >> 16) as u8
+    fn epoch(self) -> u16 {
+        (self.0 >> TAG_DAY_BITS) as u16
     }
     fn day(self) -> u64 {
         u64::from(self.0 & 0xFFFF)
@@ -145,7 +162,7 @@ pub struct LedgerLimits {
     pub day_micros_max: Option<u64>,
     /// Which limits these are, for this ledger ([`Ledger::epoch_for`]): leases are used
     /// only under the limits they were taken under.
-    pub epoch: u8,
+    pub epoch: u16,
 }
 
 /// What one reservation took: needed to settle or release it exactly. 16 bytes: it
@@ -205,7 +222,7 @@ pub struct Ledger {
     day: AtomicU64,
     shards: [Shard; LEASE_SHARDS],
     /// The limits last compiled for this ledger and their epoch (publish only).
-    terms: parking_lot::Mutex<Option<(u64, Option<u64>, u8)>>,
+    terms: parking_lot::Mutex<Option<(u64, Option<u64>, u16)>>,
 }
 
 impl Default for Ledger {
@@ -236,17 +253,25 @@ impl Ledger {
         }
     }
 
-    /// The epoch of these limits for this ledger: the same as last time if they did not
-    /// change, the next one if they did. Called when a snapshot is compiled.
-    pub fn epoch_for(&self, total_micros: u64, day_micros_max: Option<u64>) -> u8 {
-        let mut terms = self.terms.lock();
-        let epoch = match *terms {
+    /// The epoch of these limits for this ledger: the same as the last committed one if
+    /// they did not change, the next one if they did. Called when a snapshot is compiled;
+    /// changes nothing ([`Ledger::commit_epoch`] does, once the snapshot is published).
+    pub fn epoch_for(&self, total_micros: u64, day_micros_max: Option<u64>) -> u16 {
+        match *self.terms.lock() {
             Some((total, day, epoch)) if (total, day) == (total_micros, day_micros_max) => epoch,
             Some((_, _, epoch)) => epoch.wrapping_add(1),
             None => 0,
-        };
-        *terms = Some((total_micros, day_micros_max, epoch));
-        epoch
+        }
+    }
+
+    /// Records the limits of a published snapshot and their epoch: only a publish that
+    /// succeeded advances the epoch, so failed publishes can never wrap it onto a lease.
+    pub fn commit_epoch(&self, limits: LedgerLimits) {
+        let mut terms = self.terms.lock();
+        let before = terms.map(|(_, _, e)| e);
+        debug_assert!(before.is_none_or(|e| limits.epoch == e || limits.epoch == e.wrapping_add(1)));
+        *terms = Some((limits.total_micros, limits.day_micros_max, limits.epoch));
+        debug_assert!(terms.is_some_and(|(_, _, e)| e == limits.epoch));
     }
 
     /// Adds restored spend (settled) to this ledger: `spent` to the total, and the day's
@@ -325,12 +350,28 @@ impl Ledger {
     }
 
     /// [`Ledger::reserve`] on a given lease shard (tests use it to play several threads).
+    /// The call's day is trusted to open a new day (no clock: tests and models).
     pub fn reserve_on(
         &self,
         shard: usize,
         worst_micros: u64,
         today: u64,
         limits: LedgerLimits,
+    ) -> Result<Charge, CodeSet> {
+        self.reserve_clocked(shard, worst_micros, today, limits, || today)
+    }
+
+    /// [`Ledger::reserve_on`] for a call whose day (`today`, from the caller's `at`) may
+    /// open a new day word only up to `clock_day()`, the engine's clock's day: a call whose
+    /// `at` runs ahead is charged to the clock's day (or the word's, if later) instead.
+    /// `clock_day` is called only when the call's day is later than the word's.
+    pub fn reserve_clocked(
+        &self,
+        shard: usize,
+        worst_micros: u64,
+        today: u64,
+        limits: LedgerLimits,
+        clock_day: impl Fn() -> u64,
     ) -> Result<Charge, CodeSet> {
         if today > DAY_NUMBER_MAX {
             return Err(CodeSet::EMPTY.with(Code::InternalError));
@@ -339,11 +380,11 @@ impl Ledger {
         if let Some(charge) = self.draw_lease(shard, worst_micros, today, limits) {
             return Ok(charge);
         }
-        match self.take(worst_micros, today, limits, Some(shard)) {
+        match self.take(worst_micros, today, limits, Some(shard), &clock_day) {
             Ok(charge) => Ok(charge),
             // Budget may be idle in leases: take them all back and try once more, so
             // that a denial means the call does not fit what is reserved and settled.
-            Err(_) if self.return_all_leases() > 0 => self.take(worst_micros, today, limits, None),
+            Err(_) if self.return_all_leases() > 0 => self.take(worst_micros, today, limits, None, &clock_day),
             Err(codes) => Err(codes),
         }
     }
@@ -457,7 +498,7 @@ impl Ledger {
 
     /// Returns the leases taken under other limits than `epoch`'s (a publish that changed
     /// the limits does this, so no old lease waits in an idle shard).
-    pub fn return_stale_leases(&self, epoch: u8) -> u64 {
+    pub fn return_stale_leases(&self, epoch: u16) -> u64 {
         self.return_leases(|tag| tag.epoch() != epoch)
     }
 
@@ -470,6 +511,7 @@ impl Ledger {
         today: u64,
         limits: LedgerLimits,
         lease_into: Option<usize>,
+        clock_day: &impl Fn() -> u64,
     ) -> Result<Charge, CodeSet> {
         // Day 0 cannot tag a lease under a daily limit (it means `DAYLESS`).
         let lease_into = lease_into.filter(|_| limits.day_micros_max.is_none() || today != DAYLESS);
@@ -496,13 +538,19 @@ impl Ledger {
         let (day, extra) = match limits.day_micros_max {
             None => (None, extra),
             Some(day_max) => {
-                let (day, day_extra) = self.take_day(worst_micros, extra, today, day_max)?;
+                let (day, day_extra) = self.take_day(worst_micros, extra, today, day_max, clock_day)?;
                 // The day had less room for a lease than the total: give the difference
                 // back. Relaxed: a single-location RMW.
                 if day_extra < extra {
                     self.used.fetch_sub(extra - day_extra, Ordering::Relaxed);
                 }
-                (Some(day), day_extra)
+                if day == DAYLESS && day_extra > 0 {
+                    // Charged to day 0 (a clock at 1970): no lease can be tagged with it.
+                    self.give_back(Some(day), day_extra);
+                    (Some(day), 0)
+                } else {
+                    (Some(day), day_extra)
+                }
             }
         };
         let mut charge = Charge::exact(worst_micros, day);
@@ -518,13 +566,28 @@ impl Ledger {
     /// Step 2 of [`Ledger::take`]: charges `worst` (and up to `extra` for a lease) to the
     /// day word. Returns the day charged and the lease part it took. On refusal gives
     /// step 1 (`worst + extra`) back.
-    fn take_day(&self, worst_micros: u64, extra: u64, today: u64, day_max: u64) -> Result<(u64, u64), CodeSet> {
+    fn take_day(
+        &self,
+        worst_micros: u64,
+        extra: u64,
+        today: u64,
+        day_max: u64,
+        clock_day: &impl Fn() -> u64,
+    ) -> Result<(u64, u64), CodeSet> {
         let mut word = self.day.load(Ordering::Relaxed);
+        // The engine's day, read at most once (only when the call's day is later).
+        let mut clock: Option<u64> = None;
         loop {
             let (day, micros) = unpack(word);
-            // A new day starts at 0; a word on a later day than ours keeps its day and
-            // takes our amount (never let a lagging clock open a fresh day).
-            let (charge_day, base) = if today > day { (today, 0) } else { (day, micros) };
+            // A new day starts at 0, but never a day after the engine's clock (a call whose
+            // `at` runs ahead must not reset the word); a word on a later day than ours
+            // keeps its day and takes our amount (never let a lagging clock open a fresh day).
+            let (charge_day, base) = if today > day {
+                let open = today.min(*clock.get_or_insert_with(|| clock_day().min(DAY_NUMBER_MAX)));
+                if open > day { (open, 0) } else { (day, micros) }
+            } else {
+                (day, micros)
+            };
             let cap = day_max.min(DAY_MICROS_MAX);
             let Some(left) = cap.checked_sub(base).filter(|left| *left >= worst_micros) else {
                 // Give step 1 back. Relaxed: a single-location RMW.
@@ -602,6 +665,36 @@ impl Ledger {
                 Err(seen) => word = seen,
             }
         }
+    }
+
+    /// The ledger audit (tests, loom models, proptests; `doc(hidden)`): at quiescence, with
+    /// `reserved_micros` the reservations the caller knows are still held (0 when every
+    /// reservation has ended; a reclaimed one dropped unsettled stays reserved), the words
+    /// the limits are enforced on must add up exactly:
+    /// `claimed = reserved + settled + leased`, and the day word holds no more than is
+    /// claimed. While calls run it may fail spuriously (the figures are read one by one).
+    #[doc(hidden)]
+    pub fn audit(&self, reserved_micros: u64) -> Result<(), String> {
+        let claimed = self.claimed_micros();
+        let settled = self.settled_micros();
+        let leased = self.leased(|_| true);
+        let sum = reserved_micros.checked_add(settled).and_then(|n| n.checked_add(leased));
+        if sum != Some(claimed) {
+            return Err(format!(
+                "claimed {claimed} != reserved {reserved_micros} + settled {settled} + leased {leased}"
+            ));
+        }
+        let (day, day_micros) = self.claimed_day_word();
+        if day_micros > claimed {
+            return Err(format!("day {day} holds {day_micros}, more than the {claimed} claimed in total"));
+        }
+        for s in &self.shards {
+            let word = s.lease.load(Ordering::Relaxed);
+            if word != 0 && !is_live(word) {
+                return Err(format!("a lease word {word:#x} holds an amount but is not live"));
+            }
+        }
+        Ok(())
     }
 
     /// **Deliberately broken** (loom-tests only): check-then-store instead of CAS, so two
@@ -752,11 +845,16 @@ mod tests {
     }
 
     #[test]
-    fn epochs_change_only_with_the_limits() {
+    fn epochs_change_only_with_the_limits_and_only_when_committed() {
         let l = Ledger::new();
+        let commit =
+            |total, day, epoch| l.commit_epoch(LedgerLimits { total_micros: total, day_micros_max: day, epoch });
         assert_eq!(l.epoch_for(10, None), 0);
+        commit(10, None, 0);
         assert_eq!(l.epoch_for(10, None), 0);
         assert_eq!(l.epoch_for(10, Some(5)), 1);
+        assert_eq!(l.epoch_for(10, Some(5)), 1, "not committed: asking again changes nothing");
+        commit(10, Some(5), 1);
         assert_eq!(l.epoch_for(10, None), 2);
     }
 }

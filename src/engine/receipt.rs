@@ -29,8 +29,12 @@ pub enum End {
     Settled,
     /// The holder gave the reservation back (or dropped it).
     Released,
-    /// The engine reclaimed the reservation after its deadline.
+    /// The engine reclaimed the reservation after its deadline; its worst case stays spent
+    /// (`actual` is the worst case) until the holder reconciles it.
     Expired,
+    /// The holder settled or released a reservation the engine had reclaimed: `actual` is
+    /// what the reclaimed worst case was lowered to (a second receipt with the same id).
+    Reconciled,
 }
 
 impl End {
@@ -40,6 +44,7 @@ impl End {
             End::Settled => "settled",
             End::Released => "released",
             End::Expired => "expired",
+            End::Reconciled => "reconciled",
         }
     }
 }

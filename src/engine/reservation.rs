@@ -5,8 +5,17 @@
 //! return or a panic in the gateway never leaks budget. [`Reservation::settle`] keeps the
 //! actual cost and releases the rest; [`Reservation::release`] gives everything back.
 //! After the callee's hard timeout plus the engine's grace, [`Engine::reclaim_expired`]
-//! may end the reservation instead; the holder's settle then returns
-//! [`ReservationError::Reclaimed`] and nothing is counted twice.
+//! may end the reservation instead. The reaper frees the slot but **keeps the worst case
+//! spent** (the call may have run and billed; the spend export counts it the same way).
+//! The holder's late `settle` or `release` then reconciles it exactly once: the claim goes
+//! from the worst case to the actual cost ([`Settled::late`], an `End::Reconciled`
+//! receipt). A reclaimed reservation that is dropped unsettled keeps its worst case.
+//!
+//! A delegated run admits sub-calls only while its orchestrator's reservation is active
+//! (`parent_reservation_ended` otherwise). Its sub-calls' spend is bounded by the run's
+//! ledger, whose total is the `sub_budget` inside the orchestrator's worst case; since
+//! that worst case stays claimed until the holder settles (late or not) and the settle
+//! bills what the run took, the run's spend never leaves the mandate's accounting.
 
 use super::ledger::{Charge, Ledger};
 use super::slots::Ticket;
@@ -20,12 +29,13 @@ use crate::sync::Arc;
 use crate::time::Timestamp;
 
 /// Why a settle or release changed nothing.
+///
+/// Since a late settle reconciles (see the module), no settle or release fails today; the
+/// type stays so that a gateway's error handling does not change if one ever does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ReservationError {
-    #[error(
-        "the reservation was reclaimed after the callee's timeout plus the grace; its budget is already released, so this late settle is refused rather than counted twice"
-    )]
-    Reclaimed,
+    #[error("the reservation was already ended")]
+    Ended,
 }
 
 /// What a settle kept.
@@ -39,6 +49,9 @@ pub struct Settled {
     pub billed: Amount,
     /// Of `billed`, what the delegated run's sub-calls took.
     pub passthrough: Amount,
+    /// The engine had reclaimed the reservation (its worst case stayed spent); this settle
+    /// reconciled it to `kept`.
+    pub late: bool,
 }
 
 /// The ledger a reservation holds: a root ledger by reference into the engine's arena,
@@ -125,53 +138,71 @@ impl<'e> Reservation<'e> {
         self.run.as_ref().map(|r| &*r.mandate.source)
     }
 
-    /// What the run's sub-calls have reserved or settled so far.
+    /// What the run's sub-calls have reserved or settled so far (an estimate while they
+    /// run; see [`Reservation::settle`] for the figure billed).
     pub fn run_spent(&self) -> Amount {
         self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.used_micros()))
+    }
+
+    /// What the run's sub-calls claim: reserved + settled, with the run's leases returned
+    /// first, so sub-calls still in flight count at their worst case (never below).
+    fn run_claimed(&self) -> Amount {
+        self.run.as_ref().map_or(Amount::ZERO, |r| {
+            r.mandate.ledger.return_all_leases();
+            Amount::from_micros(r.mandate.ledger.claimed_micros())
+        })
     }
 
     /// Keeps `actual` (at most the worst case) and releases the rest. For an
     /// orchestrator the bill is `actual` (its own price) plus what its sub-calls took:
     /// settle it after they have ended; one still in flight counts at its worst case.
+    ///
+    /// After the engine reclaimed the reservation, a settle still reconciles it, once (the
+    /// guard is consumed): the worst case the reaper kept becomes the actual cost, and
+    /// [`Settled::late`] says so.
     pub fn settle(mut self, actual: Amount, at: Timestamp) -> Result<Settled, ReservationError> {
         self.ended = true;
-        let passthrough = self.run_spent();
+        let passthrough = self.run_claimed();
         let billed = actual.checked_add(passthrough).unwrap_or(Amount::MAX);
-        let result = self.finish(End::Settled, billed, at);
-        result.map(|kept| Settled { worst_case: self.held.worst_case, kept, billed, passthrough })
+        let (kept, late) = self.finish(Some(billed), at)?;
+        Ok(Settled { worst_case: self.held.worst_case, kept, billed, passthrough, late })
     }
 
-    /// Gives the whole reservation back (the call did not happen, or costs nothing).
+    /// Gives the whole reservation back (the call did not happen, or costs nothing). After
+    /// a reclaim it reconciles the kept worst case to 0, once.
     pub fn release(mut self, at: Timestamp) -> Result<(), ReservationError> {
         self.ended = true;
-        self.finish(End::Released, Amount::ZERO, at).map(|_| ())
+        self.finish(None, at).map(|_| ())
     }
 
-    /// Releases without a receipt (an orchestrator refused before it ran).
-    pub(crate) fn release_quietly(mut self) -> Result<(), ReservationError> {
+    /// Releases without a receipt (an orchestrator refused before it ran). Whether the
+    /// holder or a reaper ended the slot, the charge is given back: the call never ran.
+    pub(crate) fn release_quietly(mut self) {
         self.ended = true;
-        if self.engine.slots().end(self.held.ticket) {
-            self.held.ledger.release(self.held.charge);
-            Ok(())
-        } else {
-            Err(ReservationError::Reclaimed)
-        }
+        let _won = self.engine.slots().end(self.held.ticket);
+        self.held.ledger.release(self.held.charge);
     }
 
-    fn finish(&mut self, end: End, actual: Amount, at: Timestamp) -> Result<Amount, ReservationError> {
-        if let Some(run) = &self.run {
-            self.engine.forget_run_ledger(run.mandate.ledger_key);
-        }
-        // Exactly one of the holder and the reaper wins the slot.
-        if !self.engine.slots().end(self.held.ticket) {
-            return Err(ReservationError::Reclaimed);
-        }
-        let kept = match end {
-            End::Settled => Amount::from_micros(self.held.ledger.settle(self.held.charge, actual.micros())),
-            _ => {
+    /// Ends the reservation with `billed` (settle) or nothing (release). Returns what was
+    /// kept and whether the reaper had ended it first (then this reconciles its worst case).
+    fn finish(&mut self, billed: Option<Amount>, at: Timestamp) -> Result<(Amount, bool), ReservationError> {
+        // Exactly one of the holder and the reaper wins the slot. The reaper leaves the
+        // charge in the ledger, so either way the holder is the one that ends the charge,
+        // exactly once (this guard is consumed or dropped).
+        let late = !self.engine.slots().end(self.held.ticket);
+        debug_assert!(!self.engine.slots().is_active(self.held.ticket), "the slot ended, by us or the reaper");
+        let kept = match billed {
+            Some(billed) => Amount::from_micros(self.held.ledger.settle(self.held.charge, billed.micros())),
+            None => {
                 self.held.ledger.release(self.held.charge);
                 Amount::ZERO
             }
+        };
+        debug_assert!(kept <= self.held.worst_case, "a settle keeps at most the worst case");
+        let end = match (late, billed.is_some()) {
+            (true, _) => End::Reconciled,
+            (false, true) => End::Settled,
+            (false, false) => End::Released,
         };
         self.engine.submit(&Receipt {
             id: self.held.receipt_id,
@@ -186,13 +217,24 @@ impl<'e> Reservation<'e> {
             at: self.held.at,
             ended_at: at,
         });
-        Ok(kept)
+        Ok((kept, late))
     }
 
     /// Admits one sub-call of this orchestrator's delegated run against the run's ledger.
     /// A reservation without a run denies every sub-call (`call_not_declared`).
+    ///
+    /// Only while this reservation is active: once the reaper (or nothing else: settling
+    /// consumes the guard) has ended it, every sub-call is denied `parent_reservation_ended`.
+    /// (A reaper racing this check changes no money: the run stays inside the worst case the
+    /// reaper keeps claimed; the check stops work past the callee's deadline.)
     pub fn sub_call(&self, call: &SubCall<'_>) -> Admission<'e> {
         let engine = self.engine;
+        if !engine.slots().is_active(self.held.ticket) {
+            // The receipt names the orchestrator's, like every sub-call's.
+            let codes = CodeSet::EMPTY.with(Code::ParentReservationEnded);
+            let mandate = self.run.as_ref().map_or(self.held.mandate, |r| r.mandate.ix);
+            return engine.deny_ids(mandate, call.agent, self.held.receipt_id, call.at, codes, Amount::ZERO);
+        }
         let snap = engine.cell.load();
         let (Some(run), Some(callee)) = (&self.run, snap.agent(call.agent)) else {
             return engine.deny_unknown(
@@ -220,9 +262,25 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.ended {
             self.ended = true;
-            let now = self.engine.now();
-            // A reclaimed reservation has nothing left to give back.
-            let _ = self.finish(End::Released, Amount::ZERO, now);
+            // Only if the holder still owns the slot: a reclaimed reservation dropped
+            // without a word keeps the worst case the reaper kept (the call may have run).
+            if self.engine.slots().end(self.held.ticket) {
+                self.held.ledger.release(self.held.charge);
+                let now = self.engine.now();
+                self.engine.submit(&Receipt {
+                    id: self.held.receipt_id,
+                    parent: self.held.parent,
+                    mandate: self.held.mandate,
+                    agent: self.held.agent,
+                    decision: Verdict::Allowed,
+                    end: End::Released,
+                    codes: CodeSet::EMPTY,
+                    worst_case: self.held.worst_case,
+                    actual: Amount::ZERO,
+                    at: self.held.at,
+                    ended_at: now,
+                });
+            }
         }
     }
 }
@@ -257,13 +315,9 @@ impl Run {
         let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap).map_err(|_| ())?;
         let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| ())?);
         let ledger = Arc::new(Ledger::new());
-        let key = engine.register_run_ledger(Arc::clone(&ledger));
-        match snapshot::compile_mandate(ix, Arc::new(derived), ledger, key, &engine.names) {
+        match snapshot::compile_mandate(ix, Arc::new(derived), ledger, super::RUN_KEY, &engine.names) {
             Ok(mandate) => Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) }),
-            Err(_) => {
-                engine.forget_run_ledger(key);
-                Err(())
-            }
+            Err(_) => Err(()),
         }
     }
 

@@ -24,15 +24,17 @@ fn state(generation: u64, status: u64) -> u64 {
 
 /// Most slots a table may have (the reservations in flight at once).
 pub const SLOTS_MAX: usize = 1 << 22;
+/// Most slots one claim looks at before the call is denied `in_flight_limit_reached`: a
+/// full (or nearly full) table costs every admit this many probes, not a sweep of the
+/// whole table. A thread that gives up moves its cursor past the slots it looked at, so
+/// its next claim searches the next stretch of the table.
+pub const SLOT_PROBES_MAX: usize = 64;
 
 /// What the engine needs to reclaim an expired reservation without its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SlotRecord {
-    /// Which ledger: see `Engine::ledger_for_key`.
-    pub ledger_key: u64,
+    /// For the expired receipt: the reaper keeps it spent and touches no ledger.
     pub worst_micros: u64,
-    /// Day charged + 1 (0: none).
-    pub day_plus_one: u64,
     /// Unix seconds after which the reservation may be reclaimed.
     pub deadline: i64,
     /// Receipt fields: mandate and agent symbols (high and low 32 bits).
@@ -46,9 +48,7 @@ pub struct SlotRecord {
 #[repr(align(64))]
 struct Slot {
     state: AtomicU64,
-    ledger_key: AtomicU64,
     worst_micros: AtomicU64,
-    day_plus_one: AtomicU64,
     deadline: AtomicU64,
     ids: AtomicU64,
     receipt_id: AtomicU64,
@@ -80,12 +80,13 @@ impl Slots {
         self.slots.len()
     }
 
-    /// Claims a free slot. `None` when none is free within one sweep of the table.
+    /// Claims a free slot. `None` when none is free among the [`SLOT_PROBES_MAX`] slots
+    /// from the thread's cursor (or the whole table, if smaller).
     pub fn claim(&self) -> Option<Ticket> {
         let len = self.slots.len();
         let start = sync::cursor() % len;
-        // One sweep of the table at most, from the thread's cursor.
-        for step in 0..len {
+        let probes = len.min(SLOT_PROBES_MAX);
+        for step in 0..probes {
             let index = (start + step) % len;
             let slot = self.slots.get(index)?;
             // Relaxed: a peek to skip busy slots; the CAS below decides.
@@ -105,6 +106,7 @@ impl Slots {
                 return Some(Ticket { index: u32::try_from(index).ok()?, generation });
             }
         }
+        sync::set_cursor(start + probes);
         None
     }
 
@@ -120,9 +122,7 @@ impl Slots {
     pub fn activate(&self, t: Ticket, r: &SlotRecord) {
         let Some(slot) = self.slots.get(t.index as usize) else { return };
         // Relaxed stores: published by the Release store of the state below.
-        slot.ledger_key.store(r.ledger_key, Ordering::Relaxed);
         slot.worst_micros.store(r.worst_micros, Ordering::Relaxed);
-        slot.day_plus_one.store(r.day_plus_one, Ordering::Relaxed);
         slot.deadline.store(r.deadline as u64, Ordering::Relaxed);
         slot.ids.store(r.ids, Ordering::Relaxed);
         slot.receipt_id.store(r.receipt_id, Ordering::Relaxed);
@@ -146,6 +146,15 @@ impl Slots {
                 Ordering::Relaxed,
             )
             .is_ok()
+    }
+
+    /// Whether the ticket's reservation is still active (not ended by its holder or the
+    /// reaper). A generation compare: a slot reused since holds a later generation.
+    pub fn is_active(&self, t: Ticket) -> bool {
+        let Some(slot) = self.slots.get(t.index as usize) else { return false };
+        // Acquire: pairs with the AcqRel of `end`, so a reaper's end is not missed by a
+        // load ordered after what the caller saw of it.
+        slot.state.load(Ordering::Acquire) == state(t.generation, ACTIVE)
     }
 
     /// Calls `reclaim` once for every active slot whose deadline is before `now`, after
@@ -178,25 +187,13 @@ impl Slots {
     pub fn active(&self) -> usize {
         self.slots.iter().filter(|s| s.state.load(Ordering::Relaxed) & STATUS_MASK == ACTIVE).count()
     }
-
-    /// Every active reservation's record (for export: in flight counts as spent).
-    pub fn active_records(&self) -> Vec<SlotRecord> {
-        self.slots
-            .iter()
-            // Acquire: pairs with `activate`'s Release, as in `reclaim_expired`.
-            .filter(|slot| slot.state.load(Ordering::Acquire) & STATUS_MASK == ACTIVE)
-            .map(read)
-            .collect()
-    }
 }
 
 /// The fields of an active slot. Relaxed loads: the caller's Acquire load of the state
 /// made the activating thread's writes visible.
 fn read(slot: &Slot) -> SlotRecord {
     SlotRecord {
-        ledger_key: slot.ledger_key.load(Ordering::Relaxed),
         worst_micros: slot.worst_micros.load(Ordering::Relaxed),
-        day_plus_one: slot.day_plus_one.load(Ordering::Relaxed),
         deadline: slot.deadline.load(Ordering::Relaxed) as i64,
         ids: slot.ids.load(Ordering::Relaxed),
         receipt_id: slot.receipt_id.load(Ordering::Relaxed),
@@ -228,5 +225,22 @@ mod tests {
         assert!(c.generation > 0);
         s.unclaim(c);
         assert_eq!(s.active(), 0);
+    }
+
+    #[test]
+    fn a_nearly_full_table_is_probed_a_bounded_stretch_at_a_time() {
+        // 1,024 slots, all taken but one, which lies 500 slots past this thread's cursor.
+        let s = Slots::new(1024);
+        let start = sync::cursor() % 1024;
+        let tickets: Vec<_> = (0..1024).map(|_| s.claim().unwrap()).collect();
+        assert!(s.claim().is_none());
+        let far = (start + 500) % 1024;
+        let t = tickets.iter().find(|t| t.index as usize == far).unwrap();
+        s.unclaim(*t);
+        sync::set_cursor(start);
+        assert!(s.claim().is_none(), "the free slot is beyond SLOT_PROBES_MAX probes: denied, not a sweep");
+        // Each refusal moves the cursor on a stretch: the slot is found within 1024/64 claims.
+        let found = (0..1024 / SLOT_PROBES_MAX).find_map(|_| s.claim());
+        assert_eq!(found.map(|t| t.index as usize), Some(far));
     }
 }

@@ -1,14 +1,23 @@
 //! Spend state export and import (bincode), so a restarted process resumes from what it
 //! had spent. Reservations in flight are exported as spent: the restarted process cannot
 //! know whether those calls ran, so it assumes they did (conservative).
+//!
+//! The bytes are `MAGIC (8) | version (u32, little endian) | payload | SHA-256 (32)`,
+//! the digest over everything before it. Corrupted bytes that still decode once lowered
+//! a mandate's spend on import; now every change is refused before anything is decoded.
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::ledger::{DAY_MICROS_MAX, DAY_NUMBER_MAX};
 use super::{Engine, EngineError};
 
-/// The version of the format below.
-pub const SPEND_FORMAT: u32 = 1;
+/// The version of the format below (1: bincode without magic or digest, no longer read).
+pub const SPEND_FORMAT: u32 = 2;
+/// The first bytes of a spend state.
+pub const SPEND_MAGIC: [u8; 8] = *b"HOLONSPD";
+const HEADER_BYTES: usize = SPEND_MAGIC.len() + 4;
+const DIGEST_BYTES: usize = 32;
 /// Largest spend state accepted (bytes): bounds the decoder against hostile input.
 pub const SPEND_BYTES_MAX: usize = 64 << 20;
 /// Most ledgers in one spend state.
@@ -54,9 +63,17 @@ impl Engine {
         SpendState { format: SPEND_FORMAT, ledgers }
     }
 
-    /// [`Engine::spend_state`] as bincode bytes.
+    /// [`Engine::spend_state`] as bytes: magic, version, bincode payload, SHA-256.
     pub fn export_spend(&self) -> Result<Vec<u8>, EngineError> {
-        bincode::serde::encode_to_vec(self.spend_state(), config()).map_err(|e| EngineError::SpendDecode(e.to_string()))
+        let payload = bincode::serde::encode_to_vec(self.spend_state(), config())
+            .map_err(|e| EngineError::SpendDecode(e.to_string()))?;
+        let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len() + DIGEST_BYTES);
+        bytes.extend_from_slice(&SPEND_MAGIC);
+        bytes.extend_from_slice(&SPEND_FORMAT.to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let digest = Sha256::digest(&bytes);
+        bytes.extend_from_slice(&digest);
+        Ok(bytes)
     }
 
     /// Adds exported spend to this engine's ledgers (creating them for mandates it has not
@@ -66,10 +83,11 @@ impl Engine {
         if bytes.len() > SPEND_BYTES_MAX {
             return Err(EngineError::SpendDecode(format!("{} bytes is more than {SPEND_BYTES_MAX}", bytes.len())));
         }
-        let (state, read): (SpendState, usize) =
-            bincode::serde::decode_from_slice(bytes, config()).map_err(|e| EngineError::SpendDecode(e.to_string()))?;
-        if read != bytes.len() {
-            return Err(EngineError::SpendDecode(format!("{} trailing bytes", bytes.len() - read)));
+        let payload = checked_payload(bytes)?;
+        let (state, read): (SpendState, usize) = bincode::serde::decode_from_slice(payload, config())
+            .map_err(|e| EngineError::SpendDecode(e.to_string()))?;
+        if read != payload.len() {
+            return Err(EngineError::SpendDecode(format!("{} trailing bytes", payload.len() - read)));
         }
         if state.format != SPEND_FORMAT {
             return Err(EngineError::SpendInvalid(format!(
@@ -91,6 +109,13 @@ impl Engine {
             if l.day > DAY_NUMBER_MAX || l.day_micros > DAY_MICROS_MAX {
                 return Err(EngineError::SpendInvalid(format!("the day word of `{}` is out of range", l.mandate)));
             }
+            // A day's spend is part of the total (the ledger's words keep day <= total).
+            if l.day_micros > l.spent_micros {
+                return Err(EngineError::SpendInvalid(format!(
+                    "`{}` spent more on day {} than in total",
+                    l.mandate, l.day
+                )));
+            }
         }
         let syms =
             state.ledgers.iter().map(|l| self.names.mandates.intern(&l.mandate)).collect::<Result<Vec<_>, _>>()?;
@@ -99,4 +124,36 @@ impl Engine {
         }
         Ok(state.ledgers.len())
     }
+}
+
+/// The payload of a spend state after its magic, version and digest are checked.
+fn checked_payload(bytes: &[u8]) -> Result<&[u8], EngineError> {
+    let (Some(magic), Some(version), Some(split)) = (
+        bytes.get(..SPEND_MAGIC.len()),
+        bytes.get(SPEND_MAGIC.len()..HEADER_BYTES),
+        bytes.len().checked_sub(DIGEST_BYTES).filter(|n| *n >= HEADER_BYTES),
+    ) else {
+        return Err(EngineError::SpendDecode(format!("{} bytes is too short for a spend state", bytes.len())));
+    };
+    if magic != SPEND_MAGIC {
+        return Err(EngineError::SpendDecode("not a holon spend state (its first bytes are not HOLONSPD)".into()));
+    }
+    let version = u32::from_le_bytes(version.try_into().map_err(|_| EngineError::SpendDecode("no version".into()))?);
+    if version > SPEND_FORMAT {
+        return Err(EngineError::SpendInvalid(format!(
+            "spend state version {version} is newer than this engine's {SPEND_FORMAT}; import it with a newer engine"
+        )));
+    }
+    if version != SPEND_FORMAT {
+        return Err(EngineError::SpendInvalid(format!(
+            "spend state version {version} is not the supported {SPEND_FORMAT}"
+        )));
+    }
+    let (Some(signed), Some(digest)) = (bytes.get(..split), bytes.get(split..)) else {
+        return Err(EngineError::SpendDecode("no digest".into()));
+    };
+    if Sha256::digest(signed).as_slice() != digest {
+        return Err(EngineError::SpendCorrupt);
+    }
+    signed.get(HEADER_BYTES..).ok_or_else(|| EngineError::SpendDecode("no payload".into()))
 }
