@@ -1,6 +1,6 @@
 //! `holon demo`: the product's main job on the bundled examples, for a newcomer.
 //! 1. validates every document under `examples/`;
-//! 2. replays the delegation document's worked example through the engine (compiled
+//! 2. replays the worked example of delegation (docs/rulings.md) through the engine (compiled
 //!    snapshot, atomic ledger, approval, delegated run, receipts), not only the pure logic;
 //! 3. runs a short load test on distinct mandates and one on a single hot mandate, with
 //!    the budget audit.

@@ -1,4 +1,4 @@
-//! Every MUST of the manifest document that the schema cannot express: rules that relate
+//! Every rule of the manifest (docs/manifest.md) that the schema cannot express: rules that relate
 //! fields to each other or need real parsers (SPDX, JSON Schema 2020-12, URLs).
 //! Each violation names its JSON Pointer and says how to fix it.
 
