@@ -20,7 +20,7 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Value, DocError> {
         return Err(DocError::Anchor { line });
     }
     // Before the parser sees the text: its work grows faster than linearly with flow
-    // nesting (60,000 levels of `[` took about 110 s), long before our depth check on
+    // nesting (docs/PERFORMANCE.md, "Hostile input"), long before our depth check on
     // the parsed value could run.
     if let Some(line) = find_too_deep(text, limits.depth_max) {
         return Err(DocError::TooDeep { depth_max: limits.depth_max, line: Some(line) });
