@@ -17,7 +17,16 @@ use super::DocError;
 /// Errors: [`DocError::NotAFile`] (directory, device, FIFO, socket),
 /// [`DocError::TooLarge`], [`DocError::Io`] (missing, permission, ...).
 pub fn read_bounded(path: &Path, bytes_max: usize) -> Result<Vec<u8>, DocError> {
-    let file = open_nonblocking(path).map_err(|e| DocError::Io(e.to_string()))?;
+    let file = match open_nonblocking(path) {
+        Ok(file) => file,
+        // A socket cannot be opened at all: say what it is rather than the OS's words.
+        Err(e) => {
+            return Err(match std::fs::metadata(path) {
+                Ok(meta) if !meta.is_file() => DocError::NotAFile { what: file_type_name(&meta.file_type()) },
+                _ => DocError::Io(e.to_string()),
+            });
+        }
+    };
     let meta = file.metadata().map_err(|e| DocError::Io(e.to_string()))?;
     if !meta.is_file() {
         return Err(DocError::NotAFile { what: file_type_name(&meta.file_type()) });
@@ -83,6 +92,16 @@ mod tests {
     fn devices_and_directories_are_refused() {
         assert!(matches!(read_bounded(Path::new("/dev/zero"), 1 << 20), Err(DocError::NotAFile { what: "a device" })));
         assert!(matches!(read_bounded(Path::new("/"), 1 << 20), Err(DocError::NotAFile { what: "a directory" })));
+    }
+
+    #[test]
+    fn a_socket_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("holon-read-socket-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.yaml");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(matches!(read_bounded(&path, 1 << 20), Err(DocError::NotAFile { what: "a socket" })));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
