@@ -1,6 +1,6 @@
 //! Exact money: decimal strings in, whole micro-units (10^-6) inside.
 //!
-//! Rules (DECISIONS.md, "Money"):
+//! Rules (docs/rulings.md, "Money"):
 //! - an amount is a decimal string: digits, optionally `.` and 1 to 6 digits; no sign,
 //!   exponent, spaces or thousands separators;
 //! - inside, it is a `u64` count of micro-units; every operation is checked and an overflow

@@ -1,4 +1,4 @@
-//! Identifiers and the patterns that match them (DECISIONS.md, "Matching").
+//! Identifiers and the patterns that match them (docs/rulings.md, "Matching").
 //!
 //! - capability classes are dotted lower-case names: `extraction.table`;
 //! - class patterns: `a.b` exactly, `a.*` every class strictly below `a`, `*` every class;

@@ -1,4 +1,4 @@
-//! Ranking under a mandate (mandate document §5 and cold start): drop the agents the
+//! Ranking under a mandate (docs/rulings.md, caller mandate §5 and cold start): drop the agents the
 //! mandate denies (each with its first reason), then order the rest by
 //! 1. relevance to the query (higher first),
 //! 2. cost per successful run = worst case / success rate (lower first; unknown last),

@@ -39,7 +39,7 @@ pub struct AgentRecord {
 impl AgentRecord {
     /// Success rate for thresholds and ranking: the measured one, or for an agent never
     /// run (no runs in 30 days) the evaluation score, which "feeds success rate without
-    /// counting as usage" (mandate document, cold start).
+    /// counting as usage" (docs/rulings.md, caller mandate §5, cold start).
     pub fn effective_success_rate(&self) -> Option<Fixed6> {
         match (self.success_rate, self.runs_30d) {
             (Some(rate), _) => Some(rate),

@@ -126,17 +126,24 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
+/// Reads and checks a scenario from its text (the files it names are not read);
+/// `origin` names it in errors.
+pub fn parse_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+    let s: Scenario = doc::parse_typed(text, origin)?;
+    if s.holon_scenario != "0.1" {
+        return Err(ScenarioError::Invalid(format!("{origin}: `holon_scenario` must be \"0.1\"")));
+    }
+    if s.calls.len() > CALLS_MAX || s.calls.iter().any(|c| c.sub_calls.len() > CALLS_MAX) {
+        return Err(ScenarioError::Invalid(format!("{origin}: at most {CALLS_MAX} calls per level")));
+    }
+    Ok(s)
+}
+
 /// Loads a scenario and everything it names; `mandate` overrides the scenario's own.
 pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, Catalog), ScenarioError> {
     let text = doc::read_text(path, &doc::Limits::default())
         .map_err(|source| LoadError::Unreadable { path: path.display().to_string(), source })?;
-    let s: Scenario = doc::parse_typed(&text, &path.display().to_string())?;
-    if s.holon_scenario != "0.1" {
-        return Err(ScenarioError::Invalid(format!("{}: `holon_scenario` must be \"0.1\"", path.display())));
-    }
-    if s.calls.len() > CALLS_MAX || s.calls.iter().any(|c| c.sub_calls.len() > CALLS_MAX) {
-        return Err(ScenarioError::Invalid(format!("{}: at most {CALLS_MAX} calls per level", path.display())));
-    }
+    let s = parse_str(&text, &path.display().to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
     let mandate_path = match (mandate, &s.mandate) {
         (Some(m), _) => m.to_path_buf(),

@@ -1,5 +1,5 @@
-//! Settlement: what a finished run bills and who gets what (manifest document §5, §8;
-//! DECISIONS.md "Settlement").
+//! Settlement: what a finished run bills and who gets what (docs/rulings.md: manifest §5,
+//! §8, and "Settlement").
 //!
 //! - `charge_on: success` bills only a run whose output validated; declared errors are
 //!   billed only when `billed: true` under `charge_on: attempt`; undeclared failures and

@@ -1,6 +1,6 @@
 //! Instants (RFC 3339, kept as whole UTC seconds) and ISO-8601 durations for retention.
 //!
-//! Retention comparison is conservative (DECISIONS.md, "Admission"): a month or year in the
+//! Retention comparison is conservative (docs/rulings.md, "Admission"): a month or year in the
 //! agent's duration counts at its longest (31 / 366 days), in the mandate's at its shortest
 //! (28 / 365 days), so an agent duration "fits" only if it cannot be longer.
 

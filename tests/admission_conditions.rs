@@ -68,9 +68,9 @@ fn the_base_call_is_allowed() {
 fn validity_window_inclusive() {
     let at = |s: &str| CallContext::at(Timestamp::parse(s).unwrap());
     allowed(decide(&[], &[], &[], at("2026-11-01T00:00:00Z")));
-    allowed(decide(&[], &[], &[], at("2026-12-31T23:59:59Z")));
+    allowed(decide(&[], &[], &[], at("2099-12-31T23:59:59Z")));
     denied_only_by(decide(&[], &[], &[], at("2026-10-31T23:59:59Z")), Code::MandateNotYetValid);
-    denied_only_by(decide(&[], &[], &[], at("2027-01-01T00:00:00Z")), Code::MandateExpired);
+    denied_only_by(decide(&[], &[], &[], at("2100-01-01T00:00:00Z")), Code::MandateExpired);
 }
 
 #[test]

@@ -39,7 +39,7 @@ fn every_widening_is_caught() {
         (vec![set("/parent", json!("alice/other"))], "parent_mismatch"),
         (vec![set("/issuer", json!("alice/other-agent"))], "issuer_mismatch"),
         (vec![set("/valid/from", json!("2026-10-31T00:00:00Z"))], "validity_outside_parent"),
-        (vec![set("/valid/until", json!("2027-01-01T00:00:00Z"))], "validity_outside_parent"),
+        (vec![set("/valid/until", json!("2100-01-01T00:00:00Z"))], "validity_outside_parent"),
         (vec![set("/budget/currency", json!("USD")), set("/budget/fx", json!({}))], "currency_mismatch"),
         (
             vec![set("/budget/total", json!("100.000001")), remove("/budget/per_call"), remove("/budget/per_day")],

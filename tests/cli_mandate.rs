@@ -129,7 +129,7 @@ fn search_contract() {
     }
     assert!(v["excluded"][0]["reason"]["code"].is_string());
     let (_, out) =
-        holon(&["search", "--mandate", ROOT, "--agents", "examples/agents", "--at", "2027-02-01T00:00:00Z", "--json"]);
+        holon(&["search", "--mandate", ROOT, "--agents", "examples/agents", "--at", "2100-02-01T00:00:00Z", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ranked"].as_array().unwrap().len(), 0, "an expired mandate ranks nothing");
 }

@@ -73,3 +73,49 @@ proptest! {
         let _ = check(&text);
     }
 }
+
+/// Flow nesting is refused by a lexical scan before the YAML parser runs: the parser's
+/// work grows faster than linearly with it (60,000 levels took about 110 s).
+#[test]
+fn deep_flow_nesting_is_refused_fast_with_our_error() {
+    for text in [
+        format!("holon: {}{}\n", "[".repeat(60_000), "]".repeat(60_000)),
+        format!("holon: {}1{}\n", "{a: ".repeat(60_000), "}".repeat(60_000)),
+        format!("holon: {}", "[".repeat(60_000)),
+        format!("{}x\n", "- ".repeat(60_000)),
+    ] {
+        let started = std::time::Instant::now();
+        let result = check(&text);
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(&result, Err(e @ DocError::TooDeep { depth_max: 64, .. }) if e.to_string().contains("line 1: nesting is deeper than 64 levels")),
+            "{result:?}"
+        );
+        assert!(elapsed < std::time::Duration::from_secs(2), "took {elapsed:?}");
+    }
+}
+
+/// The scan counts only real structure: brackets in quotes, comments, block scalars and
+/// plain text do not make a document too deep.
+#[test]
+fn brackets_in_text_are_not_nesting() {
+    let many = "[".repeat(100);
+    for text in [
+        format!("a: \"{many}\"\n"),
+        format!("a: '{many}'\n"),
+        format!("a: 'it''s {many}'\n"),
+        format!("a: 1 # {many}\n"),
+        format!("a: |\n  {many}\n  more\nb: 1\n"),
+        format!("a: >-\n  {many}\nb: 1\n"),
+        format!("a: see {many}\n"),
+        format!("a: [\"{many}\", '{many}']\n"),
+        format!("a: \"multi\n  line {many}\"\n"),
+    ] {
+        assert!(doc::yaml::parse(&text, &Limits::default()).is_ok(), "{text}");
+    }
+    // 64 levels are allowed, 65 are not.
+    let ok = format!("a: {}1{}\n", "[".repeat(63), "]".repeat(63));
+    assert!(doc::yaml::parse(&ok, &Limits::default()).is_ok());
+    let deep = format!("a: {}1{}\n", "[".repeat(65), "]".repeat(65));
+    assert!(matches!(doc::yaml::parse(&deep, &Limits::default()), Err(DocError::TooDeep { .. })));
+}

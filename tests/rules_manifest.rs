@@ -234,3 +234,63 @@ fn money_number_message_names_the_field_and_the_fix() {
         "{found:?}"
     );
 }
+
+/// `d0: anyOf [d1, d1]`, `d1: anyOf [d2, d2]`, ... : each level doubles the validation work.
+fn any_of_fan_out(depth: usize) -> serde_json::Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..depth {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(format!("d{i}"), json!({"anyOf": [{"$ref": next}, {"$ref": next}]}));
+    }
+    defs.insert(format!("d{depth}"), json!({"type": "integer"}));
+    json!({"$defs": defs, "$ref": "#/$defs/d0"})
+}
+
+/// An `anyOf` fan-out of depth 22 in an interface schema made validating the examples
+/// exponential (depth 20: 1.5 GB; depth 22: aborted on allocation failure). It is refused
+/// before compiling, at once, with the reason.
+#[test]
+fn schema_fan_out_is_refused_in_bounded_time() {
+    let doc = apply(&load_value(BASE), &[set("/interface/input", any_of_fan_out(22))]);
+    let started = std::time::Instant::now();
+    let found = violations(&doc);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        found
+            .iter()
+            .any(|v| v.starts_with("/interface/input: ") && v.contains("more than 100000 subschema applications")),
+        "{found:?}"
+    );
+    // A small fan-out is fine.
+    let doc = apply(&load_value(BASE), &[set("/interface/input", any_of_fan_out(3))]);
+    assert!(!violations(&doc).iter().any(|v| v.contains("subschema")), "{:?}", violations(&doc));
+}
+
+/// What the work bound cannot follow is refused, not trusted: a `$ref` loop on the same
+/// value, references outside the schema, `$id` below the root, chains past the limit.
+#[test]
+fn schema_references_the_bound_cannot_follow_are_refused() {
+    let base = load_value(BASE);
+    let mut chain = serde_json::Map::new();
+    for i in 0..300 {
+        chain.insert(format!("c{i}"), json!({"$ref": format!("#/$defs/c{}", i + 1)}));
+    }
+    chain.insert("c300".into(), json!({"type": "object"}));
+    for (schema, words) in [
+        (json!({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}), "refers to itself"),
+        (json!({"$ref": "https://example.com/schema.json"}), "only local references"),
+        (json!({"$ref": "#/$defs/missing"}), "only local references"),
+        (json!({"$defs": {"a": {"$id": "urn:a", "type": "object"}}, "$ref": "urn:a"}), "`$id` below the root"),
+        (json!({"$defs": chain, "$ref": "#/$defs/c0"}), "more than 256 levels"),
+    ] {
+        let found = violations(&apply(&base, &[set("/interface/input", schema)]));
+        assert!(found.iter().any(|v| v.starts_with("/interface/input: ") && v.contains(words)), "{words}: {found:?}");
+    }
+    // Recursive schemas that descend into the value, local refs and anchors are fine.
+    let tree = json!({
+        "$defs": {"node": {"$anchor": "node", "type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#node"}}}}},
+        "$ref": "#/$defs/node"
+    });
+    let found = violations(&apply(&base, &[set("/interface/input", tree)]));
+    assert!(!found.iter().any(|v| v.starts_with("/interface/input: ")), "{found:?}");
+}

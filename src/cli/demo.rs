@@ -1,6 +1,6 @@
 //! `holon demo`: the product's main job on the bundled examples, for a newcomer.
 //! 1. validates every document under `examples/`;
-//! 2. replays the delegation document's worked example through the engine (compiled
+//! 2. replays the worked example of delegation (docs/rulings.md) through the engine (compiled
 //!    snapshot, atomic ledger, approval, delegated run, receipts), not only the pure logic;
 //! 3. runs a short load test on distinct mandates and one on a single hot mandate, with
 //!    the budget audit.
@@ -18,12 +18,16 @@ use holon::scenario;
 
 use super::exit;
 use super::loadtest;
+use super::out::outln;
 use super::style::Style;
 
 pub fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
     let mut ok = validate_all(examples, style)?;
     ok &= worked_example(examples, style)?;
-    let duration = Duration::from_secs_f64(seconds.clamp(0.1, 600.0));
+    // The flag is checked by clap; this guards callers of `run` (NaN would panic below).
+    let (min, max) = (super::range::DEMO_LOAD_S_MIN, super::range::DEMO_LOAD_S_MAX);
+    anyhow::ensure!((min..=max).contains(&seconds), "--seconds must be a finite number from {min} to {max}");
+    let duration = Duration::try_from_secs_f64(seconds)?;
     let progress = loadtest::progress_wanted();
     for (title, opts) in [
         (
@@ -57,23 +61,23 @@ pub fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
             },
         ),
     ] {
-        println!("\n{}", style.bold(title));
+        outln!("\n{}", style.bold(title))?;
         let report = loadtest::run(&opts)?;
         loadtest::print(&report, false, style)?;
         ok &= !report.overrun;
     }
-    println!();
+    outln!()?;
     if ok {
-        println!("{}", style.good("demo passed: documents valid, worked example reproduced, no budget overrun"));
+        outln!("{}", style.good("demo passed: documents valid, worked example reproduced, no budget overrun"))?;
         Ok(exit::OK)
     } else {
-        println!("{}", style.bad("demo FAILED: see above"));
+        outln!("{}", style.bad("demo FAILED: see above"))?;
         Ok(exit::FAILED)
     }
 }
 
 fn validate_all(examples: &Path, style: &Style) -> anyhow::Result<bool> {
-    println!("{}", style.bold(&format!("1. documents under {}", examples.display())));
+    outln!("{}", style.bold(&format!("1. documents under {}", examples.display())))?;
     let limits = Limits::default();
     let (mut valid, mut total) = (0, 0);
     for path in doc::yaml_files(examples)? {
@@ -83,10 +87,10 @@ fn validate_all(examples: &Path, style: &Style) -> anyhow::Result<bool> {
         total += 1;
         match checked.result {
             Ok(_) => valid += 1,
-            Err(v) => println!("  {} {} {}", style.bad("invalid"), path.display(), v.len()),
+            Err(v) => outln!("  {} {} {}", style.bad("invalid"), path.display(), v.len())?,
         }
     }
-    println!("  {valid} of {total} manifests, mandates and records valid");
+    outln!("  {valid} of {total} manifests, mandates and records valid")?;
     Ok(valid == total && total > 0)
 }
 
@@ -94,11 +98,11 @@ fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
     let scenario_path = examples.join("worked-example/scenario.yaml");
     let (s, mandate, catalog) = scenario::load(&scenario_path, Some(&examples.join("mandates/alice-root.yaml")))
         .with_context(|| format!("loading {}", scenario_path.display()))?;
-    println!(
+    outln!(
         "\n{} {}",
         style.bold("2. the worked example through the engine, under"),
         style.bold(&format!("{} ({} {} total)", mandate.id, mandate.budget.total, mandate.budget.currency))
-    );
+    )?;
     let cur = mandate.budget.currency;
     let input = SnapshotInput {
         mandates: vec![Arc::new(mandate)],
@@ -117,61 +121,61 @@ fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
         let agent = engine.agent_ix(top.agent.as_str()).with_context(|| format!("unknown agent {}", top.agent))?;
         let call = Call { max_cost: top.max_cost, ..Call::new(mandate_ix, agent, s.at) };
         let max = top.max_cost.map(|m| format!(" max_cost {m} {cur}")).unwrap_or_default();
-        println!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent);
+        outln!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent)?;
         let mut admission = engine.admit(&call);
         if let Admission::Held(p) = &admission {
-            println!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case);
+            outln!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case)?;
             match &top.approve_as {
                 Some(who) => {
                     admission = engine.approve(p.id, who, s.at)?;
-                    println!("    approved by {who}");
+                    outln!("    approved by {who}")?;
                 }
                 None => continue,
             }
         }
         match admission {
             Admission::Denied(d) => {
-                println!("    {} worst case {} {cur}", style.bad("denied"), d.worst_case);
+                outln!("    {} worst case {} {cur}", style.bad("denied"), d.worst_case)?;
                 for r in engine.explain(&call).map(|a| a.reasons).unwrap_or_default() {
-                    println!("      {} {}", style.dim(r.code.as_str()), r.message);
+                    outln!("      {} {}", style.dim(r.code.as_str()), r.message)?;
                 }
             }
-            Admission::Held(_) => println!("    {}", style.warn("still held")),
+            Admission::Held(_) => outln!("    {}", style.warn("still held"))?,
             Admission::Allowed(r) => {
-                println!(
+                outln!(
                     "    {} reserved {} {cur}; its sub-calls may spend {} {cur}",
                     style.good("allowed"),
                     r.worst_case(),
                     r.sub_budget()
-                );
+                )?;
                 for sc in &top.sub_calls {
                     sub_call(&engine, &r, sc, s.at, style, &cur.to_string())?;
                 }
                 let own = top.charge.or(catalog.get(&top.agent).and_then(|e| e.manifest.pricing.ceiling()));
                 let settled = r.settle(own.unwrap_or(Amount::ZERO), s.at)?;
-                println!(
+                outln!(
                     "    {} own {} + sub-calls {} = {} {cur}",
                     style.bold("billed"),
                     own.unwrap_or(Amount::ZERO),
                     settled.passthrough,
                     settled.billed
-                );
+                )?;
             }
         }
     }
     let ledger = engine.ledger(mandate_ix).context("no ledger")?;
     let spent = Amount::from_micros(ledger.settled_micros());
-    println!(
+    outln!(
         "  ledger: {spent} {cur} settled, {} {cur} in flight",
         Amount::from_micros(ledger.used_micros().saturating_sub(ledger.settled_micros()))
-    );
+    )?;
     drop(engine);
     let receipts: Vec<Receipt> = rx.try_iter().collect();
-    println!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len());
+    outln!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len())?;
     let expected = Amount::parse("0.118")?;
     let reproduced = spent == expected;
     if !reproduced {
-        println!("  {} expected {expected} {cur} billed, got {spent}", style.bad("mismatch:"));
+        outln!("  {} expected {expected} {cur} billed, got {spent}", style.bad("mismatch:"))?;
     }
     Ok(reproduced)
 }
@@ -201,19 +205,19 @@ fn sub_call(
     };
     let label = capability.map(str::to_owned).or(sc.agent.as_ref().map(|a| a.to_string())).unwrap_or_default();
     let Some(agent) = agent else {
-        println!("      {} {label}: no admissible implementer", style.bad("denied"));
+        outln!("      {} {label}: no admissible implementer", style.bad("denied"))?;
         return Ok(());
     };
     let name = snap.agent(agent).map(|a| a.source.id.to_string()).unwrap_or_default();
     match r.sub_call(&SubCall { agent, capability, at }) {
         Admission::Allowed(child) => {
             let settled = child.settle(sc.cost, at)?;
-            println!(
+            outln!(
                 "      {} {label} -> {name}: reserved {} {cur}, settled {} {cur}",
                 style.good("allowed"),
                 settled.worst_case,
                 settled.kept
-            );
+            )?;
         }
         other => {
             let verdict = if other.verdict() == Verdict::Held { style.warn("held") } else { style.bad("denied") };
@@ -221,7 +225,7 @@ fn sub_call(
                 Admission::Denied(d) => d.codes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
                 _ => String::new(),
             };
-            println!("      {verdict} {label} -> {name} {}", style.dim(&codes));
+            outln!("      {verdict} {label} -> {name} {}", style.dim(&codes))?;
         }
     }
     Ok(())

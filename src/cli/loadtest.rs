@@ -16,10 +16,15 @@ use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, SubCall,
 use holon::money::Amount;
 use serde::Serialize;
 
+use super::out::{err, outln};
+
 /// Most threads, mandates and agents a load test may ask for.
 pub const THREADS_MAX: usize = 256;
 pub const MANDATES_MAX: usize = 1_000_000;
 pub const AGENTS_MAX: usize = 1_000_000;
+/// Most (thread, mandate) audit slots: each thread keeps the largest amount it saw per
+/// mandate, 8 bytes each, so this bounds that memory to 128 MB.
+pub const AUDIT_SLOTS_MAX: usize = 16_000_000;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -87,6 +92,10 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     anyhow::ensure!((1..=THREADS_MAX).contains(&opts.threads), "--threads must be 1 to {THREADS_MAX}");
     anyhow::ensure!((1..=MANDATES_MAX).contains(&opts.mandates), "--mandates must be 1 to {MANDATES_MAX}");
     anyhow::ensure!((10..=AGENTS_MAX).contains(&opts.agents), "--agents must be 10 to {AGENTS_MAX}");
+    anyhow::ensure!(
+        opts.threads.saturating_mul(opts.mandates) <= AUDIT_SLOTS_MAX,
+        "--threads times --mandates must be at most {AUDIT_SLOTS_MAX} (each thread audits every mandate); lower one of them"
+    );
     // A hot mandate's budget runs out during the test: about 5,000 leaf calls.
     let default = if opts.hot { Amount::from_micros(5_000_000) } else { Amount::from_micros(10_000_000_000_000) };
     let total = opts.total.unwrap_or(default);
@@ -148,11 +157,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
                 && start.elapsed() > Duration::from_secs(1)
                 && last_progress.elapsed() > Duration::from_millis(250)
             {
-                eprint!(
-                    "\r  {:>5.1} s  {:>12} calls",
-                    start.elapsed().as_secs_f64(),
-                    done_calls.load(Ordering::Relaxed)
-                );
+                err!("\r  {:>5.1} s  {:>12} calls", start.elapsed().as_secs_f64(), done_calls.load(Ordering::Relaxed));
                 let _ = std::io::stderr().flush();
                 last_progress = Instant::now();
                 printed = true;
@@ -160,7 +165,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         }
         let workers = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         if printed {
-            eprint!("\r{:60}\r", "");
+            err!("\r{:60}\r", "");
         }
         workers
     });
@@ -294,37 +299,40 @@ fn work(
 
 pub fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        outln!("{}", serde_json::to_string_pretty(report)?)?;
         return Ok(());
     }
     let d = &report.decisions;
-    println!(
+    outln!(
         "{} {} calls on {} thread(s) in {:.2} s: {} calls/s",
         style.bold("load"),
         report.calls,
         report.threads,
         report.elapsed_ms as f64 / 1000.0,
         report.ops_per_sec
-    );
-    println!(
+    )?;
+    outln!(
         "  latency   p50 {} ns   p99 {} ns   p99.9 {} ns  {}",
         report.latency_ns.p50,
         report.latency_ns.p99,
         report.latency_ns.p999,
         style.dim("(per call, admit + settle, timer included)")
-    );
-    println!(
+    )?;
+    outln!(
         "  decisions {} allowed  {} held  {} denied  ({} sub-calls in delegated runs)",
-        d.allowed, d.held, d.denied, report.sub_calls
-    );
+        d.allowed,
+        d.held,
+        d.denied,
+        report.sub_calls
+    )?;
     let audit = if report.overrun { style.bad("OVERRUN") } else { style.good("within limits") };
-    println!(
+    outln!(
         "  budgets   {} mandates audited: {audit}; largest claimed (reserved+settled+leased) {} of limit {}",
         report.mandates_audited,
         Amount::from_micros(report.max_used_micros),
         Amount::from_micros(report.limit_micros)
-    );
-    println!(
+    )?;
+    outln!(
         "  receipts  {} written, {} dropped{}",
         report.receipts,
         report.receipts_dropped,
@@ -333,7 +341,7 @@ pub fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow
         } else {
             String::new()
         }
-    );
+    )?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ mod demo;
 mod job;
 mod loadtest;
 mod mandate;
+mod out;
 mod search;
 mod style;
 mod validate;
@@ -14,12 +15,75 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use out::errln;
+
 /// Exit codes shared by every verb.
 pub mod exit {
     pub const OK: u8 = 0;
     pub const FAILED: u8 = 1;
     pub const BAD_INPUT: u8 = 2;
     pub const HELD: u8 = 3;
+}
+
+/// The range of every numeric flag; a value outside it is refused with exit 2.
+pub mod range {
+    /// `demo --seconds`: seconds of load (the hot-mandate run gets half).
+    pub const DEMO_LOAD_S_MIN: f64 = 0.1;
+    pub const DEMO_LOAD_S_MAX: f64 = 600.0;
+    /// `loadtest --duration-s`.
+    pub const LOADTEST_DURATION_S_MIN: f64 = 0.01;
+    pub const LOADTEST_DURATION_S_MAX: f64 = 86_400.0;
+    /// `loadtest --calls`: at ten million calls a second, about a quarter of an hour.
+    pub const LOADTEST_CALLS_MAX: u64 = 10_000_000_000;
+    /// `loadtest --publish-every-ms` (0: never). The publisher sleeps this long between
+    /// snapshots and the run waits for it to wake, so the interval bounds the run's end.
+    pub const LOADTEST_PUBLISH_EVERY_MS_MAX: u64 = 10_000;
+    pub use super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
+}
+
+/// A finite number of seconds within `[min, max]`.
+fn seconds(text: &str, min: f64, max: f64) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds; give one from {min} to {max}"))?;
+    if value.is_finite() && (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} seconds is outside {min} to {max}; give a finite number in that range"))
+    }
+}
+
+/// A whole number within `[min, max]`.
+fn count<T: TryFrom<u64>>(text: &str, min: u64, max: u64) -> Result<T, String> {
+    let value: u64 =
+        text.trim().parse().map_err(|_| format!("`{text}` is not a whole number; give one from {min} to {max}"))?;
+    if !(min..=max).contains(&value) {
+        return Err(format!("{value} is outside {min} to {max}"));
+    }
+    T::try_from(value).map_err(|_| format!("{value} is too large for this machine"))
+}
+
+fn demo_seconds(text: &str) -> Result<f64, String> {
+    seconds(text, range::DEMO_LOAD_S_MIN, range::DEMO_LOAD_S_MAX)
+}
+fn loadtest_duration_s(text: &str) -> Result<f64, String> {
+    seconds(text, range::LOADTEST_DURATION_S_MIN, range::LOADTEST_DURATION_S_MAX)
+}
+fn loadtest_threads(text: &str) -> Result<usize, String> {
+    count(text, 1, range::THREADS_MAX as u64)
+}
+fn loadtest_mandates(text: &str) -> Result<usize, String> {
+    count(text, 1, range::MANDATES_MAX as u64)
+}
+fn loadtest_agents(text: &str) -> Result<usize, String> {
+    count(text, 10, range::AGENTS_MAX as u64)
+}
+fn loadtest_calls(text: &str) -> Result<u64, String> {
+    count(text, 1, range::LOADTEST_CALLS_MAX)
+}
+fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
+    count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
 }
 
 #[derive(Parser)]
@@ -48,23 +112,26 @@ enum Command {
         /// The examples directory.
         #[arg(long, default_value = "examples")]
         examples: PathBuf,
-        /// Seconds of load (the hot-mandate run gets half).
-        #[arg(long, default_value_t = 2.0)]
+        /// Seconds of load, 0.1 to 600 (the hot-mandate run gets half).
+        #[arg(long, default_value_t = 2.0, value_parser = demo_seconds, allow_negative_numbers = true)]
         seconds: f64,
     },
     /// Hammer the engine from N threads over a synthetic network and audit every budget.
     Loadtest {
-        #[arg(long, default_value_t = 2)]
+        /// Threads, 1 to 256.
+        #[arg(long, default_value_t = 2, value_parser = loadtest_threads, allow_negative_numbers = true)]
         threads: usize,
-        #[arg(long, default_value_t = 1_000)]
+        /// Mandates, 1 to 1,000,000.
+        #[arg(long, default_value_t = 1_000, value_parser = loadtest_mandates)]
         mandates: usize,
-        #[arg(long, default_value_t = 1_000)]
+        /// Agents, 10 to 1,000,000.
+        #[arg(long, default_value_t = 1_000, value_parser = loadtest_agents)]
         agents: usize,
-        /// Run this long (default 3 s unless --calls is given).
-        #[arg(long, conflicts_with = "calls")]
+        /// Run this long, 0.01 to 86400 s (default 3 s unless --calls is given).
+        #[arg(long, conflicts_with = "calls", value_parser = loadtest_duration_s, allow_negative_numbers = true)]
         duration_s: Option<f64>,
-        /// Run this many calls in all.
-        #[arg(long)]
+        /// Run this many calls in all, 1 to 10,000,000,000.
+        #[arg(long, value_parser = loadtest_calls, allow_negative_numbers = true)]
         calls: Option<u64>,
         /// All threads on one mandate whose budget runs out (5.00 unless --total is given).
         #[arg(long)]
@@ -76,8 +143,8 @@ enum Command {
         /// Only allowed calls (leaf agents), to measure the allowed path alone.
         #[arg(long)]
         allowed_only: bool,
-        /// Publish a fresh snapshot this often during the run (0: never).
-        #[arg(long, default_value_t = 0)]
+        /// Publish a fresh snapshot this often during the run, 0 (never) to 10000 ms.
+        #[arg(long, default_value_t = 0, value_parser = loadtest_publish_every_ms)]
         publish_every_ms: u64,
         /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}.
         #[arg(long)]
@@ -270,15 +337,12 @@ pub fn run() -> ExitCode {
             let total = match total.as_deref().map(holon::money::Amount::parse).transpose() {
                 Ok(total) => total,
                 Err(e) => {
-                    eprintln!("holon: --total: {e}");
+                    errln!("holon: --total: {e}");
                     return ExitCode::from(exit::BAD_INPUT);
                 }
             };
             let duration = match (duration_s, calls) {
-                (Some(s), _) if !(0.0..=86_400.0).contains(&s) => {
-                    eprintln!("holon: --duration-s must be 0 to 86400");
-                    return ExitCode::from(exit::BAD_INPUT);
-                }
+                // In range and finite (clap checked it with `loadtest_duration_s`).
                 (Some(s), _) => Some(std::time::Duration::from_secs_f64(s)),
                 (None, None) => Some(std::time::Duration::from_secs(3)),
                 (None, Some(_)) => None,
@@ -333,10 +397,20 @@ pub fn run() -> ExitCode {
             mandate::simulate(&mandate, &scenario, json, &style)
         }
     };
+    let code = code.and_then(|code| {
+        out::text(format_args!(""))?;
+        Ok(code)
+    });
     match code {
         Ok(code) => ExitCode::from(code),
+        // The reader went away: stop there. Exit 2 all the same, since an answer that
+        // could not be written was not given (a pre-tool hook must not read it as a pass).
+        Err(e) if out::is_closed_pipe(&e) => {
+            errln!("holon: standard output was closed before the whole answer was written");
+            ExitCode::from(exit::BAD_INPUT)
+        }
         Err(e) => {
-            eprintln!("holon: {e:#}");
+            errln!("holon: {e:#}");
             ExitCode::from(exit::BAD_INPUT)
         }
     }

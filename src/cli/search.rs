@@ -9,6 +9,7 @@ use holon::time::Timestamp;
 use serde_json::json;
 
 use super::exit;
+use super::out::outln;
 use super::style::Style;
 
 pub fn run(
@@ -39,7 +40,7 @@ pub fn run(
             })).collect::<Vec<_>>(),
             "excluded": r.excluded.iter().map(|x| json!({"agent": x.agent, "reason": x.reason})).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(exit::OK);
     }
     let width = r
@@ -49,22 +50,22 @@ pub fn run(
         .chain(r.excluded.iter().map(|x| x.agent.as_str().len()))
         .max()
         .unwrap_or(0);
-    println!("{} {}", style.bold("ranked under"), mandate.id);
+    outln!("{} {}", style.bold("ranked under"), mandate.id)?;
     for (i, x) in r.ranked.iter().enumerate() {
         let cps = x.cost_per_success.map_or_else(|| "unknown".to_owned(), |c| format!("{c} {cur}"));
         let p95 = x.latency_p95_s.map_or_else(|| "unknown".to_owned(), |l| format!("{l}s"));
         let held = if x.held { style.warn(" (held for approval)") } else { String::new() };
-        println!(
+        outln!(
             "  {:>2}. {:<width$}  worst {} {cur}  per success {cps}  p95 {p95}{held}",
             i + 1,
             x.agent.as_str(),
             x.worst_case
-        );
+        )?;
     }
     if !r.excluded.is_empty() {
-        println!("{}", style.bold("excluded"));
+        outln!("{}", style.bold("excluded"))?;
         for x in &r.excluded {
-            println!("      {:<width$}  {} {}", x.agent.as_str(), style.bad(x.reason.code.as_str()), x.reason.message);
+            outln!("      {:<width$}  {} {}", x.agent.as_str(), style.bad(x.reason.code.as_str()), x.reason.message)?;
         }
     }
     Ok(exit::OK)

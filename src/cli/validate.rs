@@ -6,6 +6,7 @@ use holon::doc::{self, DocError, Limits, Violation};
 use serde::Serialize;
 
 use super::exit;
+use super::out::outln;
 use super::style::Style;
 
 #[derive(Serialize)]
@@ -53,9 +54,9 @@ pub fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
         exit::OK
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&Report { files: reports })?);
+        outln!("{}", serde_json::to_string_pretty(&Report { files: reports })?)?;
     } else {
-        print_human(&reports, style);
+        print_human(&reports, style)?;
     }
     Ok(code)
 }
@@ -78,24 +79,24 @@ fn check_one(path: &Path, limits: &Limits) -> FileReport {
     }
 }
 
-fn print_human(reports: &[FileReport], style: &Style) {
+fn print_human(reports: &[FileReport], style: &Style) -> std::io::Result<()> {
     for r in reports {
         let kind = r.kind.unwrap_or("unreadable");
         if r.valid {
-            println!("{} {} {}", style.good("ok"), r.path, style.dim(&format!("({kind})")));
+            outln!("{} {} {}", style.good("ok"), r.path, style.dim(&format!("({kind})")))?;
         } else {
             let mark = if r.unreadable { style.bad("unreadable") } else { style.bad("invalid") };
-            println!("{mark} {} {}", r.path, style.dim(&format!("({kind})")));
+            outln!("{mark} {} {}", r.path, style.dim(&format!("({kind})")))?;
             for e in &r.errors {
                 if e.path == "/" && r.unreadable {
-                    println!("    {}", e.message);
+                    outln!("    {}", e.message)?;
                 } else {
-                    println!("    {} {}", style.bold(&e.path), e.message);
+                    outln!("    {} {}", style.bold(&e.path), e.message)?;
                 }
             }
         }
     }
     let invalid = reports.iter().filter(|r| !r.valid).count();
     let summary = format!("{} file(s), {} valid, {invalid} with problems", reports.len(), reports.len() - invalid);
-    println!("{}", if invalid == 0 { style.good(&summary) } else { style.warn(&summary) });
+    outln!("{}", if invalid == 0 { style.good(&summary) } else { style.warn(&summary) })
 }

@@ -10,8 +10,11 @@
 //!
 //! Only `yaml.rs` knows YAML; everything above it sees `serde_json::Value`.
 
+pub mod file;
 pub mod schema;
 pub mod yaml;
+
+pub use file::{read_bounded, read_text_bounded};
 
 use std::fmt;
 use std::path::Path;
@@ -45,6 +48,8 @@ impl Default for Limits {
 pub enum DocError {
     #[error("cannot read: {0}")]
     Io(String),
+    #[error("this is {what}, not a regular file: holon reads documents only from regular files; pass the file itself")]
+    NotAFile { what: &'static str },
     #[error(
         "file is {bytes} bytes, over the limit of {bytes_max} bytes; holon documents are small, check you passed the right file"
     )]
@@ -55,8 +60,11 @@ pub enum DocError {
     Anchor { line: usize },
     #[error("{}YAML syntax error: {message}", location(*line, *column))]
     Syntax { line: Option<usize>, column: Option<usize>, message: String },
-    #[error("nesting is deeper than {depth_max} levels")]
-    TooDeep { depth_max: usize },
+    #[error(
+        "{}nesting is deeper than {depth_max} levels; holon documents are shallow: flatten the structure, or look for an unclosed `[` or `{{`",
+        location(*line, None)
+    )]
+    TooDeep { depth_max: usize, line: Option<usize> },
     #[error("more than {nodes_max} values in one document")]
     TooManyNodes { nodes_max: usize },
     #[error("duplicate key `{key}`: each key may appear once in a mapping")]
@@ -214,15 +222,10 @@ pub fn check_file(path: &Path, limits: &Limits) -> Result<Checked, DocError> {
     check_str(&text, limits)
 }
 
-/// Reads a file as UTF-8 text, refusing files over the size limit before reading them.
+/// Reads a regular file as UTF-8 text, at most `limits.bytes_max` bytes
+/// ([`read_text_bounded`]: devices, FIFOs, sockets and directories are refused).
 pub fn read_text(path: &Path, limits: &Limits) -> Result<String, DocError> {
-    let meta = std::fs::metadata(path).map_err(|e| DocError::Io(e.to_string()))?;
-    let bytes = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    if bytes > limits.bytes_max {
-        return Err(DocError::TooLarge { bytes, bytes_max: limits.bytes_max });
-    }
-    let raw = std::fs::read(path).map_err(|e| DocError::Io(e.to_string()))?;
-    String::from_utf8(raw).map_err(|_| DocError::Io("the file is not UTF-8 text".into()))
+    read_text_bounded(path, limits.bytes_max)
 }
 
 /// Errors from loading a document of an expected kind.
@@ -333,14 +336,17 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) -> Result<(
     if depth > WALK_DEPTH_MAX {
         return Err(DocError::Io(format!("{}: directories nested deeper than {WALK_DEPTH_MAX} levels", dir.display())));
     }
-    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+    // Each entry with its own type, symbolic links not followed: a link to a directory
+    // is not walked (a link to `.` would repeat the walk at every level), a link to a
+    // file is read like a file (and refused there if it leads to a device or a FIFO).
+    let mut entries: Vec<(std::path::PathBuf, bool)> = std::fs::read_dir(dir)
         .map_err(|e| DocError::Io(format!("{}: {e}", dir.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter_map(|e| e.ok().map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir()))))
+        .filter(|(p, _)| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
         .collect();
     entries.sort();
-    for p in entries {
-        if p.is_dir() {
+    for (p, is_dir) in entries {
+        if is_dir {
             walk(&p, depth + 1, out)?;
         } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             if out.len() >= WALK_FILES_MAX {

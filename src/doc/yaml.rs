@@ -19,6 +19,12 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Value, DocError> {
     if let Some(line) = find_anchor_or_alias(text) {
         return Err(DocError::Anchor { line });
     }
+    // Before the parser sees the text: its work grows faster than linearly with flow
+    // nesting (docs/PERFORMANCE.md, "Hostile input"), long before our depth check on
+    // the parsed value could run.
+    if let Some(line) = find_too_deep(text, limits.depth_max) {
+        return Err(DocError::TooDeep { depth_max: limits.depth_max, line: Some(line) });
+    }
     let yaml: Yaml = serde_yaml::from_str(text).map_err(|e| DocError::Syntax {
         line: e.location().map(|l| l.line()),
         column: e.location().map(|l| l.column()),
@@ -79,13 +85,100 @@ fn find_anchor_or_alias(text: &str) -> Option<usize> {
     None
 }
 
+/// A lexical lower bound of the nesting depth, without parsing: flow brackets (`[`, `{`)
+/// outside quotes and comments, plus the compact block indicators (`- - - x`) at the start
+/// of a line. Quotes may span lines; block scalars (`|`, `>`) are skipped. Returns the
+/// line where the bound first exceeds `depth_max`. Never more than the real depth, so a
+/// document within the limit is never refused here (the parsed value is checked again).
+fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
+    let mut flow = 0usize;
+    let (mut in_single, mut in_double) = (false, false);
+    // Indentation of the line that opened a block scalar: deeper lines are its content.
+    let mut block_scalar: Option<usize> = None;
+    for (index, line) in text.split('\n').enumerate() {
+        let indent = line.chars().take_while(|c| *c == ' ').count();
+        if let Some(parent) = block_scalar {
+            if line.trim().is_empty() || indent > parent {
+                continue;
+            }
+            block_scalar = None;
+        }
+        let mut chars = line.chars().peekable();
+        let mut compact = 0usize;
+        if flow == 0 && !in_single && !in_double {
+            // `- - x`, `? x`: each indicator opens one more block collection.
+            loop {
+                while chars.next_if(|c| *c == ' ' || *c == '\t').is_some() {}
+                let mut ahead = chars.clone();
+                let indicator = ahead.next_if(|c| *c == '-' || *c == '?').is_some();
+                if indicator && ahead.peek().is_none_or(|c| c.is_whitespace()) {
+                    compact += 1;
+                    chars = ahead;
+                } else {
+                    break;
+                }
+            }
+        }
+        let mut prev = ' ';
+        // In block context a bracket opens a flow collection only where a value starts
+        // (`key: [`, `- [`): in `note: see [1` it is text.
+        let mut last_mark: Option<char> = None;
+        while let Some(c) = chars.next() {
+            if in_double {
+                if c == '\\' {
+                    chars.next();
+                } else if c == '"' {
+                    in_double = false;
+                }
+            } else if in_single {
+                // `''` is a quote inside the string.
+                if c == '\'' && chars.next_if_eq(&'\'').is_none() {
+                    in_single = false;
+                }
+            } else {
+                match c {
+                    '#' if prev.is_whitespace() => break,
+                    '"' if is_token_start(prev) => in_double = true,
+                    '\'' if is_token_start(prev) => in_single = true,
+                    '[' | '{' if flow > 0 || (prev.is_whitespace() && matches!(last_mark, None | Some(':'))) => {
+                        flow += 1;
+                    }
+                    ']' | '}' => flow = flow.saturating_sub(1),
+                    _ => {}
+                }
+                if !c.is_whitespace() {
+                    last_mark = Some(c);
+                }
+                if compact.saturating_add(flow) > depth_max {
+                    return Some(index + 1);
+                }
+            }
+            prev = c;
+        }
+        if compact > depth_max {
+            return Some(index + 1);
+        }
+        if flow == 0 && !in_single && !in_double && ends_with_block_scalar_header(line) {
+            block_scalar = Some(indent);
+        }
+    }
+    None
+}
+
+/// `key: |`, `- >-`, `key: |2 # note`: the line's last token starts a block scalar.
+fn ends_with_block_scalar_header(line: &str) -> bool {
+    let last = line.split_whitespace().take_while(|w| !w.starts_with('#')).last().unwrap_or("");
+    let mut c = last.chars();
+    matches!(c.next(), Some('|' | '>')) && c.all(|c| c.is_ascii_digit() || c == '+' || c == '-')
+}
+
 fn is_token_start(prev: char) -> bool {
     prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':' | '-')
 }
 
 fn to_json(yaml: &Yaml, depth: usize, nodes: &mut usize, limits: &Limits) -> Result<Value, DocError> {
     if depth > limits.depth_max {
-        return Err(DocError::TooDeep { depth_max: limits.depth_max });
+        return Err(DocError::TooDeep { depth_max: limits.depth_max, line: None });
     }
     *nodes += 1;
     if *nodes > limits.nodes_max {

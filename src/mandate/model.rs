@@ -1,4 +1,4 @@
-//! The typed caller mandate. The shape is the one in DECISIONS.md, kept key for key,
+//! The typed caller mandate. The shape is the one in docs/mandate.md, kept key for key,
 //! because users and other tools write it.
 
 use std::collections::BTreeMap;

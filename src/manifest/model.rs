@@ -16,7 +16,7 @@ pub struct Manifest {
     pub holon: String,
     pub id: AgentId,
     pub version: semver::Version,
-    /// Short title (DECISIONS.md: allowed for search, not in the manifest document).
+    /// Short title (docs/rulings.md, "Document shapes": allowed for search).
     #[serde(default)]
     pub name: Option<String>,
     /// Free text for search relevance, at most a few KiB.
@@ -143,7 +143,7 @@ pub struct Pricing {
 }
 
 impl Pricing {
-    /// The most one run can cost before downstream calls (DECISIONS.md, "Worst case"):
+    /// The most one run can cost before downstream calls (docs/rulings.md, "Worst case"):
     /// `free` 0; `per_run` `amount`; `per_unit` and `quote` `max`. `None` when the field
     /// the model needs is missing (the validator reports it; admission denies).
     pub fn ceiling(&self) -> Option<Amount> {

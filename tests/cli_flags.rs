@@ -1,0 +1,117 @@
+//! Every numeric flag has a range (NaN, infinity, zero where meaningless and absurd values
+//! are refused with exit 2 and a sentence naming the flag), and a closed output pipe ends
+//! a command with exit 2, never a panic. Each case runs the real binary under a time limit:
+//! `demo --seconds inf` never ended and `--seconds nan` panicked.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn holon_within(args: &[&str], limit: Duration) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() && started.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into(), started.elapsed())
+}
+
+#[test]
+fn out_of_range_flags_are_refused_with_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["demo", "--seconds", "nan"], "--seconds"),
+        (&["demo", "--seconds", "inf"], "--seconds"),
+        (&["demo", "--seconds=-1"], "--seconds"),
+        (&["demo", "--seconds", "0"], "--seconds"),
+        (&["demo", "--seconds", "1e300"], "--seconds"),
+        (&["loadtest", "--duration-s", "nan"], "--duration-s"),
+        (&["loadtest", "--duration-s", "inf"], "--duration-s"),
+        (&["loadtest", "--duration-s", "0"], "--duration-s"),
+        (&["loadtest", "--duration-s=-0.5"], "--duration-s"),
+        (&["loadtest", "--threads", "0"], "--threads"),
+        (&["loadtest", "--threads", "100000"], "--threads"),
+        (&["loadtest", "--mandates", "0"], "--mandates"),
+        (&["loadtest", "--threads", "256", "--mandates", "1000000", "--calls", "1"], "--mandates"),
+        (&["loadtest", "--agents", "5"], "--agents"),
+        (&["loadtest", "--agents", "99999999999999999999"], "--agents"),
+        (&["loadtest", "--calls", "0"], "--calls"),
+        (&["loadtest", "--calls", "18446744073709551615"], "--calls"),
+        (&["loadtest", "--calls", "10", "--publish-every-ms", "18446744073709551615"], "--publish-every-ms"),
+        (&["loadtest", "--total", "nan"], "--total"),
+        (&["loadtest", "--total=-1"], "--total"),
+        (
+            &["mandate", "check", "examples/mandates/alice-root.yaml", "examples/agents", "--max-cost", "nan"],
+            "max-cost",
+        ),
+        (
+            &["mandate", "check", "examples/mandates/alice-root.yaml", "examples/agents", "--spent-total", "inf"],
+            "spent-total",
+        ),
+        (
+            &["mandate", "check", "examples/mandates/alice-root.yaml", "examples/agents", "--spent-today", "1e400"],
+            "spent-today",
+        ),
+        (
+            &[
+                "mandate",
+                "derive",
+                "examples/mandates/alice-root.yaml",
+                "examples/agents/invoice-pipeline",
+                "--max-cost=-0",
+            ],
+            "max-cost",
+        ),
+    ];
+    let mut problems = Vec::new();
+    for (args, flag) in cases {
+        let (code, err, elapsed) = holon_within(args, Duration::from_secs(20));
+        if code != Some(2) || !err.contains(flag) || err.contains("panicked") {
+            problems.push(format!("{args:?}: exit {code:?} after {elapsed:?}, stderr: {err}"));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// Spawns `holon args` with standard output on a pipe whose read end is closed at once.
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (child.wait().unwrap().code(), err)
+}
+
+#[test]
+fn a_closed_pipe_ends_the_command_with_exit_2_and_no_panic() {
+    for args in [
+        vec!["validate", "examples/"],
+        vec!["validate", "--json", "examples/"],
+        vec!["validate", "testdata/invalid"],
+        vec!["search", "--mandate", "examples/mandates/alice-root.yaml", "--agents", "examples/agents"],
+        vec!["loadtest", "--calls", "1000", "--mandates", "10", "--agents", "10"],
+        vec!["demo", "--seconds", "0.1"],
+    ] {
+        let (code, err) = with_closed_stdout(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains("standard output was closed"), "{args:?}: {err}");
+    }
+}
