@@ -1,5 +1,5 @@
-//! Attenuation: a sub-mandate may narrow everything and widen nothing (mandate document
-//! §4, plus DECISIONS.md: fx, runtimes, published). Every widening is reported with its
+//! Attenuation: a sub-mandate may narrow everything and widen nothing (docs/rulings.md:
+//! caller mandate §4, and "Attenuation": fx, runtimes, published). Every widening is reported with its
 //! code and the two values side by side.
 
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! Delegation (the delegation document): the gateway derives the sub-mandate of an agent
+//! Delegation (docs/rulings.md, delegation; docs/admission.md "Derived sub-mandates"): the gateway derives the sub-mandate of an agent
 //! that declared downstream calls, checks it with the attenuation rules, and checks every
 //! sub-call of the delegated run against it.
 

@@ -314,7 +314,7 @@ fn any_observed_character_leaves_the_proposal_approvable() {
 #[test]
 fn observing_a_device_or_endless_input_ends_and_never_blocks() {
     let s = State::new("endless");
-    // `/dev/zero` is one endless line: bounded, skipped, and observe still exits 0.
+    // `/dev/zero` is no file of calls: refused at once, and observe still exits 0.
     let out = Command::new(env!("CARGO_BIN_EXE_holon"))
         .args(["job", "--state"])
         .arg(&s.0)
@@ -323,5 +323,6 @@ fn observing_a_device_or_endless_input_ends_and_never_blocks() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped"), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a regular file") && err.contains("not blocked"), "{err}");
 }

@@ -1,9 +1,12 @@
 //! The shell analysis against an independent parser (brush-parser, the parser of the
 //! brush shell): for a generated corpus of command lines, every simple command brush
 //! finds, at any depth of the statement structure, is either judged by a rule (a
-//! segment with that command head) or lies inside an opaque segment. Zero misses.
+//! segment with that command head) or lies inside an opaque segment. Zero misses. And the
+//! rule learned from every segment re-matches it (quoting and pinned arguments round-trip).
 //! The generated lines are only parsed, never executed.
 
+use holon::job::call::Aspect;
+use holon::job::mandate::CommandMatcher;
 use holon::job::shell;
 use serde_json::Value;
 
@@ -189,6 +192,17 @@ fn every_command_brush_finds_is_judged_or_opaque() {
         let Some(found) = brush_names(&line) else { continue };
         parsed += 1;
         let segments = shell::parse(&line);
+        // The rule learned from each segment parses and allows that segment again.
+        for seg in &segments {
+            let (rule, aspect) = match &seg.command {
+                Some(c) => (c.rule(), Aspect::Command(c.clone())),
+                None => (format!("={}", seg.text), Aspect::Opaque(seg.text.clone())),
+            };
+            let round_trips = CommandMatcher::parse(&rule).is_ok_and(|m| m.allows(&aspect));
+            if !round_trips {
+                misses.push(format!("{line:?}: the learned rule {rule:?} does not allow its own segment"));
+            }
+        }
         for name in found {
             commands += 1;
             let literal = brush_parser::unquote_str(&name);

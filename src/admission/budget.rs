@@ -35,7 +35,7 @@ pub struct WorstCase {
     pub sub_budget: Amount,
 }
 
-/// DECISIONS.md, "Worst case": ceiling + passthrough cap; a lower `max_cost` replaces it
+/// docs/rulings.md, "Worst case and budgets": ceiling + passthrough cap; a lower `max_cost` replaces it
 /// and the sub-calls get `max_cost` minus the ceiling; a `max_cost` below the ceiling is
 /// denied.
 pub fn worst_case(own: Amount, cap: Amount, max_cost: Option<Amount>) -> (WorstCase, CodeSet) {

@@ -1,4 +1,4 @@
-//! Admission: may this call happen? (mandate document §3, DECISIONS.md "Admission").
+//! Admission: may this call happen? (docs/rulings.md: caller mandate §3, and "Admission").
 //!
 //! A call is **denied** if any condition fails (every failing condition is reported),
 //! **held** for the issuer if it passes and its worst case is above `approval.above`

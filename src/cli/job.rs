@@ -1,7 +1,8 @@
 //! `holon job <verb> <job>`: learn a scheduled agent job's tool calls, approve them by
 //! hash, enforce fail-closed, and review drift (docs/job.md).
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -13,6 +14,7 @@ use holon::job::state::{self, Job, Scope};
 use serde_json::json;
 
 use super::exit;
+use super::out::{errln, out, outln};
 use super::style::Style;
 
 /// Most lines one `observe` reads.
@@ -20,6 +22,20 @@ pub const OBSERVE_LINES_MAX: usize = 1_000_000;
 
 fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
     Ok(Job::open(&state::root(state_dir), name)?)
+}
+
+/// Opens `path` for reading only if it is a regular file: a FIFO or a device would block
+/// or never end (calls from a pipe come on standard input instead).
+fn regular_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if !f.metadata().with_context(|| format!("reading {}", path.display()))?.is_file() {
+        anyhow::bail!("{} is not a regular file: pipe the calls on standard input instead", path.display());
+    }
+    Ok(f)
 }
 
 /// Never fails the caller: observe mode must not block a run, even on its own errors.
@@ -33,9 +49,8 @@ pub fn observe(
     let result = (|| -> anyhow::Result<(usize, usize)> {
         let job = job(state_dir, name)?;
         let reader: Box<dyn BufRead> = match input {
-            Some(p) => Box::new(std::io::BufReader::new(
-                std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?,
-            )),
+            // A file, not a FIFO or a device (pipe calls in on standard input instead).
+            Some(p) => Box::new(std::io::BufReader::new(regular_file(p)?)),
             None => Box::new(std::io::BufReader::new(std::io::stdin())),
         };
         let run = run.or_else(|| std::env::var("HOLON_RUN").ok());
@@ -51,7 +66,7 @@ pub fn observe(
                     Ok(c) if c.is_exempt() => {}
                     Ok(c) => observations.push(Observation::of(c, run.as_deref(), &default_workdir)),
                     Err(e) => {
-                        let _ = writeln!(std::io::stderr(), "holon: skipped a call: {}", printable(&e.to_string()));
+                        errln!("holon: skipped a call: {}", printable(&e.to_string()));
                         skipped += 1;
                     }
                 },
@@ -63,11 +78,11 @@ pub fn observe(
         Ok((observations.len(), skipped))
     })();
     match result {
-        Ok((n, skipped)) => eprintln!(
+        Ok((n, skipped)) => errln!(
             "observed {n} call(s) for `{name}`{}",
             if skipped > 0 { format!(", skipped {skipped}") } else { String::new() }
         ),
-        Err(e) => eprintln!("holon: observe failed ({e:#}); the run is not blocked"),
+        Err(e) => errln!("holon: observe failed ({e:#}); the run is not blocked"),
     }
     Ok(exit::OK)
 }
@@ -75,24 +90,24 @@ pub fn observe(
 pub fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let job = job(state_dir, name)?;
     let (v, text) = job.propose()?;
-    print!("{text}");
-    eprintln!("pending version v{v}: review it, then `holon job approve {name}`");
+    out!("{text}")?;
+    errln!("pending version v{v}: review it, then `holon job approve {name}`");
     Ok(exit::OK)
 }
 
 pub fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let a = job(state_dir, name)?.approve()?;
-    println!("approved v{} sha256:{}; `{name}` is enforcing", a.version, a.sha256);
+    outln!("approved v{} sha256:{}; `{name}` is enforcing", a.version, a.sha256)?;
     Ok(exit::OK)
 }
 
 pub fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow::Result<u8> {
     let meta = job(state_dir, name)?.undo(to_observe)?;
     match meta.active {
-        Some(v) => println!("`{name}` is back on v{v}"),
-        None => println!(
+        Some(v) => outln!("`{name}` is back on v{v}")?,
+        None => outln!(
             "`{name}` has no approved version left: observe mode, ENFORCEMENT IS OFF (every call is allowed and recorded)"
-        ),
+        )?,
     }
     Ok(exit::OK)
 }
@@ -129,10 +144,7 @@ pub fn check(
     } else {
         None
     };
-    let written = answer.is_none_or(|a| {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{a}").and_then(|()| out.flush()).is_ok()
-    });
+    let written = answer.is_none_or(|a| outln!("{a}").is_ok());
     if decision.blocks() || !written {
         let id = decision.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
         let reason = if written {
@@ -140,7 +152,7 @@ pub fn check(
         } else {
             "the answer could not be written (standard output is closed)".to_owned()
         };
-        let _ = writeln!(std::io::stderr(), "holon: blocked{id}: {reason}");
+        errln!("holon: blocked{id}: {reason}");
         return Ok(exit::BAD_INPUT);
     }
     Ok(exit::OK)
@@ -159,11 +171,11 @@ pub fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Sty
     let mut records = job(state_dir, name)?.drift()?;
     records.reverse();
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&json!({ "job": name, "drift": records }))?);
+        outln!("{}", serde_json::to_string_pretty(&json!({ "job": name, "drift": records }))?)?;
         return Ok(exit::OK);
     }
     if records.is_empty() {
-        println!("no drift for `{name}`");
+        outln!("no drift for `{name}`")?;
     }
     for d in records {
         let status = match d.status {
@@ -171,16 +183,16 @@ pub fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Sty
             state::DriftStatus::Escalated => style.warn("escalated"),
             state::DriftStatus::Widened => style.warn("widened"),
         };
-        println!(
+        outln!(
             "#{} {} {} run {} {}",
             d.id,
             style.dim(&d.time),
             status,
             printable(&d.run),
             style.bold(d.family.as_str())
-        );
-        println!("    {}", printable(&d.call));
-        println!("    {}", style.dim(&printable(&d.reason)));
+        )?;
+        outln!("    {}", printable(&d.call))?;
+        outln!("    {}", style.dim(&printable(&d.reason)))?;
     }
     Ok(exit::OK)
 }
@@ -190,26 +202,26 @@ pub fn widen(state_dir: Option<PathBuf>, name: &str, id: &str, pattern: bool, js
         id.trim_start_matches('#').parse().with_context(|| format!("`{id}` is not a drift id like 3 or #3"))?;
     let w = job(state_dir, name)?.widen(id, pattern)?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&w)?);
+        outln!("{}", serde_json::to_string_pretty(&w)?)?;
         return Ok(exit::OK);
     }
-    println!("pending version v{} allows drift #{id}:", w.version);
+    outln!("pending version v{} allows drift #{id}:", w.version)?;
     for rule in &w.added {
-        println!("  + {}", printable(rule));
+        outln!("  + {}", printable(rule))?;
     }
     if pattern {
-        println!("preview: {} past observed call(s) newly allowed", w.preview.newly_allowed);
+        outln!("preview: {} past observed call(s) newly allowed", w.preview.newly_allowed)?;
         for e in &w.preview.examples {
-            println!("    {}", printable(e));
+            outln!("    {}", printable(e))?;
         }
     }
-    println!("not active yet: review, then `holon job approve {name}`");
+    outln!("not active yet: review, then `holon job approve {name}`")?;
     Ok(exit::OK)
 }
 
 pub fn status(state_dir: Option<PathBuf>, name: &str, style: &Style) -> anyhow::Result<u8> {
     let overview = job(state_dir, name)?.overview()?;
-    print!("{}", leash::render(&overview, style.color));
+    out!("{}", leash::render(&overview, style.color))?;
     Ok(exit::OK)
 }
 
@@ -227,6 +239,6 @@ pub fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
         "hosts": ev.hosts,
         "max_writes_per_run": o.mandate.as_ref().and_then(|m| m.limits.max_writes_per_run),
     });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?)?;
     Ok(exit::OK)
 }

@@ -14,6 +14,7 @@ use holon::time::Timestamp;
 use serde_json::json;
 
 use super::exit;
+use super::out::{errln, out, outln};
 use super::style::Style;
 
 /// Input problems exit 2; `anyhow` carries the message to `cli::run`.
@@ -74,15 +75,15 @@ pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
                 "reasons": a.reasons,
             })).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(code);
     }
-    println!(
+    outln!(
         "{} {} {}",
         style.bold("mandate"),
         mandate.id,
         style.dim(&format!("({} → {}, at {at})", mandate.issuer, mandate.grantee))
-    );
+    )?;
     let width = results
         .iter()
         .map(|(e, _)| e.manifest.id.as_str().len() + e.manifest.version.to_string().len() + 1)
@@ -95,9 +96,9 @@ pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
             Verdict::Held => style.warn("held   "),
             Verdict::Denied => style.bad("denied "),
         };
-        println!("  {verdict} {name:<width$}  worst case {} {cur}", a.worst_case);
+        outln!("  {verdict} {name:<width$}  worst case {} {cur}", a.worst_case)?;
         for r in &a.reasons {
-            println!("      {} {}", style.dim(r.code.as_str()), r.message);
+            outln!("      {} {}", style.dim(r.code.as_str()), r.message)?;
         }
     }
     Ok(code)
@@ -119,14 +120,14 @@ pub fn attenuate(parent: &Path, child: &Path, agents: &[PathBuf], json: bool, st
             "valid": widenings.is_empty(),
             "reasons": widenings.iter().map(|w| json!({"code": w.code, "message": w.message, "parent": w.parent, "child": w.child})).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else if widenings.is_empty() {
-        println!("{} {} narrows {}", style.good("valid"), child.id, parent.id);
+        outln!("{} {} narrows {}", style.good("valid"), child.id, parent.id)?;
     } else {
-        println!("{} {} widens {}:", style.bad("invalid"), child.id, parent.id);
+        outln!("{} {} widens {}:", style.bad("invalid"), child.id, parent.id)?;
         for w in &widenings {
-            println!("  {} {}", style.bold(w.code), w.message);
-            println!("      parent: {}   child: {}", w.parent, w.child);
+            outln!("  {} {}", style.bold(w.code), w.message)?;
+            outln!("      parent: {}   child: {}", w.parent, w.child)?;
         }
     }
     Ok(if widenings.is_empty() { exit::OK } else { exit::FAILED })
@@ -139,9 +140,7 @@ pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool
     // be read, derive without them (unresolved agents match no class: fail closed) and say so.
     let siblings = agent.parent().unwrap_or(Path::new(".")).to_path_buf();
     let catalog = Catalog::load(std::slice::from_ref(&siblings), None).unwrap_or_else(|e| {
-        eprintln!(
-            "holon: warning: the manifests beside the agent cannot be read ({e}); declared agents stay unresolved"
-        );
+        errln!("holon: warning: the manifests beside the agent cannot be read ({e}); declared agents stay unresolved");
         Catalog::default()
     });
     let manifest = doc::load_manifest(&manifest_path)?;
@@ -161,19 +160,19 @@ pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool
     match delegation::derive(&parent, &manifest, wc.sub_budget, &catalog) {
         Ok(sub) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"derived": true, "mandate": sub}))?);
+                outln!("{}", serde_json::to_string_pretty(&json!({"derived": true, "mandate": sub}))?)?;
             } else {
-                print!("{}", doc::to_yaml(&sub)?);
+                out!("{}", doc::to_yaml(&sub)?)?;
             }
             Ok(exit::OK)
         }
         Err(refusal) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"derived": false, "reasons": refusal.reasons}))?);
+                outln!("{}", serde_json::to_string_pretty(&json!({"derived": false, "reasons": refusal.reasons}))?)?;
             } else {
-                println!("{} the sub-mandate for {} would widen {}:", style.bad("refused"), manifest.id, parent.id);
+                outln!("{} the sub-mandate for {} would widen {}:", style.bad("refused"), manifest.id, parent.id)?;
                 for w in &refusal.reasons {
-                    println!("  {} {} (parent {}, derived {})", style.bold(w.code), w.message, w.parent, w.child);
+                    outln!("  {} {} (parent {}, derived {})", style.bold(w.code), w.message, w.parent, w.child)?;
                 }
             }
             Ok(exit::FAILED)
@@ -185,19 +184,19 @@ pub fn simulate(mandate: &Path, scenario_path: &Path, json: bool, style: &Style)
     let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate))?;
     let report = scenario::run(&s, &mandate, &catalog)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!("{} {} {}", style.bold("simulation under"), report.mandate, style.dim(&format!("at {}", s.at)));
+        outln!("{} {} {}", style.bold("simulation under"), report.mandate, style.dim(&format!("at {}", s.at)))?;
         for (i, r) in report.receipts.iter().enumerate() {
-            println!("{}", style.bold(&format!("call {}", i + 1)));
-            print_receipt(r, &report.currency, 1, style);
+            outln!("{}", style.bold(&format!("call {}", i + 1)))?;
+            print_receipt(r, &report.currency, 1, style)?;
         }
-        println!("{} {} {}", style.bold("billed in total"), report.billed, report.currency);
+        outln!("{} {} {}", style.bold("billed in total"), report.billed, report.currency)?;
     }
     Ok(exit::OK)
 }
 
-fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) {
+fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) -> std::io::Result<()> {
     let pad = "  ".repeat(depth);
     let verdict = match r.decision {
         Verdict::Allowed => style.good("allowed"),
@@ -205,23 +204,24 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) {
         Verdict::Denied => style.bad("denied"),
     };
     let approved = r.approved_by.as_ref().map(|a| format!(" (approved by {a})")).unwrap_or_default();
-    println!("{pad}{verdict}{approved} {}  worst case {} {cur}  billed {} {cur}", r.agent, r.worst_case, r.billed);
+    outln!("{pad}{verdict}{approved} {}  worst case {} {cur}  billed {} {cur}", r.agent, r.worst_case, r.billed)?;
     for reason in &r.reasons {
-        println!("{pad}    {} {}", style.dim(reason.code.as_str()), reason.message);
+        outln!("{pad}    {} {}", style.dim(reason.code.as_str()), reason.message)?;
     }
     if let Some(st) = &r.settlement
         && (!r.children.is_empty() || st.downstream > Amount::ZERO)
     {
-        println!("{pad}    own {} + downstream {} = {} {cur}", st.own, st.downstream, st.billed);
+        outln!("{pad}    own {} + downstream {} = {} {cur}", st.own, st.downstream, st.billed)?;
     }
     if !r.children.is_empty() {
-        println!(
+        outln!(
             "{pad}    {} sub-call(s) under {}:",
             r.children.len(),
             r.children.first().map_or("", |c| c.mandate.as_str())
-        );
+        )?;
     }
     for c in &r.children {
-        print_receipt(c, cur, depth + 3, style);
+        print_receipt(c, cur, depth + 3, style)?;
     }
+    Ok(())
 }

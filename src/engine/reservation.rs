@@ -303,7 +303,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// Derives and compiles the sub-mandate (the delegation document's table) for
+    /// Derives and compiles the sub-mandate (the table of what the gateway derives, docs/rulings.md, delegation) for
     /// `orchestrator` under `parent`. `Err` when the derived mandate would widen its parent.
     pub fn open(
         engine: &Engine,

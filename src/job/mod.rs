@@ -1,4 +1,4 @@
-//! Job mandates (the job-mandate document, `holon job`): the same idea as the caller
+//! Job mandates (docs/job.md and docs/rulings.md "Job mandates"; `holon job`): the same idea as the caller
 //! mandate — a human-approved allow-list an agent cannot widen by itself — for the tools a
 //! scheduled agent job uses.
 //!

@@ -78,7 +78,7 @@ impl CommandMatcher {
         Ok(CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args: args.unwrap_or_default() })
     }
 
-    fn allows(&self, aspect: &Aspect) -> bool {
+    pub fn allows(&self, aspect: &Aspect) -> bool {
         match (self, aspect) {
             (CommandMatcher::Exact(t), Aspect::Opaque(text)) => t == text,
             (CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args }, Aspect::Command(c)) => {

@@ -42,14 +42,13 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 
 /// `O_NOFOLLOW`: a state file that is a symlink is refused, not followed.
 pub(super) fn libc_nofollow() -> i32 {
-    const O_NOFOLLOW: i32 = 0o400_000; // Linux, every architecture Rust supports there
-    O_NOFOLLOW
+    libc::O_NOFOLLOW
 }
 
 /// Opens a state file for reading: never through a symlink, only a regular file
 /// (a FIFO or a device is refused before it can block or stream forever).
 pub(super) fn open_regular(path: &Path) -> Result<Option<File>, StateError> {
-    let f = match OpenOptions::new().read(true).custom_flags(libc_nofollow() | O_NONBLOCK).open(path) {
+    let f = match OpenOptions::new().read(true).custom_flags(libc_nofollow() | libc::O_NONBLOCK).open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         other => other.map_err(io(path))?,
     };
@@ -59,7 +58,6 @@ pub(super) fn open_regular(path: &Path) -> Result<Option<File>, StateError> {
     }
     Ok(Some(f))
 }
-const O_NONBLOCK: i32 = 0o4_000;
 
 pub(super) fn read_bounded(path: &Path) -> Result<Option<String>, StateError> {
     let Some(f) = open_regular(path)? else { return Ok(None) };
