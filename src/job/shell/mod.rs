@@ -157,7 +157,7 @@ fn plain(
         return;
     };
     let subcommand = (kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head))
-        && args.first().is_some_and(|a| !is_flag(a)))
+        && args.first().is_some_and(|a| !a.starts_with('-')))
     .then(|| args.first().cloned())
     .flatten();
     let rest = if subcommand.is_some() { args.get(1..).unwrap_or_default() } else { args };

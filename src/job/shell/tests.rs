@@ -108,6 +108,8 @@ fn a_table_of_tricky_lines() {
         ("f() { rm -rf /; }; f", &["=f() { rm -rf /; }", "f"]),
         ("! rm x", &["=! rm x"]),
         ("a=1 b=$(id) ls", &["=a=1 b=$(id) ls"]),
+        // Found by the shell_rules fuzz target: a lone `-` is no subcommand.
+        ("docker - ps", &["docker -- - ps"]),
     ];
     for (line, want) in cases {
         assert_eq!(shape(line), want.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "line: {line}");
