@@ -25,10 +25,17 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Value, DocError> {
     if let Some(line) = find_too_deep(text, limits.depth_max) {
         return Err(DocError::TooDeep { depth_max: limits.depth_max, line: Some(line) });
     }
-    let yaml: Yaml = serde_yaml::from_str(text).map_err(|e| DocError::Syntax {
-        line: e.location().map(|l| l.line()),
-        column: e.location().map(|l| l.column()),
-        message: strip_location(&e.to_string()),
+    let yaml: Yaml = serde_yaml::from_str(text).map_err(|e| {
+        let message = strip_location(&e.to_string());
+        // The parser finds most duplicate keys itself: report them as ours.
+        match message.strip_prefix("duplicate entry with key ") {
+            Some(key) => DocError::DuplicateKey { key: key.trim_matches('"').to_owned() },
+            None => DocError::Syntax {
+                line: e.location().map(|l| l.line()),
+                column: e.location().map(|l| l.column()),
+                message,
+            },
+        }
     })?;
     let mut nodes = 0usize;
     to_json(&yaml, 0, &mut nodes, limits)
@@ -86,8 +93,9 @@ fn find_anchor_or_alias(text: &str) -> Option<usize> {
 }
 
 /// A lexical lower bound of the nesting depth, without parsing: flow brackets (`[`, `{`)
-/// outside quotes and comments, plus the compact block indicators (`- - - x`) at the start
-/// of a line. Quotes may span lines; block scalars (`|`, `>`) are skipped. Returns the
+/// outside quotes and comments, the compact block indicators (`- - - x`) at the start
+/// of a line, and the block indentation levels open around a line that starts a node
+/// (a key or a sequence item: every deeper indentation is one more collection). Quotes may span lines; block scalars (`|`, `>`) are skipped. Returns the
 /// line where the bound first exceeds `depth_max`. Never more than the real depth, so a
 /// document within the limit is never refused here (the parsed value is checked again).
 fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
@@ -95,6 +103,8 @@ fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
     let (mut in_single, mut in_double) = (false, false);
     // Indentation of the line that opened a block scalar: deeper lines are its content.
     let mut block_scalar: Option<usize> = None;
+    // Indentations of the block collections open around the current line.
+    let mut indents: Vec<usize> = Vec::new();
     for (index, line) in text.split('\n').enumerate() {
         let indent = line.chars().take_while(|c| *c == ' ').count();
         if let Some(parent) = block_scalar {
@@ -102,6 +112,21 @@ fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
                 continue;
             }
             block_scalar = None;
+        }
+        let body = line.trim_start_matches(' ');
+        let starts_node = body.starts_with("- ")
+            || body == "-"
+            || body.starts_with("? ")
+            || body.contains(": ")
+            || body.trim_end().ends_with(':');
+        if flow == 0 && !in_single && !in_double && !body.is_empty() && !body.starts_with('#') && starts_node {
+            while indents.last().is_some_and(|top| *top >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            if indents.len() > depth_max {
+                return Some(index + 1);
+            }
         }
         let mut chars = line.chars().peekable();
         let mut compact = 0usize;
