@@ -247,8 +247,11 @@ fn one_shard_shared_by_two_threads_and_a_sweeper() {
 fn tiny_engine(total: &str) -> (Engine, Call) {
     let shape = synthetic::Shape { agents: 2, mandates: 1, total: Amount::parse(total).unwrap() };
     let net = synthetic::network(&shape).unwrap();
-    let engine =
-        Engine::new(EngineConfig { in_flight_max: 4, clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..Default::default() });
+    let engine = Engine::new(EngineConfig {
+        in_flight_max: 4,
+        clock: || Timestamp::from_unix(synthetic::AT_UNIX),
+        ..Default::default()
+    });
     engine.publish(&net.input).unwrap();
     let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
     (engine, call)
@@ -331,8 +334,11 @@ fn the_old_reaper_is_caught_losing_a_run() {
 fn sub_call_against_reaper(old_reaper: bool) {
     let shape = synthetic::Shape { agents: 6, mandates: 1, total: Amount::parse("1").unwrap() };
     let net = synthetic::network(&shape).unwrap();
-    let engine =
-        Engine::new(EngineConfig { in_flight_max: 4, clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..Default::default() });
+    let engine = Engine::new(EngineConfig {
+        in_flight_max: 4,
+        clock: || Timestamp::from_unix(synthetic::AT_UNIX),
+        ..Default::default()
+    });
     engine.publish(&net.input).unwrap();
     let engine = Arc::new(engine);
     let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a5").unwrap(), net.at);
@@ -346,8 +352,7 @@ fn sub_call_against_reaper(old_reaper: bool) {
     let (e2, l2) = (Arc::clone(&engine), Arc::clone(&ledger));
     let reaper = thread::spawn(move || {
         let later = Timestamp::from_unix(net.at.unix() + 1_000_000);
-        let reclaimed =
-            if old_reaper { e2.reclaim_expired_racy(later, &l2, today) } else { e2.reclaim_expired(later) };
+        let reclaimed = if old_reaper { e2.reclaim_expired_racy(later, &l2, today) } else { e2.reclaim_expired(later) };
         // Reserved + settled (leases aside: the root ledger is quiet while this runs).
         assert!(l2.used_micros() >= 700, "run spend left the mandate: {}", l2.used_micros());
         reclaimed
@@ -377,8 +382,11 @@ fn a_reused_slot_is_not_ended_by_its_old_holder() {
     loom::model(|| {
         let shape = synthetic::Shape { agents: 2, mandates: 1, total: Amount::parse("1").unwrap() };
         let net = synthetic::network(&shape).unwrap();
-        let engine =
-            Engine::new(EngineConfig { in_flight_max: 1, clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..Default::default() });
+        let engine = Engine::new(EngineConfig {
+            in_flight_max: 1,
+            clock: || Timestamp::from_unix(synthetic::AT_UNIX),
+            ..Default::default()
+        });
         engine.publish(&net.input).unwrap();
         let engine = Arc::new(engine);
         let old = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
