@@ -259,7 +259,12 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
 /// `dir/**`, the subject of a recursive search of `dir`.
 pub fn recursive(dir: &str) -> String {
     let d = dir.trim_end_matches('/');
-    if d.is_empty() || d == "." { "**".to_owned() } else { format!("{d}/**") }
+    match d {
+        // `/` itself: everything, absolutely (never the relative `**`).
+        "" if dir.starts_with('/') => "/**".to_owned(),
+        "" | "." => "**".to_owned(),
+        _ => format!("{d}/**"),
+    }
 }
 
 /// Makes `path` relative to `workdir` when it lies inside it, and removes `.` and `..`

@@ -58,7 +58,8 @@ fn evidence(map: &BTreeMap<String, u64>) -> (Vec<String>, Vec<Evidence>) {
 /// Whether `path` lies under the recursive rule `rule` (`dir/**` or `**`).
 fn under(rule: &str, path: &str) -> bool {
     match rule.strip_suffix("/**") {
-        Some(dir) => path.starts_with(&format!("{dir}/")) || path == dir,
+        // Strictly below: `dir/**` does not match `dir` itself.
+        Some(dir) => path.starts_with(&format!("{dir}/")),
         None => rule == "**" && !path.starts_with('/'),
     }
 }

@@ -123,7 +123,8 @@ enum Place {
 }
 
 fn place(path: &str) -> Place {
-    if path.starts_with('/') {
+    // `~` and `$` name places a runtime may expand: never the relative tree.
+    if path.starts_with('/') || path.starts_with('~') || path.starts_with('$') {
         Place::Absolute
     } else if path == ".." || path.starts_with("../") {
         Place::Above

@@ -40,10 +40,20 @@ pub enum Unit {
     },
     /// Anything the whitelist does not accept, as written.
     Opaque { text: String },
+    /// Commands joined by `|`: data flows from one to the next, so one that cannot be
+    /// judged makes the whole pipeline opaque (`echo /etc | xargs rm`).
+    Pipeline { text: String, units: Vec<Unit> },
 }
 
 /// Parses `line` into units, in order. `None` when the whole line must be opaque.
 pub fn units(line: &str) -> Option<Vec<Unit>> {
+    // Characters the grammar and Bash split differently: tree-sitter takes a vertical tab,
+    // form feed or carriage return for a blank (so a `#` after one starts a comment that
+    // hides the rest of the line) and a backslash-newline for a word break, where Bash
+    // keeps them inside the word. A line holding any of them is not reasoned about.
+    if line.chars().any(|c| c.is_control() && c != '\n' && c != '\t') || line.contains("\\\n") {
+        return None;
+    }
     let mut parser = Parser::new();
     parser.set_language(&tree_sitter_bash::LANGUAGE.into()).ok()?;
     let tree = parser.parse(line, None)?;
@@ -78,11 +88,19 @@ fn statement(node: Node, src: &str, depth: usize, out: &mut Vec<Unit>) -> Option
         // A here-document's body is text that a desynchronised reader would take for
         // commands: never reason about a line that has one.
         "heredoc_redirect" | "heredoc_body" | "heredoc_start" | "heredoc_end" => return None,
-        "list" | "pipeline" => {
+        "list" => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
                 statement(child, src, depth + 1, out)?;
             }
+        }
+        "pipeline" => {
+            let mut units = Vec::new();
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                statement(child, src, depth + 1, &mut units)?;
+            }
+            out.push(Unit::Pipeline { text: text(node, src).trim().to_owned(), units });
         }
         "command" => out
             .push(command(node, src, &[]).unwrap_or_else(|| Unit::Opaque { text: text(node, src).trim().to_owned() })),

@@ -138,6 +138,29 @@ const PINNED_SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("nix", &["run", "shell", "develop", "profile"]),
     ("rustup", &["install", "default", "toolchain", "run"]),
 ];
+/// Subcommands that only read, build or test in the working tree: their flags are a set,
+/// path-shaped arguments reads, other arguments pinned.
+#[rustfmt::skip]
+const PATHLIKE_SUBCOMMANDS: &[(&str, &[&str])] = &[
+    ("git", &["status", "log", "diff", "show", "add", "commit", "rev-parse", "ls-files", "ls-tree", "blame",
+              "describe", "shortlog", "cat-file", "grep", "merge-base", "reflog"]),
+    ("cargo", &["build", "test", "check", "clippy", "fmt", "doc", "bench", "metadata", "tree", "run"]),
+    ("npm", &["test", "ls", "outdated", "audit"]),
+    ("pnpm", &["test", "ls", "outdated", "audit"]),
+    ("yarn", &["test", "audit"]),
+    ("docker", &["ps", "images", "logs", "version", "info", "inspect"]),
+    ("podman", &["ps", "images", "logs", "version", "info", "inspect"]),
+    ("go", &["build", "test", "vet", "fmt", "list", "version"]),
+    ("pip", &["list", "show", "freeze", "check"]),
+    ("pip3", &["list", "show", "freeze", "check"]),
+    ("uv", &["sync", "lock", "tree"]),
+    ("poetry", &["check", "show", "lock"]),
+    ("rustup", &["show"]),
+    ("helm", &["lint", "template", "list"]),
+    ("terraform", &["fmt", "validate", "plan", "show"]),
+    ("systemctl", &["status", "list-units", "is-active"]),
+];
+
 /// Subcommands that run code named in their arguments or configuration: opaque.
 const CODE_SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("git", &["config", "filter-branch", "bisect", "difftool", "mergetool", "daemon", "instaweb"]),
@@ -233,14 +256,17 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
     if base == "git" && sub == Some("rebase") && args.iter().any(|a| a == "-x" || a.starts_with("--exec")) {
         return Kind::Code;
     }
-    if base == "command" && args.iter().any(|a| a == "-v" || a == "-V") {
+    // `command -v NAME` only looks NAME up; `command NAME -v` runs NAME.
+    if base == "command" && args.first().is_some_and(|a| a == "-v" || a == "-V") {
         return Kind::Words;
     }
     if base == "sed" {
+        // `-e`/`-f` also inside a cluster (`-ne`, `-nf`); a suffix of `-i` holding
+        // an `e` or `f` is taken for one too (opaque: the safe side).
         let code = args.iter().any(|a| {
-            matches!(a.as_str(), "-e" | "-f" | "--expression" | "--file")
-                || a.starts_with("--expression=")
-                || a.starts_with("--file=")
+            a.starts_with("--expression")
+                || a.starts_with("--file")
+                || a.strip_prefix('-').is_some_and(|c| !c.starts_with('-') && (c.contains('e') || c.contains('f')))
         });
         return if code { Kind::Code } else { Kind::Sed };
     }
@@ -249,6 +275,7 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
         "cp" | "ln" | "install" => Kind::Copy { move_: false },
         "mv" => Kind::Copy { move_: true },
         "dd" => Kind::Dd,
+        "find" if args.iter().any(|a| FIND_OPAQUE.contains(&a.as_str())) => Kind::Code,
         "find" => Kind::Find,
         // `test -f FILE` probes files: its path-shaped operands are reads.
         "test" | "[" => Kind::PathLike,
@@ -267,7 +294,14 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
         _ if WRITE_AFTER_ONE.contains(&base) => Kind::Write { lead: 1 },
         // Make targets and variables come from a Makefile the job may change: pinned.
         "make" => Kind::Pinned,
-        _ if SUBCOMMAND_HEADS.contains(&base) => Kind::PathLike,
+        // Subcommands known to only read, build or test locally; every other subcommand of
+        // these heads (`docker container run`, `gh auth token`, `git checkout -- FILE`)
+        // is pinned.
+        _ if SUBCOMMAND_HEADS.contains(&base) => {
+            let local =
+                sub.is_some_and(|sub| PATHLIKE_SUBCOMMANDS.iter().any(|(h, subs)| *h == base && subs.contains(&sub)));
+            if local { Kind::PathLike } else { Kind::Pinned }
+        }
         _ => Kind::Pinned,
     }
 }
@@ -279,6 +313,25 @@ pub enum Value {
     Other,
     Read,
     Write,
+}
+
+/// Commands whose short flags may be clustered (`-uo FILE`, `-vt DIR`, `-Ei`): a cluster
+/// is read letter by letter, so a value flag inside it is seen.
+pub fn clusters_short_flags(kind: Kind) -> bool {
+    matches!(kind, Kind::Read { .. } | Kind::Write { .. } | Kind::Copy { .. } | Kind::Sed)
+}
+
+/// Reads that descend into directories: their operands are read recursively (`dir/**`),
+/// and without one they read the working directory.
+pub fn recursive_read(head: &str, flags: &[String]) -> bool {
+    match base(head) {
+        "rg" | "du" | "tree" => true,
+        "grep" | "egrep" | "fgrep" => flags.iter().any(|f| {
+            matches!(f.as_str(), "-r" | "-R" | "--recursive" | "--dereference-recursive" | "-d" | "--directories")
+        }),
+        "ls" => flags.iter().any(|f| f == "-R" || f == "--recursive"),
+        _ => false,
+    }
 }
 
 /// `(command, flag, value)`: flags that take the next word. A flag not listed takes no
@@ -329,6 +382,37 @@ const VALUE_FLAGS: &[(&str, &str, Value)] = &[
     ("install", "-m", Value::Other),
     ("install", "-o", Value::Other),
     ("install", "-g", Value::Other),
+    ("git", "-m", Value::Other),
+    ("git", "--message", Value::Other),
+    ("git", "-n", Value::Other),
+    ("git", "--max-count", Value::Other),
+    ("git", "--author", Value::Other),
+    ("git", "--format", Value::Other),
+    ("git", "--pretty", Value::Other),
+    ("git", "--since", Value::Other),
+    ("git", "--until", Value::Other),
+    ("git", "--grep", Value::Other),
+    ("git", "-S", Value::Other),
+    ("git", "-G", Value::Other),
+    ("cargo", "-p", Value::Other),
+    ("cargo", "--package", Value::Other),
+    ("cargo", "-j", Value::Other),
+    ("cargo", "--jobs", Value::Other),
+    ("cargo", "-F", Value::Other),
+    ("cargo", "--features", Value::Other),
+    ("cargo", "--target", Value::Other),
+    ("cargo", "--bin", Value::Other),
+    ("cargo", "--test", Value::Other),
+    ("cargo", "--example", Value::Other),
+    ("cargo", "--bench", Value::Other),
+    ("go", "-run", Value::Other),
+    ("go", "-count", Value::Other),
+    ("go", "-timeout", Value::Other),
+    ("go", "-tags", Value::Other),
+    ("go", "-o", Value::Write),
+    ("docker", "--format", Value::Other),
+    ("docker", "-n", Value::Other),
+    ("docker", "--tail", Value::Other),
     ("find", "-name", Value::Other),
     ("find", "-iname", Value::Other),
     ("find", "-path", Value::Other),

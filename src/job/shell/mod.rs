@@ -97,16 +97,33 @@ pub fn parse(line: &str) -> Vec<Segment> {
     let mut dirs: Dirs = Some(vec![String::new()]);
     let mut out = Vec::new();
     for unit in units {
-        match unit {
-            Unit::Opaque { text } => out.push(opaque(&text)),
-            Unit::Plain { text, env, words, redirects } => {
-                let before = out.len();
-                plain(&text, env, &words, &redirects, &mut dirs, &mut out, 0);
-                debug_assert!(out.len() > before, "every plain unit yields a segment");
+        segments_of(unit, &mut dirs, &mut out);
+    }
+    out
+}
+
+fn segments_of(unit: Unit, dirs: &mut Dirs, out: &mut Vec<Segment>) {
+    match unit {
+        Unit::Opaque { text } => out.push(opaque(&text)),
+        Unit::Plain { text, env, words, redirects } => {
+            let before = out.len();
+            plain(&text, env, &words, &redirects, dirs, out, 0);
+            debug_assert!(out.len() > before, "every plain unit yields a segment");
+        }
+        Unit::Pipeline { text, units } => {
+            let mut inner = Vec::new();
+            for u in units {
+                segments_of(u, dirs, &mut inner);
+            }
+            // What flows into a command that runs its input (`| sh`, `| xargs rm`) is
+            // judged with it: the whole pipeline needs its exact rule.
+            if inner.iter().any(|s| s.command.is_none()) {
+                out.push(opaque(&text));
+            } else {
+                out.extend(inner);
             }
         }
     }
-    out
 }
 
 fn opaque(text: &str) -> Segment {
@@ -245,30 +262,80 @@ fn finish(seg: &mut Segment) {
     }
 }
 
+/// Options of `find` that come before its start paths.
+const FIND_LEADING_OPTIONS: &[&str] = &["-H", "-L", "-P", "-O0", "-O1", "-O2", "-O3"];
+
+/// The words of a command with clustered short flags split letter by letter where the
+/// command clusters them: `-uo FILE` is `-u -o FILE`, `-ofile` is `-o file`.
+fn unclustered(head: &str, kind: Kind, args: &[String]) -> Vec<String> {
+    if !kinds::clusters_short_flags(kind) {
+        return args.to_vec();
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut words = args.iter();
+    while let Some(w) = words.next() {
+        if w == "--" {
+            out.push(w.clone());
+            out.extend(words.cloned());
+            break;
+        }
+        let Some(cluster) = w.strip_prefix('-').filter(|c| {
+            c.len() > 1 && !c.starts_with('-') && c.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        }) else {
+            out.push(w.clone());
+            continue;
+        };
+        for (i, c) in cluster.char_indices() {
+            if !c.is_ascii_alphanumeric() {
+                // Not a flag letter: the rest of the word is not a cluster; keep it whole.
+                out.push(format!("-{}", cluster.get(i..).unwrap_or_default()));
+                break;
+            }
+            let flag = format!("-{c}");
+            let takes_value = kinds::value_of(head, &flag).is_some() || (kind == Kind::Sed && c == 'i');
+            out.push(flag);
+            if takes_value {
+                let rest = cluster.get(i + c.len_utf8()..).unwrap_or_default();
+                if kind == Kind::Sed {
+                    // `-i.bak`: the suffix belongs to `-i`, nothing after it is a flag.
+                } else if !rest.is_empty() {
+                    out.push(rest.to_owned());
+                } else if let Some(v) = words.next() {
+                    out.push(v.clone());
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// Flags, paths read, paths written and pinned words of a command of a path kind.
 fn judge(head: &str, kind: Kind, args: &[String]) -> (Vec<String>, Vec<String>, Vec<String>, Vec<String>) {
+    let args = unclustered(head, kind, args);
     let mut pinned = Vec::new();
     let (mut flags, mut reads, mut writes, mut positionals) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut target_dir = None;
-    let mut words = args.iter();
+    let mut words = args.iter().peekable();
     let mut dashdash = false;
-    let find_expr = |w: &str| w.starts_with('-') || w == "(" || w == "!" || w == ")";
-    let mut in_find_expr = false;
-    while let Some(w) = words.next() {
-        if kind == Kind::Find {
-            in_find_expr |= find_expr(w);
-            if in_find_expr {
-                if is_flag(w) {
-                    flags.push(w.clone());
-                    if kinds::value_of(head, w) == Some(Value::Read) {
-                        reads.extend(words.next().cloned());
-                    } else if kinds::value_of(head, w).is_some() {
-                        words.next();
-                    }
-                }
-                continue;
+    if kind == Kind::Find {
+        // `find -L / …`: options, then start paths, then the expression.
+        while let Some(w) = words.next_if(|w| FIND_LEADING_OPTIONS.contains(&w.as_str()) || *w == "-D") {
+            flags.push(w.clone());
+            if w == "-D" {
+                words.next();
             }
         }
+        while let Some(w) = words.next_if(|w| !(w.starts_with('-') || *w == "(" || *w == "!" || *w == ")")) {
+            positionals.push(w.clone());
+        }
+        for w in words.by_ref() {
+            if is_flag(w) {
+                flags.push(w.clone());
+            }
+        }
+    }
+    while let Some(w) = words.next() {
         if dashdash || !is_flag(w) {
             positionals.push(w.clone());
             continue;
@@ -294,21 +361,40 @@ fn judge(head: &str, kind: Kind, args: &[String]) -> (Vec<String>, Vec<String>, 
             (Some(Value::Other), _) => {}
             // An unknown `--name=value`: its value is judged like an argument.
             (None, Some(v)) if path_like(&v) => reads.push(v),
+            (None, Some(v)) if kind == Kind::PathLike => pinned.push(format!("{name}={v}")),
             _ => {}
         }
     }
     match kind {
-        Kind::Read { lead } => reads.extend(positionals.into_iter().skip(lead)),
+        Kind::Read { lead } => {
+            let operands: Vec<String> = positionals.into_iter().skip(lead).collect();
+            if kinds::recursive_read(head, &flags) {
+                // A recursive read reads every file below; without an operand, below `.`.
+                if operands.is_empty() {
+                    reads.push(recursive("."));
+                }
+                reads.extend(operands.iter().map(|p| recursive(p)));
+            } else {
+                reads.extend(operands);
+            }
+        }
+        // `chmod -x FILE`: with no more operands than the leading mode, each is a file.
+        Kind::Write { lead } if positionals.len() <= lead => writes.extend(positionals),
         Kind::Write { lead } => writes.extend(positionals.into_iter().skip(lead)),
         Kind::Words => {}
-        Kind::Find => reads.extend(positionals),
+        Kind::Find => {
+            if positionals.is_empty() {
+                reads.push(recursive("."));
+            }
+            reads.extend(positionals.iter().map(|p| recursive(p)));
+        }
         Kind::Copy { move_ } => {
             let target = target_dir.or_else(|| positionals.pop());
             writes.extend(target);
             if move_ { writes.extend(positionals) } else { reads.extend(positionals) }
         }
         Kind::Sed => {
-            let in_place = flags.iter().any(|f| f.starts_with("-i") || f == "--in-place");
+            let in_place = flags.iter().any(|f| f == "-i" || f.starts_with("--in-place"));
             let mut files = positionals.into_iter();
             // The script can write files (`w`) and run commands (`e`): pinned.
             pinned.extend(files.next());
@@ -323,9 +409,19 @@ fn judge(head: &str, kind: Kind, args: &[String]) -> (Vec<String>, Vec<String>, 
                 }
             }
         }
-        _ => reads.extend(positionals.into_iter().filter(|p| path_like(p))),
+        // Path-shaped words are reads; every other word is pinned (`npm audit fix`).
+        _ => {
+            for p in positionals {
+                if path_like(&p) { reads.push(p) } else { pinned.push(p) }
+            }
+        }
     }
     (flags, reads, writes, pinned)
+}
+
+/// `dir/**`: everything below `dir` (`**` for `.`).
+fn recursive(dir: &str) -> String {
+    crate::job::call::recursive(dir)
 }
 
 /// Looks through a wrapper: the wrapper's own flags are one segment, the wrapped command
@@ -366,9 +462,15 @@ fn wrapper(
             }
             cmd.flags.push(name.to_owned());
             rest = tail;
-            // `-u root`, but not `-uroot` or `--user=root`.
+            // A value (`-u root`, `--user=root`) is pinned: `sudo -u postgres` is not
+            // `sudo -u root`. (`-uroot` is a flag of its own.)
             if value_flags.contains(&w.as_str()) {
+                cmd.args.extend(rest.first().cloned());
                 rest = rest.get(1..).unwrap_or_default();
+            } else if let Some((n, v)) = w.split_once('=')
+                && value_flags.contains(&n)
+            {
+                cmd.args.push(v.to_owned());
             }
             continue;
         }

@@ -55,6 +55,7 @@ impl Job {
     ) -> Decision {
         let lock = self.lock(true);
         let path = self.path("writes.json");
+        let state_dir = fs::canonicalize(self.root()).ok().map(|p| p.display().to_string());
         let read = lock.as_ref().map_err(ToString::to_string).and_then(|_| {
             let meta = self.meta().map_err(|e| e.to_string())?;
             let mandate = self.active(&meta)?.map(|(_, _, m)| m);
@@ -64,17 +65,29 @@ impl Job {
         let (view, mut counts) = match read {
             Ok((Some(m), counts)) => {
                 let written = counts.get(run).map_or(0, |(n, _)| *n);
-                (StateView::Enforce { mandate: Ok(Box::new(m)), written_in_run: written, run: run.to_owned() }, counts)
+                (
+                    StateView::Enforce {
+                        mandate: Ok(Box::new(m)),
+                        written_in_run: written,
+                        run: run.to_owned(),
+                        state_dir: state_dir.clone(),
+                    },
+                    counts,
+                )
             }
             Ok((None, counts)) => (
                 StateView::Enforce {
                     mandate: Err("enforce mode without an active version".into()),
                     written_in_run: 0,
                     run: run.to_owned(),
+                    state_dir: None,
                 },
                 counts,
             ),
-            Err(e) => (StateView::Enforce { mandate: Err(e), written_in_run: 0, run: run.to_owned() }, BTreeMap::new()),
+            Err(e) => (
+                StateView::Enforce { mandate: Err(e), written_in_run: 0, run: run.to_owned(), state_dir: None },
+                BTreeMap::new(),
+            ),
         };
         match decide(call.as_ref(), &view, scope) {
             Outcome::Allow { writes } if writes > 0 => {
@@ -203,6 +216,8 @@ pub enum StateView {
         mandate: Result<Box<super::mandate::JobMandate>, String>,
         written_in_run: u64,
         run: String,
+        /// The state directory, absolute: a call may not write into its own leash.
+        state_dir: Option<String>,
     },
 }
 
@@ -216,6 +231,19 @@ pub enum Outcome {
     /// Blocked (or escalated, in an interactive scope that asks), with every failing
     /// aspect when the mandate could be evaluated.
     Block { family: Family, reason: String, failures: Vec<Failure> },
+}
+
+/// `path` (relative to `workdir` when it is not absolute), absolute when it can be told.
+fn absolute(path: &str, workdir: &str) -> String {
+    if path.starts_with('/') || workdir.is_empty() {
+        return path.to_owned();
+    }
+    crate::job::call::normalize_path(&format!("{}/{path}", workdir.trim_end_matches('/')), "")
+}
+
+/// Whether `path` is `dir` or below it (both absolute and normal).
+fn inside(path: &str, dir: &str) -> bool {
+    path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn block(reason: String) -> Outcome {
@@ -234,13 +262,23 @@ pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scop
         (StateView::Unreadable(e), _) => block(format!("the job's mode cannot be read ({e})")),
         (StateView::Enforce { .. }, Err(e)) => block(format!("the call cannot be evaluated: {e}")),
         (StateView::Enforce { mandate: Err(e), .. }, Ok(_)) => block(format!("evaluation failed: {e}")),
-        (StateView::Enforce { mandate: Ok(m), written_in_run, run }, Ok(call)) => {
+        (StateView::Enforce { mandate: Ok(m), written_in_run, run, state_dir }, Ok(call)) => {
             let checker = match Checker::compile(m) {
                 Ok(c) => c,
                 Err(e) => return block(format!("evaluation failed: {e}")),
             };
             let call = call.clone().relative_to(&m.workdir);
             let mut failures = checker.failures(&call);
+            if let Some(dir) = state_dir {
+                failures.extend(call.aspects.iter().filter_map(|a| match a {
+                    Aspect::Write(p) if inside(&absolute(p, &m.workdir), dir) => Some(Failure {
+                        family: Family::Integrity,
+                        aspect: None,
+                        reason: format!("writing `{p}` would change the job's own state ({dir})"),
+                    }),
+                    _ => None,
+                }));
+            }
             let writes = call.writes() as u64;
             if let Some(max) = checker.max_writes_per_run.filter(|_| writes > 0)
                 && written_in_run.saturating_add(writes) > max
@@ -286,7 +324,7 @@ mod tests {
     }
 
     fn enforce(m: Result<Box<JobMandate>, String>, written: u64) -> StateView {
-        StateView::Enforce { mandate: m, written_in_run: written, run: "r".into() }
+        StateView::Enforce { mandate: m, written_in_run: written, run: "r".into(), state_dir: Some("/w/.holon".into()) }
     }
 
     fn blocks(o: &Outcome) -> bool {

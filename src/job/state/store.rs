@@ -40,6 +40,11 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     Ok(())
 }
 
+/// Longest wait for the job's lock, in milliseconds.
+pub const LOCK_WAIT_MS_MAX: u64 = 5_000;
+/// Pause between two tries of the lock, in milliseconds.
+const LOCK_POLL_MS: u64 = 5;
+
 /// `O_NOFOLLOW`: a state file that is a symlink is refused, not followed.
 pub(super) fn libc_nofollow() -> i32 {
     libc::O_NOFOLLOW
@@ -103,15 +108,36 @@ impl Job {
             return Err(self.unknown());
         }
         let path = self.path("lock");
+        // Never through a symlink, and never blocking on a FIFO planted as the lock.
         let f = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .custom_flags(libc_nofollow())
+            .custom_flags(libc_nofollow() | libc::O_NONBLOCK)
             .open(&path)
             .map_err(io(&path))?;
-        if exclusive { f.lock() } else { f.lock_shared() }.map_err(io(&path))?;
-        Ok(Locked(f))
+        if !f.metadata().map_err(io(&path))?.is_file() {
+            return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
+        }
+        // A lock held too long (a stuck or hostile process) is an error, not a wait
+        // without end: a hook that times out may be taken as "allow".
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS_MAX);
+        loop {
+            let tried = if exclusive { f.try_lock() } else { f.try_lock_shared() };
+            match tried {
+                Ok(()) => return Ok(Locked(f)),
+                Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(LOCK_POLL_MS));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(StateError::Refused(format!(
+                        "{} is held by another process for more than {LOCK_WAIT_MS_MAX} ms",
+                        path.display()
+                    )));
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+            }
+        }
     }
 
     pub(super) fn lock(&self, exclusive: bool) -> Result<Locked, StateError> {
