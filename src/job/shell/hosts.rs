@@ -110,8 +110,11 @@ pub(super) fn network_hosts(head: &str, args: &[String]) -> Option<(Vec<String>,
                 if p.contains("://") {
                     hosts.extend(url_hosts(p));
                 } else if let Some((user_host, _)) = p.split_once(':')
-                    && user_host.contains('@')
                     && !user_host.contains('/')
+                    && !user_host.starts_with('.')
+                    // `user@host:path`, or `host.domain:path` (scp-style without a user);
+                    // a refspec such as `main:prod` names no host.
+                    && (user_host.contains('@') || user_host.contains('.'))
                 {
                     hosts.push(ssh_host(user_host));
                 }

