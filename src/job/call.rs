@@ -207,7 +207,7 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         for seg in shell::parse(command) {
             match seg.command {
                 // Secret values are never pinned or stored: they match as `***`.
-                Some(c) => aspects.push(Aspect::Command(CommandUse { args: redact_words(&c.args), ..c })),
+                Some(c) => aspects.push(Aspect::Command(CommandUse { args: redact_words(&c.head, &c.args), ..c })),
                 None => aspects.push(Aspect::Opaque(seg.text)),
             }
             aspects.extend(seg.reads.into_iter().map(Aspect::Read));
