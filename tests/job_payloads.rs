@@ -1,7 +1,8 @@
 //! Payload holes: secrets in header, password-flag, bare-name and URL-fragment forms must
 //! never reach the state directory; masking a pinned argument must never make two
-//! different calls look the same; and commands in argv form (`command` as an array,
-//! `command` plus `args`) must be judged by what they run, not by the tool name only.
+//! different calls look the same; and call payloads in argv form (`command` as an
+//! array, `command` plus `args`), `filePath`, and Glob patterns must be judged by what
+//! they do, not by the tool name only.
 
 mod common;
 use common::job_state::State;
@@ -217,4 +218,35 @@ fn a_command_that_is_not_text_is_refused() {
     for c in &learned {
         assert_eq!(check(&s, c).0, 0, "{c}");
     }
+}
+
+#[test]
+fn file_path_in_camel_case_is_a_path() {
+    learned_passes_attacks_block(
+        "filepath",
+        &call("read", json!({ "filePath": "src/a.rs" })),
+        &[call("read", json!({ "filePath": "/etc/shadow" })), call("read", json!({ "filepath": "/etc/shadow" }))],
+    );
+    learned_passes_attacks_block(
+        "filepath-read",
+        &call("Read", json!({ "filePath": "src/a.rs" })),
+        &[
+            call("Read", json!({ "filePath": "/etc/shadow" })),
+            call("Read", json!({ "file_path": "src/a.rs", "filePath": "/etc/shadow" })),
+        ],
+    );
+}
+
+#[test]
+fn glob_patterns_are_judged_as_reads() {
+    learned_passes_attacks_block(
+        "glob",
+        &call("Glob", json!({ "pattern": "**/*.rs", "path": "src" })),
+        &[
+            call("Glob", json!({ "pattern": "../../../etc/*", "path": "src" })),
+            call("Glob", json!({ "pattern": "/etc/**/*.key" })),
+            call("glob", json!({ "pattern": "/etc/**/*.key", "path": "src" })),
+            call("Glob", json!({ "pattern": "**/../../../etc/*", "path": "src" })),
+        ],
+    );
 }

@@ -10,10 +10,10 @@
 //! | tools | argument | aspects |
 //! |---|---|---|
 //! | `terminal`, `Bash`, `bash`, `shell`, `run_command`, `execute_command`, any other tool with a `command` | `command` / `cmd` | command segments; redirect targets as reads/writes; URL hosts |
-//! | `read_file`, `Read`, `view`, `NotebookRead` | `path`, `file_path`, `notebook_path` | read path |
+//! | `read_file`, `Read`, `view`, `NotebookRead` | `path`, `file_path`, `filePath`, `filepath`, `notebook_path` | read path |
 //! | `write_file`, `Write`, `create_file`, `edit_file`, `Edit`, `MultiEdit`, `str_replace`, `patch`, `NotebookEdit` | same | write path |
 //! | `list_files`, `list_directory`, `LS` | `path` (default `.`) | read of the directory |
-//! | `search_files`, `Grep`, `grep`, `Glob`, `glob` | `path` (default `.`) | read of `dir/**` (searched recursively) |
+//! | `search_files`, `Grep`, `grep`, `Glob`, `glob` | `path` (default `.`) | read of `dir/**` (searched recursively); for `Glob`/`glob` also the read of `pattern` joined to `dir` |
 //! | `WebFetch`, `web_fetch`, `fetch_url`, `browser_navigate` | `url` | host |
 //! | `mandate_status` | — | exempt: never recorded, never checked |
 //! | anything else (MCP and plugin tools included) | `url`/`uri`, the path keys | the tool name; the URL's host; the path as a write |
@@ -162,6 +162,8 @@ pub enum CallError {
     MissingArgument { tool: String, field: &'static str },
     #[error("`{tool}`: `{field}` must be a string or an array of strings; this call cannot be evaluated")]
     NotText { tool: String, field: &'static str },
+    #[error("`{tool}`: the pattern `{pattern}` climbs with `..` after a wildcard; this call cannot be evaluated")]
+    GlobClimbs { tool: String, pattern: String },
     #[error(
         "the call is ambiguous: it has both `{0}` and `{1}` with different values, and runtimes differ in which they use"
     )]
@@ -173,9 +175,11 @@ fn string_arg<'a>(args: &'a Value, names: &[&'static str]) -> Option<&'a str> {
 }
 
 /// The keys a path may be given under, in order of preference.
-const PATH_KEYS: &[&str] = &["path", "file_path", "notebook_path"];
+const PATH_KEYS: &[&str] = &["path", "file_path", "filePath", "filepath", "notebook_path"];
 /// The keys a command line may be given under.
 const COMMAND_KEYS: &[&str] = &["command", "cmd"];
+/// Tools whose `pattern` is a path glob (for `Grep` it is a regular expression).
+const GLOB_TOOLS: &[&str] = &["Glob", "glob"];
 
 /// One word quoted for a POSIX shell: `'…'`, with `'` written `'\''`.
 fn shell_quote(word: &str) -> String {
@@ -208,6 +212,21 @@ fn command_line(tool: &str, args: &Value) -> Result<Option<String>, CallError> {
         Value::Array(words) if !words.is_empty() => argv_line(words).map(Some).ok_or_else(|| not_text(field)),
         _ => Err(not_text(field)),
     }
+}
+
+/// The read subject of a glob `pattern` searched from `dir`: the pattern joined to the
+/// directory (an absolute pattern stays absolute). A `..` after a wildcard cannot be
+/// resolved lexically (`**` may match no directory at all), so it is refused.
+fn glob_subject(tool: &str, pattern: &str, dir: &str) -> Result<String, CallError> {
+    let mut wild = false;
+    for part in pattern.split('/') {
+        if part == ".." && wild {
+            return Err(CallError::GlobClimbs { tool: tool.to_owned(), pattern: pattern.to_owned() });
+        }
+        wild |= part.contains(['*', '?', '[', ']', '{', '}']);
+    }
+    let dir = dir.trim_end_matches('/');
+    Ok(if pattern.starts_with('/') || dir.is_empty() { pattern.to_owned() } else { format!("{dir}/{pattern}") })
 }
 
 /// Refuses a payload where two of `names` are present with different values (`path` and
@@ -272,6 +291,13 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
     } else if SEARCH_TOOLS.contains(&t) {
         let dir = string_arg(args, &["path", "dir"]).unwrap_or(".");
         aspects.push(Aspect::Read(recursive(dir)));
+        if GLOB_TOOLS.contains(&t) {
+            match args.get("pattern") {
+                None => {}
+                Some(Value::String(pattern)) => aspects.push(Aspect::Read(glob_subject(t, pattern, dir)?)),
+                Some(_) => return Err(CallError::NotText { tool: tool.clone(), field: "pattern" }),
+            }
+        }
     } else if FETCH_TOOLS.contains(&t) {
         let url = string_arg(args, &["url"]).ok_or_else(|| missing("url"))?;
         // A URL we cannot read a host from is judged by its text (it matches no host rule).
@@ -398,6 +424,14 @@ mod tests {
             assert!(matches!(line(bad), Err(CallError::NotText { .. })));
         }
         assert_eq!(line(serde_json::json!({ "path": "x" })), Ok(None));
+    }
+
+    #[test]
+    fn glob_patterns_join_their_directory() {
+        assert_eq!(glob_subject("Glob", "**/*.rs", "src/"), Ok("src/**/*.rs".to_owned()));
+        assert_eq!(glob_subject("Glob", "/etc/*", "src"), Ok("/etc/*".to_owned()));
+        assert_eq!(glob_subject("Glob", "../x/*", "src"), Ok("src/../x/*".to_owned()));
+        assert!(glob_subject("Glob", "**/../../etc", "src").is_err());
     }
 
     #[test]
