@@ -209,6 +209,8 @@ fn command_line(tool: &str, args: &Value) -> Result<Option<String>, CallError> {
             }
             Some(_) => Err(not_text("args")),
         },
+        // Words and an `args` array too: which one the runtime runs cannot be known.
+        Value::Array(_) if args.get("args").is_some() => Err(CallError::Ambiguous(field, "args")),
         Value::Array(words) if !words.is_empty() => argv_line(words).map(Some).ok_or_else(|| not_text(field)),
         _ => Err(not_text(field)),
     }
@@ -268,9 +270,10 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
     // A tool outside the table that carries a command is a shell by another name; a
     // command in a form we cannot read is refused whatever the tool.
     let command = command_line(t, args)?;
-    if COMMAND_TOOLS.contains(&t) || (!known && command.is_some()) {
-        let command = command.ok_or_else(|| missing("command"))?;
-        for seg in shell::parse(&command) {
+    let is_command = COMMAND_TOOLS.contains(&t) || (!known && command.is_some());
+    if is_command {
+        let command = command.as_deref().ok_or_else(|| missing("command"))?;
+        for seg in shell::parse(command) {
             match seg.command {
                 // Secret values are never pinned or stored: they are `***` and a hash of the word.
                 Some(c) => aspects.push(Aspect::Command(CommandUse { args: redact_words(&c.head, &c.args), ..c })),
@@ -312,12 +315,19 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
             aspects.push(Aspect::Write(p.to_owned()));
         }
     }
-    let shown = match args {
-        Value::Object(m) if m.len() == 1 && m.contains_key("command") => {
-            string_arg(args, &["command"]).unwrap_or_default().to_owned()
+    // A command is shown as the line it runs (so `redact` reads its words, whatever
+    // form it came in), followed by the other arguments, if any.
+    let shown = match (args, command.filter(|_| is_command)) {
+        (Value::Object(m), Some(line)) => {
+            let rest: serde_json::Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| !COMMAND_KEYS.contains(&k.as_str()) && k.as_str() != "args")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if rest.is_empty() { line } else { format!("{line} {}", Value::Object(rest)) }
         }
-        Value::Null => String::new(),
-        other => other.to_string(),
+        (Value::Null, _) => String::new(),
+        (other, _) => other.to_string(),
     };
     Ok(ToolCall {
         tool,
@@ -424,6 +434,8 @@ mod tests {
             assert!(matches!(line(bad), Err(CallError::NotText { .. })));
         }
         assert_eq!(line(serde_json::json!({ "path": "x" })), Ok(None));
+        let both = serde_json::json!({ "command": ["git"], "args": ["push"] });
+        assert_eq!(line(both), Err(CallError::Ambiguous("command", "args")));
     }
 
     #[test]
