@@ -9,14 +9,19 @@
 //!
 //! | tools | argument | aspects |
 //! |---|---|---|
-//! | `terminal`, `Bash`, `bash`, `shell`, `run_command`, `execute_command` | `command` | command segments; redirect targets as reads/writes; URL hosts |
-//! | `read_file`, `Read`, `view`, `NotebookRead` | `path`, `file_path`, `notebook_path` | read path |
+//! | `terminal`, `Bash`, `bash`, `shell`, `run_command`, `execute_command`, any other tool with a `command` | `command` / `cmd` | command segments; redirect targets as reads/writes; URL hosts |
+//! | `read_file`, `Read`, `view`, `NotebookRead` | `path`, `file_path`, `filePath`, `filepath`, `notebook_path` | read path |
 //! | `write_file`, `Write`, `create_file`, `edit_file`, `Edit`, `MultiEdit`, `str_replace`, `patch`, `NotebookEdit` | same | write path |
 //! | `list_files`, `list_directory`, `LS` | `path` (default `.`) | read of the directory |
-//! | `search_files`, `Grep`, `grep`, `Glob`, `glob` | `path` (default `.`) | read of `dir/**` (searched recursively) |
+//! | `search_files`, `Grep`, `grep`, `Glob`, `glob` | `path` (default `.`) | read of `dir/**` (searched recursively); for `Glob`/`glob` also the read of `pattern` joined to `dir` |
 //! | `WebFetch`, `web_fetch`, `fetch_url`, `browser_navigate` | `url` | host |
 //! | `mandate_status` | — | exempt: never recorded, never checked |
-//! | anything else (MCP and plugin tools included) | — | the tool name only |
+//! | anything else (MCP and plugin tools included) | `url`/`uri`, the path keys | the tool name; the URL's host; the path as a write |
+//!
+//! A command is a string, a string with an `args` array (`{"command": "git", "args":
+//! ["status"]}`), or an array of words (argv form, `{"command": ["bash", "-lc", "…"]}`):
+//! the words are single-quoted and joined into the line they mean, then parsed like any
+//! command line. A command in any other form cannot be judged: the call is refused.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -155,6 +160,10 @@ pub enum CallError {
     NoTool,
     #[error("`{tool}` needs a string `{field}` argument")]
     MissingArgument { tool: String, field: &'static str },
+    #[error("`{tool}`: `{field}` must be a string or an array of strings; this call cannot be evaluated")]
+    NotText { tool: String, field: &'static str },
+    #[error("`{tool}`: the pattern `{pattern}` climbs with `..` after a wildcard; this call cannot be evaluated")]
+    GlobClimbs { tool: String, pattern: String },
     #[error(
         "the call is ambiguous: it has both `{0}` and `{1}` with different values, and runtimes differ in which they use"
     )]
@@ -163,6 +172,63 @@ pub enum CallError {
 
 fn string_arg<'a>(args: &'a Value, names: &[&'static str]) -> Option<&'a str> {
     names.iter().find_map(|n| args.get(*n).and_then(Value::as_str))
+}
+
+/// The keys a path may be given under, in order of preference.
+const PATH_KEYS: &[&str] = &["path", "file_path", "filePath", "filepath", "notebook_path"];
+/// The keys a command line may be given under.
+const COMMAND_KEYS: &[&str] = &["command", "cmd"];
+/// Tools whose `pattern` is a path glob (for `Grep` it is a regular expression).
+const GLOB_TOOLS: &[&str] = &["Glob", "glob"];
+
+/// One word quoted for a POSIX shell: `'…'`, with `'` written `'\''`.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Words as the shell line that runs them: every word single-quoted, joined by spaces.
+fn argv_line<'a>(words: impl IntoIterator<Item = &'a Value>) -> Option<String> {
+    let quoted: Option<Vec<String>> = words.into_iter().map(|w| w.as_str().map(shell_quote)).collect();
+    quoted.map(|q| q.join(" "))
+}
+
+/// The command line a call carries, if any: `command`/`cmd` as a string (followed by
+/// the quoted words of an `args` array when there is one), or as an array of words
+/// (argv form). `Err` when it is there but is neither, so it cannot be judged.
+fn command_line(tool: &str, args: &Value) -> Result<Option<String>, CallError> {
+    let Some((field, value)) = COMMAND_KEYS.iter().find_map(|k| args.get(*k).map(|v| (*k, v))) else {
+        return Ok(None);
+    };
+    let not_text = |field| CallError::NotText { tool: tool.to_owned(), field };
+    match value {
+        Value::String(command) => match args.get("args") {
+            None => Ok(Some(command.clone())),
+            Some(Value::Array(words)) => {
+                let rest = argv_line(words).ok_or_else(|| not_text("args"))?;
+                Ok(Some(if rest.is_empty() { command.clone() } else { format!("{command} {rest}") }))
+            }
+            Some(_) => Err(not_text("args")),
+        },
+        // Words and an `args` array too: which one the runtime runs cannot be known.
+        Value::Array(_) if args.get("args").is_some() => Err(CallError::Ambiguous(field, "args")),
+        Value::Array(words) if !words.is_empty() => argv_line(words).map(Some).ok_or_else(|| not_text(field)),
+        _ => Err(not_text(field)),
+    }
+}
+
+/// The read subject of a glob `pattern` searched from `dir`: the pattern joined to the
+/// directory (an absolute pattern stays absolute). A `..` after a wildcard cannot be
+/// resolved lexically (`**` may match no directory at all), so it is refused.
+fn glob_subject(tool: &str, pattern: &str, dir: &str) -> Result<String, CallError> {
+    let mut wild = false;
+    for part in pattern.split('/') {
+        if part == ".." && wild {
+            return Err(CallError::GlobClimbs { tool: tool.to_owned(), pattern: pattern.to_owned() });
+        }
+        wild |= part.contains(['*', '?', '[', ']', '{', '}']);
+    }
+    let dir = dir.trim_end_matches('/');
+    Ok(if pattern.starts_with('/') || dir.is_empty() { pattern.to_owned() } else { format!("{dir}/{pattern}") })
 }
 
 /// Refuses a payload where two of `names` are present with different values (`path` and
@@ -193,21 +259,24 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
     let tool = string_arg(v, &["tool", "tool_name"]).ok_or(CallError::NoTool)?.to_owned();
     let null = Value::Null;
     let args = v.get("args").or_else(|| v.get("tool_input")).unwrap_or(&null);
-    unambiguous(args, &["command", "cmd"])?;
-    unambiguous(args, &["path", "file_path", "notebook_path"])?;
+    unambiguous(args, COMMAND_KEYS)?;
+    unambiguous(args, PATH_KEYS)?;
     unambiguous(args, &["path", "dir"])?;
     let mut aspects = vec![Aspect::Tool(tool.clone())];
     let t = tool.as_str();
     let missing = |field| CallError::MissingArgument { tool: tool.clone(), field };
     let known =
         [COMMAND_TOOLS, READ_TOOLS, WRITE_TOOLS, LIST_TOOLS, SEARCH_TOOLS, FETCH_TOOLS].iter().any(|l| l.contains(&t));
-    // A tool outside the table that carries a command is a shell by another name.
-    if COMMAND_TOOLS.contains(&t) || (!known && string_arg(args, &["command", "cmd"]).is_some()) {
-        let command = string_arg(args, &["command", "cmd"]).ok_or_else(|| missing("command"))?;
+    // A tool outside the table that carries a command is a shell by another name; a
+    // command in a form we cannot read is refused whatever the tool.
+    let command = command_line(t, args)?;
+    let is_command = COMMAND_TOOLS.contains(&t) || (!known && command.is_some());
+    if is_command {
+        let command = command.as_deref().ok_or_else(|| missing("command"))?;
         for seg in shell::parse(command) {
             match seg.command {
-                // Secret values are never pinned or stored: they match as `***`.
-                Some(c) => aspects.push(Aspect::Command(CommandUse { args: redact_words(&c.args), ..c })),
+                // Secret values are never pinned or stored: they are `***` and a hash of the word.
+                Some(c) => aspects.push(Aspect::Command(CommandUse { args: redact_words(&c.head, &c.args), ..c })),
                 None => aspects.push(Aspect::Opaque(seg.text)),
             }
             aspects.extend(seg.reads.into_iter().map(Aspect::Read));
@@ -215,16 +284,23 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
             aspects.extend(seg.hosts.into_iter().map(Aspect::Host));
         }
     } else if READ_TOOLS.contains(&t) {
-        let p = string_arg(args, &["path", "file_path", "notebook_path"]).ok_or_else(|| missing("path"))?;
+        let p = string_arg(args, PATH_KEYS).ok_or_else(|| missing("path"))?;
         aspects.push(Aspect::Read(p.to_owned()));
     } else if WRITE_TOOLS.contains(&t) {
-        let p = string_arg(args, &["path", "file_path", "notebook_path"]).ok_or_else(|| missing("path"))?;
+        let p = string_arg(args, PATH_KEYS).ok_or_else(|| missing("path"))?;
         aspects.push(Aspect::Write(p.to_owned()));
     } else if LIST_TOOLS.contains(&t) {
         aspects.push(Aspect::Read(string_arg(args, &["path", "dir"]).unwrap_or(".").to_owned()));
     } else if SEARCH_TOOLS.contains(&t) {
         let dir = string_arg(args, &["path", "dir"]).unwrap_or(".");
         aspects.push(Aspect::Read(recursive(dir)));
+        if GLOB_TOOLS.contains(&t) {
+            match args.get("pattern") {
+                None => {}
+                Some(Value::String(pattern)) => aspects.push(Aspect::Read(glob_subject(t, pattern, dir)?)),
+                Some(_) => return Err(CallError::NotText { tool: tool.clone(), field: "pattern" }),
+            }
+        }
     } else if FETCH_TOOLS.contains(&t) {
         let url = string_arg(args, &["url"]).ok_or_else(|| missing("url"))?;
         // A URL we cannot read a host from is judged by its text (it matches no host rule).
@@ -235,16 +311,23 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         if let Some(url) = string_arg(args, &["url", "uri"]) {
             aspects.push(Aspect::Host(shell::url_host(url).unwrap_or_else(|| url.to_owned())));
         }
-        if let Some(p) = string_arg(args, &["path", "file_path", "notebook_path"]) {
+        if let Some(p) = string_arg(args, PATH_KEYS) {
             aspects.push(Aspect::Write(p.to_owned()));
         }
     }
-    let shown = match args {
-        Value::Object(m) if m.len() == 1 && m.contains_key("command") => {
-            string_arg(args, &["command"]).unwrap_or_default().to_owned()
+    // A command is shown as the line it runs (so `redact` reads its words, whatever
+    // form it came in), followed by the other arguments, if any.
+    let shown = match (args, command.filter(|_| is_command)) {
+        (Value::Object(m), Some(line)) => {
+            let rest: serde_json::Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| !COMMAND_KEYS.contains(&k.as_str()) && k.as_str() != "args")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if rest.is_empty() { line } else { format!("{line} {}", Value::Object(rest)) }
         }
-        Value::Null => String::new(),
-        other => other.to_string(),
+        (Value::Null, _) => String::new(),
+        (other, _) => other.to_string(),
     };
     Ok(ToolCall {
         tool,
@@ -338,6 +421,34 @@ mod tests {
         assert!(matches!(parse(r#"{"tool":"Read","args":{}}"#), Err(CallError::MissingArgument { .. })));
         assert!(matches!(parse("[1]"), Err(CallError::NoTool)));
         assert!(matches!(parse("{"), Err(CallError::Json(_))));
+    }
+
+    #[test]
+    fn argv_forms_become_the_quoted_line_and_other_forms_are_refused() {
+        let line = |v: Value| command_line("t", &v);
+        let argv = serde_json::json!({ "command": ["bash", "-lc", "it's"] });
+        assert_eq!(line(argv), Ok(Some("'bash' '-lc' 'it'\\''s'".to_owned())));
+        let with_args = serde_json::json!({ "command": "git", "args": ["log", "-n 1"] });
+        assert_eq!(line(with_args), Ok(Some("git 'log' '-n 1'".to_owned())));
+        for bad in [
+            serde_json::json!({ "command": 1 }),
+            serde_json::json!({ "cmd": [] }),
+            serde_json::json!({ "cmd": ["ls", null] }),
+            serde_json::json!({ "command": "git", "args": [true] }),
+        ] {
+            assert!(matches!(line(bad), Err(CallError::NotText { .. })));
+        }
+        assert_eq!(line(serde_json::json!({ "path": "x" })), Ok(None));
+        let both = serde_json::json!({ "command": ["git"], "args": ["push"] });
+        assert_eq!(line(both), Err(CallError::Ambiguous("command", "args")));
+    }
+
+    #[test]
+    fn glob_patterns_join_their_directory() {
+        assert_eq!(glob_subject("Glob", "**/*.rs", "src/"), Ok("src/**/*.rs".to_owned()));
+        assert_eq!(glob_subject("Glob", "/etc/*", "src"), Ok("/etc/*".to_owned()));
+        assert_eq!(glob_subject("Glob", "../x/*", "src"), Ok("src/../x/*".to_owned()));
+        assert!(glob_subject("Glob", "**/../../etc", "src").is_err());
     }
 
     #[test]
