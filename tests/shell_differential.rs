@@ -217,7 +217,7 @@ fn every_command_brush_finds_is_judged_or_opaque() {
     }
     eprintln!("{lines} lines, {parsed} parsed by brush, {commands} simple commands, {judged} judged by a rule");
     // The corpus must exercise both outcomes, or the test proves nothing.
-    assert!(parsed > 2_000 && commands > 4_000 && judged > 1_000, "{parsed} {commands} {judged}");
+    assert!(parsed > 2_000 && commands > 4_000 && judged > 500, "{parsed} {commands} {judged}");
     assert!(
         misses.is_empty(),
         "{} miss(es):\n{}",

@@ -220,6 +220,25 @@ fn command_line(tool: &str, args: &Value) -> Result<Option<String>, CallError> {
 /// directory (an absolute pattern stays absolute). A `..` after a wildcard cannot be
 /// resolved lexically (`**` may match no directory at all), so it is refused.
 fn glob_subject(tool: &str, pattern: &str, dir: &str) -> Result<String, CallError> {
+    // A brace alternative is a pattern of its own: `{/etc,src}/*` reaches `/etc`. An
+    // alternative that starts absolute, at home, in a variable or above is refused.
+    let mut depth = 0usize;
+    let mut chars = pattern.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        let starts_alternative = c == '{' || (c == ',' && depth > 0);
+        let rest = pattern.get(i + c.len_utf8()..).unwrap_or_default();
+        if starts_alternative && (rest.starts_with(['/', '~', '$']) || rest.starts_with("..")) {
+            return Err(CallError::GlobClimbs { tool: tool.to_owned(), pattern: pattern.to_owned() });
+        }
+    }
     let mut wild = false;
     for part in pattern.split('/') {
         if part == ".." && wild {

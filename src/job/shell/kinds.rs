@@ -187,6 +187,12 @@ const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
             "--open-files-in-pager",
             "-O",
             "--template",
+            // Files written or read by name: `git log --output=F`, `format-patch -o D`,
+            // `blame --contents=F`.
+            "--output",
+            "--output-directory",
+            "-o",
+            "--contents",
         ],
     ),
     ("cargo", &["--config", "-Z", "--manifest-path"]),
@@ -237,9 +243,17 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
         return Kind::Code;
     }
     if let Some((_, code_args)) = CODE_ARGUMENTS.iter().find(|(h, _)| *h == base) {
-        let hit = args
-            .iter()
-            .any(|a| code_args.iter().any(|c| a == c || (a.starts_with(c) && (c.starts_with("--") || c.len() == 2))));
+        // Exact, with a value attached (`-cX`, `--exec=…`), or a long option abbreviated
+        // the way git's and GNU's option parsers accept (`--open` for
+        // `--open-files-in-pager`).
+        let hit = args.iter().any(|a| {
+            let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+            code_args.iter().any(|c| {
+                a == c
+                    || (a.starts_with(c) && (c.starts_with("--") || c.len() == 2))
+                    || (c.starts_with("--") && name.len() >= 3 && name.starts_with("--") && c.starts_with(name))
+            })
+        });
         // `make VAR=value` overrides variables such as SHELL and .SHELLFLAGS.
         if hit || (base == "make" && args.iter().any(|a| a.contains('='))) {
             return Kind::Code;
@@ -382,18 +396,18 @@ const VALUE_FLAGS: &[(&str, &str, Value)] = &[
     ("install", "-m", Value::Other),
     ("install", "-o", Value::Other),
     ("install", "-g", Value::Other),
-    ("git", "-m", Value::Other),
-    ("git", "--message", Value::Other),
-    ("git", "-n", Value::Other),
-    ("git", "--max-count", Value::Other),
-    ("git", "--author", Value::Other),
-    ("git", "--format", Value::Other),
-    ("git", "--pretty", Value::Other),
-    ("git", "--since", Value::Other),
-    ("git", "--until", Value::Other),
-    ("git", "--grep", Value::Other),
-    ("git", "-S", Value::Other),
-    ("git", "-G", Value::Other),
+    // git's options are per subcommand: `-n` is a count for `git log` but a switch for
+    // `git grep` and `git blame`; `--pretty`/`--format` take their value only after `=`.
+    ("git commit", "-m", Value::Other),
+    ("git commit", "--message", Value::Other),
+    ("git log", "-n", Value::Other),
+    ("git log", "--max-count", Value::Other),
+    ("git log", "--author", Value::Other),
+    ("git log", "--since", Value::Other),
+    ("git log", "--until", Value::Other),
+    ("git log", "--grep", Value::Other),
+    ("git log", "-S", Value::Other),
+    ("git log", "-G", Value::Other),
     ("cargo", "-p", Value::Other),
     ("cargo", "--package", Value::Other),
     ("cargo", "-j", Value::Other),
@@ -425,9 +439,13 @@ const VALUE_FLAGS: &[(&str, &str, Value)] = &[
 ];
 
 /// What the word after `flag` of `head` is, if `flag` takes one.
-pub fn value_of(head: &str, flag: &str) -> Option<Value> {
+pub fn value_of(head: &str, sub: Option<&str>, flag: &str) -> Option<Value> {
     let base = head.rsplit('/').next().unwrap_or(head);
-    VALUE_FLAGS.iter().find(|(h, f, _)| *h == base && *f == flag).map(|(_, _, v)| *v)
+    let with_sub = sub.map(|sub| format!("{base} {sub}"));
+    VALUE_FLAGS
+        .iter()
+        .find(|(h, f, _)| *f == flag && (*h == base || with_sub.as_deref() == Some(*h)))
+        .map(|(_, _, v)| *v)
 }
 
 /// `find` expression words that run commands, delete or write files.

@@ -104,7 +104,12 @@ pub fn parse(line: &str) -> Vec<Segment> {
 
 fn segments_of(unit: Unit, dirs: &mut Dirs, out: &mut Vec<Segment>) {
     match unit {
-        Unit::Opaque { text } => out.push(opaque(&text)),
+        // An opaque statement may change the directory (`cd "$HOME"`, `eval …`): what
+        // follows cannot be judged relative to anything known.
+        Unit::Opaque { text } => {
+            out.push(opaque(&text));
+            *dirs = None;
+        }
         Unit::Plain { text, env, words, redirects } => {
             let before = out.len();
             plain(&text, env, &words, &redirects, dirs, out, 0);
@@ -171,6 +176,7 @@ fn plain(
     }
     let Some((head, args)) = words.split_first() else {
         out.push(opaque(text));
+        *dirs = None;
         return;
     };
     let subcommand = (kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head))
@@ -191,12 +197,14 @@ fn plain(
     match kind {
         Kind::Code => {
             out.push(opaque(text));
+            *dirs = None;
             return;
         }
         Kind::Pinned => {
             // Pinned words name files relative to where the command runs.
             if moved {
                 out.push(opaque(text));
+                *dirs = None;
                 return;
             }
             cmd.args = rest.to_vec();
@@ -208,6 +216,7 @@ fn plain(
                     }
                     None => {
                         out.push(opaque(text));
+                        *dirs = None;
                         return;
                     }
                 }
@@ -235,7 +244,7 @@ fn plain(
             }
         }
         _ => {
-            let (flags, reads, writes, pinned) = judge(head, kind, rest);
+            let (flags, reads, writes, pinned) = judge(head, cmd.subcommand.as_deref(), kind, rest);
             cmd.flags = flags;
             cmd.args = pinned;
             for p in reads {
@@ -292,7 +301,7 @@ fn unclustered(head: &str, kind: Kind, args: &[String]) -> Vec<String> {
                 break;
             }
             let flag = format!("-{c}");
-            let takes_value = kinds::value_of(head, &flag).is_some() || (kind == Kind::Sed && c == 'i');
+            let takes_value = kinds::value_of(head, None, &flag).is_some() || (kind == Kind::Sed && c == 'i');
             out.push(flag);
             if takes_value {
                 let rest = cluster.get(i + c.len_utf8()..).unwrap_or_default();
@@ -311,7 +320,12 @@ fn unclustered(head: &str, kind: Kind, args: &[String]) -> Vec<String> {
 }
 
 /// Flags, paths read, paths written and pinned words of a command of a path kind.
-fn judge(head: &str, kind: Kind, args: &[String]) -> (Vec<String>, Vec<String>, Vec<String>, Vec<String>) {
+fn judge(
+    head: &str,
+    sub: Option<&str>,
+    kind: Kind,
+    args: &[String],
+) -> (Vec<String>, Vec<String>, Vec<String>, Vec<String>) {
     let args = unclustered(head, kind, args);
     let mut pinned = Vec::new();
     let (mut flags, mut reads, mut writes, mut positionals) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -351,10 +365,10 @@ fn judge(head: &str, kind: Kind, args: &[String]) -> (Vec<String>, Vec<String>, 
         flags.push(name.to_owned());
         let value = match inline {
             Some(v) => Some(v.to_owned()),
-            None if kinds::value_of(head, name).is_some() => words.next().cloned(),
+            None if kinds::value_of(head, sub, name).is_some() => words.next().cloned(),
             None => None,
         };
-        match (kinds::value_of(head, name), value) {
+        match (kinds::value_of(head, sub, name), value) {
             (Some(Value::Write), Some(v)) if matches!(kind, Kind::Copy { .. }) => target_dir = Some(v),
             (Some(Value::Write), Some(v)) => writes.push(v),
             (Some(Value::Read), Some(v)) => reads.push(v),
@@ -437,6 +451,7 @@ fn wrapper(
 ) {
     if depth >= WRAPPER_DEPTH_MAX {
         out.push(opaque(text));
+        *dirs = None;
         return;
     }
     let head = cmd.head.clone();
@@ -449,6 +464,7 @@ fn wrapper(
         // Bash's `time` keyword knows only `-p`: `time --` runs a command named `--`.
         if head == "time" && is_flag(w) && w != "-p" {
             out.push(opaque(text));
+            *dirs = None;
             return;
         }
         if w == "--" {
@@ -458,6 +474,7 @@ fn wrapper(
         if is_flag(w) {
             if opaque_flags.iter().any(|f| name == *f || (f.len() == 2 && !f.starts_with("--") && w.starts_with(f))) {
                 out.push(opaque(text));
+                *dirs = None;
                 return;
             }
             cmd.flags.push(name.to_owned());

@@ -105,7 +105,7 @@ fn a_table_of_tricky_lines() {
         ("cat > x <<< hi", &["=cat > x <<< hi"]),
         ("rm \"-rf -*\"", &["rm \"- -*\" -f -r"]),
         ("if true; then rm -rf /; fi", &["=if true; then rm -rf /; fi"]),
-        ("f() { rm -rf /; }; f", &["=f() { rm -rf /; }", "f"]),
+        ("f() { rm -rf /; }; f", &["=f() { rm -rf /; }", "=f"]),
         ("! rm x", &["=! rm x"]),
         ("a=1 b=$(id) ls", &["=a=1 b=$(id) ls"]),
         // Found by an attack session: characters Bash keeps inside a word but the grammar
