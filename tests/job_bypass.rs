@@ -33,25 +33,7 @@ impl Learn for State {
         self.learn_runs(calls, &[], by_check)
     }
     fn learn_runs(&self, calls: &[String], run2: &[String], by_check: bool) {
-        if by_check {
-            assert_eq!(self.holon(&["observe", JOB, "--run", "r1"], "").0, 0);
-            for c in calls {
-                assert_eq!(self.holon(&["check", JOB, "--run", "r1", "--scope", "cron"], c).0, 0, "observe mode: {c}");
-            }
-        } else {
-            let (code, _, err) =
-                self.holon(&["observe", JOB, "--run", "r1", "--workdir", "/work/repo"], &(calls.join("\n") + "\n"));
-            assert_eq!(code, 0, "{err}");
-            if !run2.is_empty() {
-                let (code, _, err) =
-                    self.holon(&["observe", JOB, "--run", "r2", "--workdir", "/work/repo"], &(run2.join("\n") + "\n"));
-                assert_eq!(code, 0, "{err}");
-            }
-        }
-        let (code, out, err) = self.holon(&["propose", JOB], "");
-        assert_eq!(code, 0, "{err}");
-        let (code, _, err) = self.holon(&["approve", JOB], "");
-        assert_eq!(code, 0, "{err}\n{out}");
+        self.learn_job(JOB, calls, run2, by_check);
     }
 }
 

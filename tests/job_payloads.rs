@@ -22,13 +22,7 @@ fn terminal(command: &str) -> String {
 
 /// Observes `calls` as one run, proposes and approves.
 fn learn(s: &State, calls: &[String]) {
-    let (code, _, err) =
-        s.holon(&["observe", JOB, "--run", "r1", "--workdir", "/work/repo"], &(calls.join("\n") + "\n"));
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = s.holon(&["propose", JOB], "");
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = s.holon(&["approve", JOB], "");
-    assert_eq!(code, 0, "{err}");
+    s.learn_job(JOB, calls, &[], false);
 }
 
 /// Checks one call in a run of its own: the exit code and stderr.

@@ -42,6 +42,30 @@ impl State {
     pub fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
         self.holon_env(args, stdin, &[])
     }
+
+    /// Observes `calls` as run `r1` (and `run2` as `r2`) of `job` in `/work/repo`, or feeds
+    /// them to `check` in observe mode with `by_check`; then proposes and approves.
+    pub fn learn_job(&self, job: &str, calls: &[String], run2: &[String], by_check: bool) {
+        if by_check {
+            assert_eq!(self.holon(&["observe", job, "--run", "r1"], "").0, 0);
+            for c in calls {
+                assert_eq!(self.holon(&["check", job, "--run", "r1", "--scope", "cron"], c).0, 0, "observe mode: {c}");
+            }
+        } else {
+            let (code, _, err) =
+                self.holon(&["observe", job, "--run", "r1", "--workdir", "/work/repo"], &(calls.join("\n") + "\n"));
+            assert_eq!(code, 0, "{err}");
+            if !run2.is_empty() {
+                let (code, _, err) =
+                    self.holon(&["observe", job, "--run", "r2", "--workdir", "/work/repo"], &(run2.join("\n") + "\n"));
+                assert_eq!(code, 0, "{err}");
+            }
+        }
+        let (code, out, err) = self.holon(&["propose", job], "");
+        assert_eq!(code, 0, "{err}");
+        let (code, _, err) = self.holon(&["approve", job], "");
+        assert_eq!(code, 0, "{err}\n{out}");
+    }
 }
 
 impl Drop for State {
