@@ -196,8 +196,8 @@ fn compile(c: &mut Criterion) {
 }
 
 /// The baseline: the same admission done the naive way. Per call: look the mandate and
-/// the agent up by string, run the pure `admission::fit` + `admission::assess` (string
-/// patterns, sentences for every reason), and reserve and settle in a
+/// the agent up by string, compile them and run the rules with every reason explained in
+/// sentences (`engine::Assessor`, what the CLI does), and reserve and settle in a
 /// `Mutex<HashMap<String, _>>` ledger with rust_decimal arithmetic.
 struct Naive {
     mandates: HashMap<String, Arc<holon::mandate::Mandate>>,
@@ -220,7 +220,6 @@ impl Naive {
         let m = &self.mandates[mandate];
         let (a, record) = &self.agents[agent];
         let dec = |x: Amount| Decimal::from_str(&x.to_string()).unwrap();
-        let fit = holon::admission::fit(m, a, record.as_deref(), &*self.catalog);
         let (reserved, settled) = self.ledgers.lock().unwrap().get(mandate).copied().unwrap_or_default();
         let spent = Amount::parse(&(reserved + settled).to_string()).unwrap_or(Amount::MAX);
         let ctx = holon::admission::CallContext {
@@ -228,7 +227,8 @@ impl Naive {
             spent_today: spent,
             ..holon::admission::CallContext::at(at)
         };
-        let assessment = holon::admission::assess(m, &fit, &ctx);
+        let assessment =
+            holon::engine::Assessor::new(m, &*self.catalog).unwrap().assess(a, record.as_deref(), &ctx).unwrap();
         assert_eq!(assessment.verdict, holon::admission::Verdict::Allowed);
         let worst = dec(assessment.worst_case);
         {

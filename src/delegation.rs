@@ -4,14 +4,12 @@
 
 use serde::Serialize;
 
-use crate::admission::{self, Assessment, CallContext, Code, Reason, Verdict};
 use crate::attenuation::{Widening, attenuate};
 use crate::catalog::AgentLookup;
 use crate::mandate::{Allow, Approval, Budget, Delegation, Mandate};
 use crate::manifest::{Call, Manifest};
 use crate::money::Amount;
 use crate::pattern::{AgentPattern, ClassPattern, Principal};
-use crate::record::AgentRecord;
 
 /// Why a sub-mandate could not be derived.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -96,61 +94,4 @@ pub fn declared_call<'a>(orchestrator: &'a Manifest, target: &Target<'_>, callee
         }
         _ => false,
     })
-}
-
-/// Admits one sub-call of a delegated run. `sub_spent` is what the run has already spent
-/// or reserved of its sub-budget. Undeclared calls, calls above their declared `max_cost`
-/// and calls above the remaining cap are refused; a call that would be held is denied.
-#[allow(clippy::too_many_arguments)]
-pub fn assess_sub_call(
-    sub: &Mandate,
-    orchestrator: &Manifest,
-    target: &Target<'_>,
-    callee: &Manifest,
-    record: Option<&AgentRecord>,
-    sub_spent: Amount,
-    spent_today: Amount,
-    at: crate::time::Timestamp,
-    lookup: &dyn AgentLookup,
-) -> Assessment {
-    let fit = admission::fit(sub, callee, record, lookup);
-    let ctx = CallContext {
-        at,
-        max_cost: None,
-        spent_total: sub_spent,
-        spent_today,
-        by_capability: matches!(target, Target::Capability(_)),
-        delegated: true,
-    };
-    let mut assessment = admission::assess(sub, &fit, &ctx);
-    let cur = sub.budget.currency;
-    match declared_call(orchestrator, target, callee) {
-        None => assessment.reasons.push(Reason::new(
-            Code::CallNotDeclared,
-            format!("{} did not declare a call that {} satisfies", orchestrator.id, callee.id),
-        )),
-        Some(call) => {
-            let declared = orchestrator
-                .pricing
-                .currency
-                .and_then(|c| sub.budget.rate(c))
-                .and_then(|rate| call.max_cost.convert(rate).ok());
-            match declared {
-                Some(limit) if assessment.worst_case <= limit => {}
-                Some(limit) => assessment.reasons.push(Reason::new(
-                    Code::CallMaxCostExceeded,
-                    format!("worst case {} {cur} is above the declared max_cost {limit} {cur}", assessment.worst_case),
-                )),
-                None => assessment.reasons.push(Reason::new(
-                    Code::CurrencyWithoutRate,
-                    format!("the declared max_cost of {} cannot be converted into {cur}", orchestrator.id),
-                )),
-            }
-        }
-    }
-    // `delegated: true` never yields Held, so any reason here means denied.
-    if !assessment.reasons.is_empty() {
-        assessment.verdict = Verdict::Denied;
-    }
-    assessment
 }

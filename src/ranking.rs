@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::admission::{self, CallContext, Reason, Verdict};
+use crate::admission::{CallContext, Reason, Verdict};
 use crate::catalog::Catalog;
+use crate::engine::{Assessor, EngineError};
 use crate::mandate::Mandate;
 use crate::money::{Amount, Fixed6, MICROS_PER_UNIT};
 use crate::pattern::AgentId;
@@ -76,13 +77,14 @@ pub fn cost_per_success(worst: Amount, rate: Option<Fixed6>) -> Option<Amount> {
     u64::try_from(v).ok().map(Amount::from_micros)
 }
 
-/// Ranks the catalog under a mandate for a capability search.
-pub fn rank(mandate: &Mandate, catalog: &Catalog, query: &str, at: Timestamp) -> Ranking {
+/// Ranks the catalog under a mandate for a capability search. Fails only where the
+/// mandate could not be published to an engine either.
+pub fn rank(mandate: &Mandate, catalog: &Catalog, query: &str, at: Timestamp) -> Result<Ranking, EngineError> {
     let mut out = Ranking::default();
     let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
+    let assessor = Assessor::new(mandate, catalog)?;
     for entry in &catalog.entries {
-        let fit = admission::fit(mandate, &entry.manifest, entry.record.as_ref(), catalog);
-        let a = admission::assess(mandate, &fit, &ctx);
+        let a = assessor.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
         if a.verdict == Verdict::Denied {
             if let Some(first) = a.reasons.into_iter().next() {
                 out.excluded.push(Excluded { agent: entry.manifest.id.clone(), reason: first });
@@ -109,7 +111,7 @@ pub fn rank(mandate: &Mandate, catalog: &Catalog, query: &str, at: Timestamp) ->
             .then_with(|| cmp_unknown_last(a.latency_p95_s, b.latency_p95_s))
             .then_with(|| a.agent.cmp(&b.agent))
     });
-    out
+    Ok(out)
 }
 
 fn cmp_unknown_last<T: Ord>(a: Option<T>, b: Option<T>) -> std::cmp::Ordering {

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::admission::{self, CallContext, Code, Reason, Verdict};
 use crate::catalog::{Catalog, Entry};
-use crate::delegation::{self, Target};
+use crate::delegation;
 use crate::doc::{self, LoadError};
+use crate::engine::{Assessor, Callee, EngineError};
 use crate::mandate::Mandate;
 use crate::money::Amount;
 use crate::pattern::{AgentId, ClassName, Principal};
@@ -124,6 +125,8 @@ pub enum ScenarioError {
     Load(#[from] LoadError),
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 /// Reads and checks a scenario from its text (the files it names are not read);
@@ -206,9 +209,8 @@ fn run_top(
     };
     let outcome = parse_outcome(&call.outcome)
         .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", call.outcome)))?;
-    let fit = admission::fit(mandate, &entry.manifest, entry.record.as_ref(), catalog);
     let ctx = CallContext { max_cost: call.max_cost, spent_total: spent, spent_today: spent, ..CallContext::at(s.at) };
-    let a = admission::assess(mandate, &fit, &ctx);
+    let a = Assessor::new(mandate, catalog)?.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
     let mut receipt =
         Receipt::decided(entry.manifest.id.to_string(), mandate.id.clone(), a.verdict, a.worst_case, a.reasons.clone());
     match a.verdict {
@@ -262,7 +264,7 @@ fn run_top(
             ));
         }
     }
-    let own_charge = call.charge.unwrap_or(fit.own_ceiling);
+    let own_charge = call.charge.unwrap_or(a.own_ceiling);
     let st = settlement::settle(&entry.manifest, &outcome, own_charge, downstream, a.worst_case, catalog)
         .map_err(|e| ScenarioError::Invalid(e.to_string()))?;
     receipt.billed = st.billed;
@@ -280,29 +282,20 @@ fn run_sub(
 ) -> Result<Receipt, ScenarioError> {
     let outcome = parse_outcome(&sc.outcome)
         .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", sc.outcome)))?;
-    let assess = |target: &Target<'_>, callee: &Entry| {
-        delegation::assess_sub_call(
-            sub,
-            &orchestrator.manifest,
-            target,
-            &callee.manifest,
-            callee.record.as_ref(),
-            sub_spent,
-            sub_spent,
-            s.at,
-            catalog,
-        )
+    let assessor = Assessor::new(sub, catalog)?;
+    let ctx = CallContext { spent_total: sub_spent, spent_today: sub_spent, delegated: true, ..CallContext::at(s.at) };
+    let assess = |target: Callee<'_>, callee: &Entry| {
+        assessor.assess_sub_call(&orchestrator.manifest, target, &callee.manifest, callee.record.as_ref(), &ctx)
     };
     let (callee, a) = match (&sc.capability, &sc.agent) {
         (Some(cap), None) => {
-            let target = Target::Capability(cap.as_str());
-            let best = catalog
-                .entries
-                .iter()
-                .filter(|e| e.manifest.classes().any(|c| c == cap))
-                .map(|e| (e, assess(&target, e)))
-                .filter(|(_, a)| a.verdict == Verdict::Allowed)
-                .min_by(|(e1, a1), (e2, a2)| {
+            let target = Callee::Capability(cap.as_str());
+            let mut assessed = Vec::new();
+            for e in catalog.entries.iter().filter(|e| e.manifest.classes().any(|c| c == cap)) {
+                assessed.push((e, assess(target, e)?));
+            }
+            let best =
+                assessed.into_iter().filter(|(_, a)| a.verdict == Verdict::Allowed).min_by(|(e1, a1), (e2, a2)| {
                     a1.worst_case.cmp(&a2.worst_case).then_with(|| e1.manifest.id.cmp(&e2.manifest.id))
                 });
             match best {
@@ -318,7 +311,7 @@ fn run_sub(
             }
         }
         (None, Some(id)) => match catalog.get(id) {
-            Some(e) => (e, assess(&Target::Agent(id), e)),
+            Some(e) => (e, assess(Callee::Agent, e)?),
             None => {
                 return Ok(denied(id.as_str(), &sub.id, Code::InternalError, format!("no manifest known for {id}")));
             }

@@ -3,9 +3,10 @@
 
 mod common;
 use common::*;
-use holon::admission::{self, CallContext, Code, Verdict};
+use holon::admission::{self, Assessment, CallContext, Code, Verdict};
 use holon::catalog::NoAgents;
 use holon::doc::{self, Document};
+use holon::engine::Assessor;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::money::Amount;
@@ -47,9 +48,22 @@ fn decide(m: &[Edit], agent: &[Edit], rec: &[Edit], c: CallContext) -> (Verdict,
     let m = mandate(m);
     let agent = manifest(TABLE, agent);
     let rec = record(TABLE_REC, rec);
-    let fit = admission::fit(&m, &agent, Some(&rec), &NoAgents);
-    let out = admission::assess(&m, &fit, &c);
+    let out = assess(&m, &agent, Some(&rec), &NoAgents, &c);
     (out.verdict, out.reasons.iter().map(|r| r.code).collect())
+}
+
+/// The engine's rules, compiled and explained (what the CLI runs).
+fn assess(
+    m: &Mandate,
+    agent: &Manifest,
+    rec: Option<&AgentRecord>,
+    lookup: &dyn holon::catalog::AgentLookup,
+    c: &CallContext,
+) -> Assessment {
+    Assessor::new(m, lookup).unwrap().assess(agent, rec, c).unwrap()
+}
+fn codes_of(a: &Assessment) -> Vec<Code> {
+    a.reasons.iter().map(|r| r.code).collect()
 }
 
 fn denied_only_by(result: (Verdict, Vec<Code>), code: Code) {
@@ -179,15 +193,13 @@ fn measured_thresholds_at_the_boundary() {
 fn no_record_means_thresholds_unmet() {
     let m = mandate(&[]);
     let agent = manifest(TABLE, &[]);
-    let fit = admission::fit(&m, &agent, None, &NoAgents);
-    assert_eq!(fit.reasons.iter().map(|r| r.code).collect::<Vec<_>>(), vec![Code::RecordMissing]);
+    assert_eq!(codes_of(&assess(&m, &agent, None, &NoAgents, &ctx())), vec![Code::RecordMissing]);
     // A record of another version does not apply.
     let rec = record(TABLE_REC, &[set("/version", json!("2.3.0"))]);
-    let fit = admission::fit(&m, &agent, Some(&rec), &NoAgents);
-    assert_eq!(fit.reasons.iter().map(|r| r.code).collect::<Vec<_>>(), vec![Code::RecordMissing]);
+    assert_eq!(codes_of(&assess(&m, &agent, Some(&rec), &NoAgents, &ctx())), vec![Code::RecordMissing]);
     // No thresholds: no record needed.
     let m = mandate(&[set("/require", json!({}))]);
-    assert!(admission::fit(&m, &agent, None, &NoAgents).reasons.is_empty());
+    assert!(assess(&m, &agent, None, &NoAgents, &ctx()).reasons.is_empty());
 }
 
 #[test]
@@ -195,8 +207,8 @@ fn cold_start_eval_score_feeds_success_rate() {
     let m = mandate(&[remove("/require/min_runs_30d"), remove("/require/max_latency_p95_s")]);
     let agent = manifest(TABLE, &[]);
     let rec = record(TABLE_REC, &[remove("/success_rate"), set("/runs_30d", json!(0))]);
-    let fit = admission::fit(&m, &agent, Some(&rec), &NoAgents);
-    assert!(fit.reasons.is_empty(), "{:?}", fit.reasons);
+    let out = assess(&m, &agent, Some(&rec), &NoAgents, &ctx());
+    assert!(out.reasons.is_empty(), "{:?}", out.reasons);
 }
 
 #[test]
@@ -204,12 +216,11 @@ fn currency_conversion_and_rates() {
     // 0.004 USD at 0.92 = 0.00368 EUR (exact), within any limit here.
     let m = mandate(&[]);
     let agent = manifest(TABLE, &[set("/pricing/currency", json!("USD"))]);
-    let fit = admission::fit(&m, &agent, Some(&record(TABLE_REC, &[])), &NoAgents);
-    assert_eq!(fit.own_ceiling, a("0.00368"));
+    assert_eq!(assess(&m, &agent, Some(&record(TABLE_REC, &[])), &NoAgents, &ctx()).own_ceiling, a("0.00368"));
     denied_only_by(decide(&[], &[set("/pricing/currency", json!("GBP"))], &[], ctx()), Code::CurrencyWithoutRate);
     // Rounding up: 0.000001 USD * 0.92 -> 0.000001 EUR.
     let agent = manifest(TABLE, &[set("/pricing/currency", json!("USD")), set("/pricing/amount", json!("0.000001"))]);
-    assert_eq!(admission::fit(&m, &agent, None, &NoAgents).own_ceiling, Amount::from_micros(1));
+    assert_eq!(assess(&m, &agent, None, &NoAgents, &ctx()).own_ceiling, Amount::from_micros(1));
 }
 
 #[test]
@@ -232,14 +243,10 @@ fn budget_limits_at_the_boundary() {
 fn max_cost_and_approval() {
     let m = mandate(&[]);
     let pipeline = manifest("examples/agents/invoice-pipeline/holon.yaml", &[]);
-    let fit = admission::fit(
-        &m,
-        &pipeline,
-        Some(&record("examples/agents/invoice-pipeline/record.yaml", &[])),
-        &holon::catalog::Catalog::load(&["examples/agents".into()], None).unwrap(),
-    );
-    assert!(fit.reasons.is_empty(), "{:?}", fit.reasons);
-    let run = |max: Option<&str>| admission::assess(&m, &fit, &CallContext { max_cost: max.map(a), ..ctx() });
+    let rec = record("examples/agents/invoice-pipeline/record.yaml", &[]);
+    let catalog = holon::catalog::Catalog::load(&["examples/agents".into()], None).unwrap();
+    let run =
+        |max: Option<&str>| assess(&m, &pipeline, Some(&rec), &catalog, &CallContext { max_cost: max.map(a), ..ctx() });
     let r = run(None);
     assert_eq!((r.verdict, r.worst_case), (Verdict::Denied, a("3.10")));
     assert_eq!(r.reasons[0].code, Code::PerCallExceeded);
@@ -253,9 +260,6 @@ fn max_cost_and_approval() {
     let r = run(Some("0.099999"));
     assert_eq!(r.verdict, Verdict::Denied);
     assert_eq!(r.reasons[0].code, Code::MaxCostBelowPrice);
-    // Inside a delegated run a held call is denied.
-    let r = admission::assess(&m, &fit, &CallContext { max_cost: Some(a("0.60")), delegated: true, ..ctx() });
-    assert_eq!((r.verdict, r.reasons[0].code), (Verdict::Denied, Code::ApprovalUnavailableInDelegation));
 }
 
 #[test]
@@ -286,4 +290,23 @@ fn only_the_issuer_account_approves() {
     assert!(admission::check_approver(&m, &p("bob")).is_err());
     assert!(admission::check_approver(&m, &p("alice/assistant")).is_err());
     let _unused: Value = json!(null);
+}
+
+/// Found by `tests/admission_reference.rs`: the compiled rules let `allow.capabilities:
+/// ["*"]` admit a declared downstream agent that no known manifest resolves (it has no
+/// class, so no class pattern can match it).
+#[test]
+fn an_unresolved_declared_agent_matches_no_class_pattern() {
+    let m = mandate(&[
+        set("/allow/capabilities", json!(["*"])),
+        set("/allow/agents", json!([])),
+        set("/require", json!({})),
+        remove("/approval"),
+    ]);
+    let pipeline = manifest(
+        "examples/agents/invoice-pipeline/holon.yaml",
+        &[set("/calls", json!([{ "agent": "acme/ghost@^1", "max_cost": "0.02" }]))],
+    );
+    let out = assess(&m, &pipeline, None, &NoAgents, &CallContext { max_cost: Some(a("0.50")), ..ctx() });
+    assert_eq!(codes_of(&out), vec![Code::DownstreamNotAllowed], "{:?}", out.reasons);
 }

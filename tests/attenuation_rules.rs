@@ -4,11 +4,12 @@
 
 mod common;
 use common::*;
-use holon::admission::{self, CallContext, Verdict};
+use holon::admission::{CallContext, Verdict};
 use holon::attenuation::attenuate;
 use holon::catalog::{Catalog, NoAgents};
 use holon::delegation;
 use holon::doc::{self, Document};
+use holon::engine::Assessor;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::money::Amount;
@@ -350,8 +351,8 @@ fn soundness_case(input: SoundnessInput) -> Result<bool, TestCaseError> {
         by_capability,
         delegated: false,
     };
-    let in_child = admission::assess(&child, &admission::fit(&child, agent, record.as_ref(), catalog), &ctx);
-    let in_parent = admission::assess(&parent, &admission::fit(&parent, agent, record.as_ref(), catalog), &ctx);
+    let in_child = Assessor::new(&child, catalog).unwrap().assess(agent, record.as_ref(), &ctx).unwrap();
+    let in_parent = Assessor::new(&parent, catalog).unwrap().assess(agent, record.as_ref(), &ctx).unwrap();
     if in_child.verdict != Verdict::Denied {
         prop_assert_ne!(
             in_parent.verdict,
@@ -406,8 +407,8 @@ fn derived_case(input: DerivedInput) -> Result<bool, TestCaseError> {
         spent_today: Amount::from_micros(spent),
         ..CallContext::at(Timestamp::parse(&format!("2026-11-{day:02}T12:00:00Z")).unwrap())
     };
-    let in_sub = admission::assess(&sub, &admission::fit(&sub, agent, record.as_ref(), catalog), &ctx);
-    let in_parent = admission::assess(&parent, &admission::fit(&parent, agent, record.as_ref(), catalog), &ctx);
+    let in_sub = Assessor::new(&sub, catalog).unwrap().assess(agent, record.as_ref(), &ctx).unwrap();
+    let in_parent = Assessor::new(&parent, catalog).unwrap().assess(agent, record.as_ref(), &ctx).unwrap();
     if in_sub.verdict != Verdict::Denied {
         prop_assert_ne!(
             in_parent.verdict,

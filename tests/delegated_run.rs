@@ -1,10 +1,11 @@
 //! Inside a delegated run: undeclared calls, calls over their declared max_cost, calls
 //! over the remaining cap and calls that would need approval are refused.
 
-use holon::admission::{Code, Verdict};
+use holon::admission::{CallContext, Code, Verdict};
 use holon::catalog::Catalog;
-use holon::delegation::{self, Target};
+use holon::delegation;
 use holon::doc;
+use holon::engine::{Assessor, Callee};
 use holon::mandate::Mandate;
 use holon::money::Amount;
 use holon::pattern::AgentId;
@@ -25,21 +26,15 @@ fn setup(sub_budget: &str) -> (Catalog, Mandate) {
     (catalog, sub)
 }
 
-fn sub_call(catalog: &Catalog, sub: &Mandate, target: Target<'_>, callee: &str, spent: &str) -> (Verdict, Vec<Code>) {
+fn sub_call(catalog: &Catalog, sub: &Mandate, target: Callee<'_>, callee: &str, spent: &str) -> (Verdict, Vec<Code>) {
     let pipeline = &catalog.get(&id("holon-labs/invoice-pipeline")).unwrap().manifest;
     let e = catalog.get(&id(callee)).unwrap();
     let at = Timestamp::parse("2026-11-20T10:00:00Z").unwrap();
-    let r = delegation::assess_sub_call(
-        sub,
-        pipeline,
-        &target,
-        &e.manifest,
-        e.record.as_ref(),
-        a(spent),
-        a(spent),
-        at,
-        catalog,
-    );
+    let ctx = CallContext { spent_total: a(spent), spent_today: a(spent), delegated: true, ..CallContext::at(at) };
+    let r = Assessor::new(sub, catalog)
+        .unwrap()
+        .assess_sub_call(pipeline, target, &e.manifest, e.record.as_ref(), &ctx)
+        .unwrap();
     (r.verdict, r.reasons.iter().map(|r| r.code).collect())
 }
 
@@ -47,22 +42,21 @@ fn sub_call(catalog: &Catalog, sub: &Mandate, target: Target<'_>, callee: &str, 
 fn declared_calls_pass() {
     let (c, sub) = setup("0.50");
     assert_eq!(
-        sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0"),
+        sub_call(&c, &sub, Callee::Capability("extraction.table"), "acme/table-extract", "0"),
         (Verdict::Allowed, vec![])
     );
-    let lookup = id("acme/company-lookup");
-    assert_eq!(sub_call(&c, &sub, Target::Agent(&lookup), "acme/company-lookup", "0"), (Verdict::Allowed, vec![]));
+    assert_eq!(sub_call(&c, &sub, Callee::Agent, "acme/company-lookup", "0"), (Verdict::Allowed, vec![]));
 }
 
 #[test]
 fn undeclared_calls_are_refused() {
     let (c, sub) = setup("0.50");
     // page-reader (extraction.text) was not declared by the pipeline.
-    let (v, codes) = sub_call(&c, &sub, Target::Capability("extraction.text"), "holon-labs/page-reader", "0");
+    let (v, codes) = sub_call(&c, &sub, Callee::Capability("extraction.text"), "holon-labs/page-reader", "0");
     assert_eq!(v, Verdict::Denied);
     assert!(codes.contains(&Code::CallNotDeclared), "{codes:?}");
     // Naming a declared capability but reaching an agent without that class.
-    let (v, codes) = sub_call(&c, &sub, Target::Capability("extraction.table"), "holon-labs/fx-convert", "0");
+    let (v, codes) = sub_call(&c, &sub, Callee::Capability("extraction.table"), "holon-labs/fx-convert", "0");
     assert_eq!(v, Verdict::Denied);
     assert!(codes.contains(&Code::CallNotDeclared), "{codes:?}");
 }
@@ -72,10 +66,10 @@ fn remaining_cap_is_enforced_at_the_boundary() {
     let (c, sub) = setup("0.50");
     // 0.496 spent + 0.004 = 0.50 passes; one micro more fails.
     assert_eq!(
-        sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0.496").0,
+        sub_call(&c, &sub, Callee::Capability("extraction.table"), "acme/table-extract", "0.496").0,
         Verdict::Allowed
     );
-    let (v, codes) = sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0.496001");
+    let (v, codes) = sub_call(&c, &sub, Callee::Capability("extraction.table"), "acme/table-extract", "0.496001");
     assert_eq!(v, Verdict::Denied);
     assert!(codes.contains(&Code::DownstreamCapExceeded), "{codes:?}");
 }
@@ -89,17 +83,16 @@ fn declared_max_cost_is_enforced() {
     let sub = delegation::derive(&root, &pipeline, a("0.50"), &catalog).unwrap();
     let e = catalog.get(&id("acme/table-extract")).unwrap();
     let at = Timestamp::parse("2026-11-20T10:00:00Z").unwrap();
-    let r = delegation::assess_sub_call(
-        &sub,
-        &pipeline,
-        &Target::Capability("extraction.table"),
-        &e.manifest,
-        e.record.as_ref(),
-        Amount::ZERO,
-        Amount::ZERO,
-        at,
-        &catalog,
-    );
+    let r = Assessor::new(&sub, &catalog)
+        .unwrap()
+        .assess_sub_call(
+            &pipeline,
+            Callee::Capability("extraction.table"),
+            &e.manifest,
+            e.record.as_ref(),
+            &CallContext::at(at),
+        )
+        .unwrap();
     assert_eq!(r.verdict, Verdict::Denied);
     assert_eq!(r.reasons.iter().map(|r| r.code).collect::<Vec<_>>(), vec![Code::CallMaxCostExceeded]);
 }
@@ -108,6 +101,6 @@ fn declared_max_cost_is_enforced() {
 fn a_sub_call_needing_approval_is_denied() {
     let (c, mut sub) = setup("0.50");
     sub.approval = Some(holon::mandate::Approval { above: a("0.003") });
-    let (v, codes) = sub_call(&c, &sub, Target::Capability("extraction.table"), "acme/table-extract", "0");
+    let (v, codes) = sub_call(&c, &sub, Callee::Capability("extraction.table"), "acme/table-extract", "0");
     assert_eq!((v, codes), (Verdict::Denied, vec![Code::ApprovalUnavailableInDelegation]));
 }

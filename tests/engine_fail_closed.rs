@@ -277,9 +277,13 @@ fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
     std::fs::remove_dir_all(&dir).unwrap();
     let mandate = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let pipeline = &catalog.get(&holon::pattern::AgentId::parse("holon-labs/invoice-pipeline").unwrap()).unwrap();
-    // The CLI: the pure fit against the catalog.
-    let cli = holon::admission::fit(&mandate, &pipeline.manifest, pipeline.record.as_ref(), &catalog);
-    assert!(cli.codes.is_empty(), "the CLI denies: {:?}", cli.codes);
+    // The CLI: the assessor against the catalog.
+    let ctx = holon::admission::CallContext { max_cost: Some(a("0.60")), ..holon::admission::CallContext::at(at()) };
+    let cli = holon::engine::Assessor::new(&mandate, &catalog)
+        .unwrap()
+        .assess(&pipeline.manifest, pipeline.record.as_ref(), &ctx)
+        .unwrap();
+    assert_eq!(cli.verdict, holon::admission::Verdict::Held, "the CLI: {:?}", cli.reasons);
     // The engine: the same documents published.
     let engine = Engine::new(EngineConfig { clock: fixed_clock, ..EngineConfig::default() });
     engine

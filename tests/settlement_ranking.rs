@@ -72,7 +72,7 @@ proptest! {
 #[test]
 fn ranking_removes_denied_and_orders_by_cost_per_success() {
     let m = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
-    let r = ranking::rank(&m, &catalog(), "", Timestamp::parse("2026-11-20T10:00:00Z").unwrap());
+    let r = ranking::rank(&m, &catalog(), "", Timestamp::parse("2026-11-20T10:00:00Z").unwrap()).unwrap();
     let ranked: Vec<&str> = r.ranked.iter().map(|x| x.agent.as_str()).collect();
     // fx-convert 0.001/0.995, company-lookup 0.00184/0.93, table-extract 0.004/0.97
     assert_eq!(ranked, vec!["holon-labs/fx-convert", "acme/company-lookup", "acme/table-extract"]);
@@ -81,7 +81,7 @@ fn ranking_removes_denied_and_orders_by_cost_per_success() {
             .iter()
             .any(|x| x.agent.as_str() == "shady/invoice-scraper" && x.reason.code.as_str() == "agent_denied")
     );
-    let r = ranking::rank(&m, &catalog(), "table", Timestamp::parse("2026-11-20T10:00:00Z").unwrap());
+    let r = ranking::rank(&m, &catalog(), "table", Timestamp::parse("2026-11-20T10:00:00Z").unwrap()).unwrap();
     assert_eq!(r.ranked.first().map(|x| x.agent.as_str()), Some("acme/table-extract"));
     assert_eq!(
         ranking::cost_per_success(a("0.004"), Some(holon::money::Fixed6::from_millionths(970_000))),

@@ -193,10 +193,17 @@ fn sub_call(
     // The gateway's pick for a capability: the cheapest implementer the sub-mandate admits.
     let (agent, capability) = match (&sc.capability, &sc.agent) {
         (Some(class), _) => {
+            let assessor = holon::engine::Assessor::new(sub, &*snap)?;
+            let ctx = admission::CallContext { by_capability: true, ..admission::CallContext::at(at) };
+            let admits = |a: &&holon::engine::CompiledAgent| {
+                assessor
+                    .assess(&a.source, a.record.as_deref(), &ctx)
+                    .is_ok_and(|assessment| assessment.verdict == Verdict::Allowed)
+            };
             let best = snap
                 .agents()
                 .filter(|a| a.source.classes().any(|c| c == class))
-                .filter(|a| admission::fit(sub, &a.source, a.record.as_deref(), &*snap).codes.is_empty())
+                .filter(admits)
                 .min_by_key(|a| (a.source.pricing.ceiling().unwrap_or(Amount::MAX), a.source.id.clone()));
             (best.map(|a| a.ix), Some(class.as_str()))
         }

@@ -3,11 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use holon::admission::{self, CallContext, Verdict};
+use holon::admission::{CallContext, Code, Verdict};
 use holon::attenuation;
 use holon::catalog::{Catalog, NoAgents};
 use holon::delegation;
 use holon::doc;
+use holon::engine::Assessor;
 use holon::money::Amount;
 use holon::scenario::{self, Receipt};
 use holon::time::Timestamp;
@@ -51,10 +52,10 @@ pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
         ..CallContext::at(at)
     };
     let cur = mandate.budget.currency.to_string();
+    let assessor = Assessor::new(&mandate, &catalog)?;
     let mut results = Vec::new();
     for e in &catalog.entries {
-        let fit = admission::fit(&mandate, &e.manifest, e.record.as_ref(), &catalog);
-        results.push((e, admission::assess(&mandate, &fit, &ctx)));
+        results.push((e, assessor.assess(&e.manifest, e.record.as_ref(), &ctx)?));
     }
     let code = if results.iter().any(|(_, a)| a.verdict == Verdict::Denied) {
         exit::FAILED
@@ -147,17 +148,17 @@ pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool
     if manifest.calls.is_empty() {
         anyhow::bail!("{} declares no downstream calls: there is no sub-mandate to derive", manifest.id);
     }
-    let fit = admission::fit(&parent, &manifest, None, &catalog);
-    let (wc, codes) =
-        admission::budget::worst_case(fit.own_ceiling, fit.passthrough_cap, amount("max-cost", max_cost)?);
-    if !codes.is_empty() || fit.reasons.iter().any(|r| r.code == admission::Code::CurrencyWithoutRate) {
-        anyhow::bail!(
-            "cannot compute the sub-budget of {}: {:?}",
-            manifest.id,
-            codes.iter().chain(fit.codes.iter()).map(|c| c.as_str()).collect::<Vec<_>>()
-        );
+    // The sub-budget is the worst case's part for sub-calls (the engine's own judgement);
+    // only the codes that make it unknowable stop the derivation.
+    let ctx = CallContext { max_cost: amount("max-cost", max_cost)?, ..CallContext::at(parent.valid.from) };
+    let assessed = Assessor::new(&parent, &catalog)?.assess(&manifest, None, &ctx)?;
+    let unknowable = [Code::MaxCostBelowPrice, Code::AmountOverflow, Code::CurrencyWithoutRate];
+    let blocking: Vec<&str> =
+        assessed.reasons.iter().filter(|r| unknowable.contains(&r.code)).map(|r| r.message.as_str()).collect();
+    if !blocking.is_empty() {
+        anyhow::bail!("cannot compute the sub-budget of {}: {}", manifest.id, blocking.join("; "));
     }
-    match delegation::derive(&parent, &manifest, wc.sub_budget, &catalog) {
+    match delegation::derive(&parent, &manifest, assessed.sub_budget, &catalog) {
         Ok(sub) => {
             if json {
                 outln!("{}", serde_json::to_string_pretty(&json!({"derived": true, "mandate": sub}))?)?;

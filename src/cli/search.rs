@@ -28,7 +28,7 @@ pub fn run(
         Some(t) => Timestamp::parse(t)?,
         None => Timestamp::now(),
     };
-    let r = ranking::rank(&mandate, &catalog, query, at);
+    let r = ranking::rank(&mandate, &catalog, query, at)?;
     let cur = mandate.budget.currency;
     if json {
         let out = json!({

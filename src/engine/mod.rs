@@ -28,6 +28,8 @@
 //! }
 //! ```
 
+pub mod assess;
+pub mod judge;
 pub mod ledger;
 pub mod receipt;
 pub mod reservation;
@@ -39,19 +41,20 @@ pub mod synthetic;
 
 use dashmap::DashMap;
 
-use crate::admission::{self, Code, CodeSet, Verdict, budget};
+use crate::admission::{self, Code, CodeSet, Verdict};
 use crate::money::Amount;
 use crate::pattern::Principal;
 use crate::sync::{self, Arc, AtomicU64, SnapshotCell};
 use crate::time::Timestamp;
 
+pub use assess::{Assessor, Callee};
 pub use ledger::{Ledger, LedgerLimits};
 pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
 
-use ledger::DAY_NUMBER_MAX;
+use judge::SpendView;
 use reservation::Run;
 use slots::{SlotRecord, Slots};
 
@@ -213,16 +216,17 @@ impl std::fmt::Debug for Engine {
 
 /// Inputs of one decision, for root calls and for sub-calls of a delegated run.
 pub(crate) struct Ask<'a> {
-    pub m: &'a CompiledMandate,
-    pub a: &'a CompiledAgent,
-    pub snap: &'a Snapshot,
-    pub at: Timestamp,
-    pub max_cost: Option<Amount>,
-    pub by_capability: bool,
-    pub approved: bool,
-    /// Set for a sub-call: the run it belongs to and its extra checks.
-    pub run: Option<(&'a Run, CodeSet)>,
-    pub parent: u64,
+    pub mandate: &'a CompiledMandate,
+    pub agent: &'a CompiledAgent,
+    /// The snapshot both were loaded from (an orchestrator's run resolves its sub-mandate
+    /// against it).
+    pub snapshot: &'a Snapshot,
+    /// The call's facts (with a sub-call's run checks in `sub_call`).
+    pub call: judge::CallFacts,
+    /// Set for a sub-call: the run it belongs to.
+    pub run: Option<&'a Run>,
+    /// The receipt id of the orchestrator's call for a sub-call, 0 for a root call.
+    pub parent_receipt: u64,
 }
 
 impl Engine {
@@ -335,15 +339,18 @@ impl Engine {
             return self.deny_unknown(call, Code::UnknownAgent);
         };
         self.decide(&Ask {
-            m,
-            a,
-            snap: &snap,
-            at: call.at,
-            max_cost: call.max_cost,
-            by_capability: call.by_capability,
-            approved,
+            mandate: m,
+            agent: a,
+            snapshot: &snap,
+            call: judge::CallFacts {
+                at: call.at,
+                max_cost: call.max_cost,
+                by_capability: call.by_capability,
+                approved,
+                sub_call: None,
+            },
             run: None,
-            parent: 0,
+            parent_receipt: 0,
         })
     }
 
@@ -352,51 +359,19 @@ impl Engine {
         self.deny_ids(call.mandate, call.agent, 0, call.at, codes, Amount::ZERO)
     }
 
-    /// The decision shared by root calls and sub-calls.
+    /// The decision shared by root calls and sub-calls: the pure judgement
+    /// ([`judge::judge`]), then its effects (a slot, the ledger's reservation, a run).
     pub(crate) fn decide<'e>(&'e self, ask: &Ask<'_>) -> Admission<'e> {
-        let (m, a) = (ask.m, ask.a);
-        let fit = snapshot::fit_codes(m, a, ask.by_capability);
-        let mut codes = fit.codes.union(snapshot::window_codes(m, ask.at.unix()));
-        let (wc, wc_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, ask.max_cost);
-        codes = codes.union(wc_codes);
-        let today = u64::try_from(ask.at.utc_day()).ok().filter(|d| *d <= DAY_NUMBER_MAX);
-        let Some(today) = today else {
-            return self.deny(ask, codes.with(Code::InternalError), wc.worst);
-        };
-        // The ledger is read only where a decision needs it: a denial lists every exceeded
-        // limit (a slow path), and on the allowed path the CAS in `reserve` decides, so an
-        // allowed call touches the mandate's contended cache line only to reserve.
+        let (m, a) = (ask.mandate, ask.agent);
         let ledger = &m.ledger;
-        let over_limits = || {
-            budget::check_limits(
-                &m.limits,
-                wc.worst,
-                Amount::from_micros(ledger.used_micros()),
-                Amount::from_micros(ledger.day_micros(today)),
-            )
-        };
-        let in_run = |codes: CodeSet| if ask.run.is_some() { delegated_codes(codes) } else { codes };
-        // `per_call` depends on the call alone.
-        if m.limits.per_call.is_some_and(|cap| wc.worst > cap) {
-            codes.insert(Code::PerCallExceeded);
+        let judgement = judge::judge(m, a, &ask.call, &judge::LedgerSpend(ledger));
+        let (wc, today) = (judgement.worst, judgement.today);
+        match judgement.step {
+            judge::Step::Deny => return self.deny(ask, judgement.codes, wc.worst),
+            judge::Step::Hold => return self.hold(ask, wc.worst),
+            judge::Step::Reserve => {}
         }
-        if let Some((_, extra)) = ask.run {
-            codes = codes.union(extra);
-        }
-        if !codes.is_empty() {
-            return self.deny(ask, in_run(codes.union(over_limits())), wc.worst);
-        }
-        if !ask.approved && budget::needs_approval(&m.limits, wc.worst) {
-            // Over budget is a denial, not a question for the issuer.
-            let over = over_limits();
-            if !over.is_empty() {
-                return self.deny(ask, in_run(over), wc.worst);
-            }
-            if ask.run.is_some() {
-                return self.deny(ask, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation), wc.worst);
-            }
-            return self.hold(ask, wc.worst);
-        }
+        let in_run = |codes: CodeSet| if ask.run.is_some() { judge::delegated_codes(codes) } else { codes };
         // The reservation holds its ledger: a root ledger by reference into the arena (no
         // reference count touched), a run's by `Arc` (the run may end first).
         let held_ledger = if m.ledger_key != RUN_KEY {
@@ -421,10 +396,11 @@ impl Engine {
                 Ok(charge) => charge,
                 Err(refused) => {
                     self.slots.unclaim(ticket);
-                    return self.deny(ask, in_run(refused.union(over_limits())), wc.worst);
+                    let over = judge::LedgerSpend(ledger).over_limits(m, wc.worst, today);
+                    return self.deny(ask, in_run(refused.union(over)), wc.worst);
                 }
             };
-        let deadline = ask.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
+        let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
         self.slots.activate(
             ticket,
             &SlotRecord {
@@ -432,8 +408,8 @@ impl Engine {
                 deadline,
                 ids: (u64::from(m.ix.0) << 32) | u64::from(a.ix.0),
                 receipt_id,
-                parent_id: ask.parent,
-                at: ask.at.unix(),
+                parent_id: ask.parent_receipt,
+                at: ask.call.at.unix(),
             },
         );
         let mut reservation = Reservation::new(
@@ -443,10 +419,10 @@ impl Engine {
                 ticket,
                 charge,
                 receipt_id,
-                parent: ask.parent,
+                parent: ask.parent_receipt,
                 mandate: m.ix,
                 agent: a.ix,
-                at: ask.at,
+                at: ask.call.at,
                 worst_case: wc.worst,
                 sub_budget: wc.sub_budget,
             },
@@ -454,7 +430,7 @@ impl Engine {
         if a.has_calls {
             // An orchestrator: derive its sub-mandate and open the run's ledger. A
             // sub-mandate that would widen its parent denies the call before it runs.
-            match Run::open(self, ask.snap, m, a, wc.sub_budget) {
+            match Run::open(self, ask.snapshot, m, a, wc.sub_budget) {
                 Ok(run) => reservation.attach_run(run),
                 Err(()) => {
                     // Never handed out: the call did not run, so its charge goes back.
@@ -467,7 +443,7 @@ impl Engine {
     }
 
     fn deny<'e>(&'e self, ask: &Ask<'_>, codes: CodeSet, worst: Amount) -> Admission<'e> {
-        self.deny_ids(ask.m.ix, ask.a.ix, ask.parent, ask.at, codes, worst)
+        self.deny_ids(ask.mandate.ix, ask.agent.ix, ask.parent_receipt, ask.call.at, codes, worst)
     }
 
     /// A denial and its receipt.
@@ -518,11 +494,11 @@ impl Engine {
             return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), worst);
         };
         let call = Call {
-            mandate: ask.m.ix,
-            agent: ask.a.ix,
-            at: ask.at,
-            max_cost: ask.max_cost,
-            by_capability: ask.by_capability,
+            mandate: ask.mandate.ix,
+            agent: ask.agent.ix,
+            at: ask.call.at,
+            max_cost: ask.call.max_cost,
+            by_capability: ask.call.by_capability,
         };
         // The time to live runs on the engine's clock (a call's `at` is the caller's word).
         let expires = self.now().unix().saturating_add_unsigned(self.config.pending_ttl_s);
@@ -530,15 +506,15 @@ impl Engine {
         self.sink.submit(&Receipt {
             id,
             parent: 0,
-            mandate: ask.m.ix,
-            agent: ask.a.ix,
+            mandate: ask.mandate.ix,
+            agent: ask.agent.ix,
             decision: Verdict::Held,
             end: End::Decided,
             codes: CodeSet::EMPTY.with(Code::ApprovalRequired),
             worst_case: worst,
             actual: Amount::ZERO,
-            at: ask.at,
-            ended_at: ask.at,
+            at: ask.call.at,
+            ended_at: ask.call.at,
         });
         Admission::Held(PendingApproval { id, worst_case: worst })
     }
@@ -614,8 +590,10 @@ impl Engine {
         let snap: &Snapshot = &guard;
         let m = snap.mandate(call.mandate)?;
         let a = snap.agent(call.agent)?;
-        let fit = admission::fit(&m.source, &a.source, a.record.as_deref(), snap);
-        let today = u64::try_from(call.at.utc_day()).unwrap_or(0);
+        // The day the reservation would be charged on: a call cannot open a day ahead of
+        // the engine's clock, so its "today" is at most the clock's.
+        let clock_day = u64::try_from(self.now().utc_day()).unwrap_or(0);
+        let today = judge::day_number(call.at).unwrap_or(0).min(clock_day);
         let ctx = admission::CallContext {
             at: call.at,
             max_cost: call.max_cost,
@@ -624,7 +602,21 @@ impl Engine {
             by_capability: call.by_capability,
             delegated: false,
         };
-        Some(admission::assess(&m.source, &fit, &ctx))
+        let facts = judge::CallFacts {
+            at: call.at,
+            max_cost: call.max_cost,
+            by_capability: call.by_capability,
+            approved: false,
+            sub_call: None,
+        };
+        let docs = admission::explain::Documents {
+            mandate: &m.source,
+            agent: &a.source,
+            record: a.record.as_deref(),
+            lookup: snap,
+            orchestrator: None,
+        };
+        Some(assess::judged(m, a, &facts, &ctx, &docs))
     }
 
     /// Reclaims every reservation whose callee's hard timeout plus the grace has passed
@@ -673,13 +665,4 @@ impl Engine {
     pub(crate) fn now(&self) -> Timestamp {
         (self.config.clock)()
     }
-}
-
-/// Inside a delegated run, the run's total is the downstream cap.
-fn delegated_codes(mut codes: CodeSet) -> CodeSet {
-    if codes.contains(Code::TotalExceeded) {
-        codes = CodeSet::from_bits(codes.bits() & !CodeSet::EMPTY.with(Code::TotalExceeded).bits())
-            .with(Code::DownstreamCapExceeded);
-    }
-    codes
 }

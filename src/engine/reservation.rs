@@ -22,7 +22,7 @@ use super::slots::Ticket;
 use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
 use super::{Admission, Ask, End, Engine, Receipt};
 use crate::admission::{Code, CodeSet, Verdict};
-use crate::delegation::{self, Target};
+use crate::delegation;
 use crate::manifest::Manifest;
 use crate::money::Amount;
 use crate::sync::Arc;
@@ -242,17 +242,20 @@ impl<'e> Reservation<'e> {
                 if self.run.is_none() { Code::CallNotDeclared } else { Code::UnknownAgent },
             );
         };
-        let extra = run.declared_codes(call, callee);
+        let extra = super::judge::declared_codes(&run.mandate, &run.orchestrator, call.capability, callee);
         engine.decide(&Ask {
-            m: &run.mandate,
-            a: callee,
-            snap: &snap,
-            at: call.at,
-            max_cost: None,
-            by_capability: call.capability.is_some(),
-            approved: false,
-            run: Some((run, extra)),
-            parent: self.held.receipt_id,
+            mandate: &run.mandate,
+            agent: callee,
+            snapshot: &snap,
+            call: super::judge::CallFacts {
+                at: call.at,
+                max_cost: None,
+                by_capability: call.capability.is_some(),
+                approved: false,
+                sub_call: Some(extra),
+            },
+            run: Some(run),
+            parent_receipt: self.held.receipt_id,
         })
     }
 }
@@ -299,7 +302,7 @@ pub struct SubCall<'a> {
 /// bounded by the downstream budget.
 pub(crate) struct Run {
     pub mandate: CompiledMandate,
-    orchestrator: Arc<Manifest>,
+    pub orchestrator: Arc<Manifest>,
 }
 
 impl Run {
@@ -318,32 +321,6 @@ impl Run {
         match snapshot::compile_mandate(ix, Arc::new(derived), ledger, super::RUN_KEY, &engine.names) {
             Ok(mandate) => Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) }),
             Err(_) => Err(()),
-        }
-    }
-
-    /// The delegation checks beyond the sub-mandate: the call must be declared, and its
-    /// worst case within the declared `max_cost` (converted into the run's currency).
-    fn declared_codes(&self, call: &SubCall<'_>, callee: &CompiledAgent) -> CodeSet {
-        let target = match call.capability {
-            Some(class) => Target::Capability(class),
-            None => Target::Agent(&callee.source.id),
-        };
-        let Some(declared) = delegation::declared_call(&self.orchestrator, &target, &callee.source) else {
-            return CodeSet::EMPTY.with(Code::CallNotDeclared);
-        };
-        let limit = self
-            .orchestrator
-            .pricing
-            .currency
-            .and_then(|c| self.mandate.source.budget.rate(c))
-            .and_then(|rate| declared.max_cost.convert(rate).ok());
-        let Some(limit) = limit else {
-            return CodeSet::EMPTY.with(Code::CurrencyWithoutRate);
-        };
-        let fit = snapshot::fit_codes(&self.mandate, callee, call.capability.is_some());
-        match fit.own_ceiling.checked_add(fit.passthrough_cap) {
-            Ok(worst) if worst <= limit => CodeSet::EMPTY,
-            _ => CodeSet::EMPTY.with(Code::CallMaxCostExceeded),
         }
     }
 }

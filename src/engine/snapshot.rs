@@ -1,7 +1,8 @@
 //! The compiled, immutable snapshot: mandates and agents with interned ids and patterns
-//! turned into sorted integer sets, so that the fit of an agent under a mandate (the rules
-//! of `admission::fit`) is lookups and integer compares. `tests/engine_equivalence.rs`
-//! checks that [`fit_codes`] gives exactly the codes of `admission::fit` on every pair.
+//! turned into sorted integer sets, so that the fit of an agent under a mandate is lookups
+//! and integer compares ([`fit_codes`], the only implementation of those rules; `judge`
+//! adds the per-call ones). `tests/admission_reference.rs` holds them to an independent
+//! reference on random mandates and agents.
 
 use std::collections::HashMap;
 
@@ -335,7 +336,8 @@ pub struct FitFacts {
     pub passthrough_cap: Amount,
 }
 
-/// `admission::fit` on compiled forms: no allocation, no strings, no decimals.
+/// The rules that depend only on the mandate and the agent (docs/admission.md), on
+/// compiled forms: no allocation, no strings, no decimals.
 /// `by_capability` adds `published_not_allowed` where it applies.
 ///
 /// `inline(always)`: `decide` calls it once per call; when `decide` grew (ids that cannot
@@ -356,8 +358,12 @@ pub fn fit_codes(m: &CompiledMandate, a: &CompiledAgent, by_capability: bool) ->
             codes.insert(Code::DelegationDepthExceeded);
         }
         let class_refused = a.call_classes.iter().any(|c| !m.allow_classes.matches(c));
+        // A declared agent with no known manifest in its range has no class, so even
+        // `allow.capabilities: ["*"]` does not admit it (fail closed).
         let agent_refused = a.call_agents.iter().any(|t| {
-            m.deny.matches(t.id, t.ns) || !(m.allow_agents.matches(t.id, t.ns) || m.allow_classes.matches(&t.classes))
+            m.deny.matches(t.id, t.ns)
+                || !(m.allow_agents.matches(t.id, t.ns)
+                    || (!t.classes.exact.is_empty() && m.allow_classes.matches(&t.classes)))
         });
         if class_refused || agent_refused {
             codes.insert(Code::DownstreamNotAllowed);

@@ -121,7 +121,7 @@ fn mandate_doc(j: usize, total: Amount) -> Value {
 }
 
 /// Builds the network. The documents are built typed without the document pipeline (fast
-/// for 10,000s); `tests/engine_equivalence.rs` checks them with every rule of
+/// for 10,000s); `tests/admission_reference.rs` checks them with every rule of
 /// `holon validate`. An error here is a bug in this module.
 pub fn network(shape: &Shape) -> Result<Network, serde_json::Error> {
     let agents = (0..shape.agents)

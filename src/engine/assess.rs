@@ -1,0 +1,142 @@
+//! Admission outside a running engine, for the CLI, the simulator and ranking: the mandate
+//! is compiled once and each agent asked about when it is asked about (microseconds), the
+//! call is judged by the engine's own rules ([`judge`]) on a spend given as figures, and the
+//! codes are explained in sentences (`admission::explain`). There is no second
+//! implementation of the rules to drift from the engine's.
+
+use super::judge::{self, CallFacts, KnownSpend, Step};
+use super::ledger::Ledger;
+use super::snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, compile_agent, compile_mandate};
+use super::symbols::Names;
+use super::{EngineError, RUN_KEY};
+use crate::admission::explain::{self, Documents, Figures};
+use crate::admission::{Assessment, CallContext, Verdict};
+use crate::catalog::AgentLookup;
+use crate::mandate::Mandate;
+use crate::manifest::Manifest;
+use crate::record::AgentRecord;
+use crate::sync::Arc;
+
+/// One mandate compiled, ready to assess calls to any agent the lookup knows.
+pub struct Assessor<'a> {
+    names: Names,
+    mandate: CompiledMandate,
+    lookup: &'a dyn AgentLookup,
+}
+
+impl std::fmt::Debug for Assessor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assessor").field("mandate", &self.mandate.source.id).finish_non_exhaustive()
+    }
+}
+
+/// How a call names its callee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Callee<'a> {
+    /// The agent itself.
+    Agent,
+    /// A capability: the gateway picked the agent (so `allow.published` applies).
+    Capability(&'a str),
+}
+
+impl<'a> Assessor<'a> {
+    /// Compiles `mandate`; `lookup` resolves the declared downstream agents of the agents
+    /// assessed later. Fails where publishing the mandate to an engine would fail.
+    pub fn new(mandate: &Mandate, lookup: &'a dyn AgentLookup) -> Result<Self, EngineError> {
+        let names = Names::default();
+        let ix = MandateIx(names.mandates.intern(&mandate.id)?);
+        // A ledger that is never written: the spend is given with each call.
+        let ledger = Arc::new(Ledger::new());
+        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, RUN_KEY, &names)?;
+        Ok(Assessor { names, mandate, lookup })
+    }
+
+    /// The mandate as compiled.
+    pub fn mandate(&self) -> &Mandate {
+        &self.mandate.source
+    }
+
+    /// Compiles `agent` against this assessor's lookup.
+    fn compile(&self, agent: &Manifest, record: Option<&AgentRecord>) -> Result<CompiledAgent, EngineError> {
+        let ix = AgentIx(self.names.agents.intern(agent.id.as_str())?);
+        compile_agent(ix, Arc::new(agent.clone()), record.cloned().map(Arc::new), self.lookup, &self.names)
+    }
+
+    /// Decides and explains a root call to `agent` (with its measured `record`).
+    /// `ctx.delegated` is ignored: a sub-call is [`Assessor::assess_sub_call`].
+    pub fn assess(
+        &self,
+        agent: &Manifest,
+        record: Option<&AgentRecord>,
+        ctx: &CallContext,
+    ) -> Result<Assessment, EngineError> {
+        self.run(agent, record, ctx, None)
+    }
+
+    /// Decides and explains a sub-call of a delegated run whose (derived) sub-mandate this
+    /// assessor compiled: the sub-mandate's rules plus the run's own (declared by
+    /// `orchestrator`, within the declared `max_cost`); a call that would be held is denied.
+    pub fn assess_sub_call(
+        &self,
+        orchestrator: &Manifest,
+        callee: Callee<'_>,
+        agent: &Manifest,
+        record: Option<&AgentRecord>,
+        ctx: &CallContext,
+    ) -> Result<Assessment, EngineError> {
+        self.run(agent, record, ctx, Some((orchestrator, callee)))
+    }
+
+    fn run(
+        &self,
+        agent: &Manifest,
+        record: Option<&AgentRecord>,
+        ctx: &CallContext,
+        run: Option<(&Manifest, Callee<'_>)>,
+    ) -> Result<Assessment, EngineError> {
+        let compiled = self.compile(agent, record)?;
+        let mut facts = CallFacts { max_cost: ctx.max_cost, by_capability: ctx.by_capability, ..CallFacts::at(ctx.at) };
+        if let Some((orchestrator, callee)) = run {
+            let capability = match callee {
+                Callee::Agent => None,
+                Callee::Capability(class) => Some(class),
+            };
+            facts.by_capability = capability.is_some();
+            facts.sub_call = Some(judge::declared_codes(&self.mandate, orchestrator, capability, &compiled));
+        }
+        let docs = Documents {
+            mandate: &self.mandate.source,
+            agent,
+            record,
+            lookup: self.lookup,
+            orchestrator: run.map(|(o, _)| o),
+        };
+        Ok(judged(&self.mandate, &compiled, &facts, ctx, &docs))
+    }
+}
+
+/// Judges a call with the engine's rules on the spend in `ctx`, and explains it from
+/// `docs` (shared by [`Assessor`] and `Engine::explain`).
+pub(crate) fn judged(
+    mandate: &CompiledMandate,
+    agent: &CompiledAgent,
+    facts: &CallFacts,
+    ctx: &CallContext,
+    docs: &Documents<'_>,
+) -> Assessment {
+    let spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
+    let judgement = judge::judge_known(mandate, agent, facts, spend);
+    let figures = Figures { worst: judgement.worst.worst, own_ceiling: judgement.own_ceiling };
+    let explained = CallContext { delegated: facts.sub_call.is_some(), by_capability: facts.by_capability, ..*ctx };
+    Assessment {
+        verdict: match judgement.step {
+            Step::Deny => Verdict::Denied,
+            Step::Hold => Verdict::Held,
+            Step::Reserve => Verdict::Allowed,
+        },
+        worst_case: judgement.worst.worst,
+        sub_budget: judgement.worst.sub_budget,
+        own_ceiling: judgement.own_ceiling,
+        reasons: explain::reasons(judgement.codes, docs, &explained, figures),
+    }
+}

@@ -1,0 +1,206 @@
+//! The rules of admission, written once: a pure judgement of one call on the compiled
+//! forms, with no write anywhere. [`Engine::decide`](super::Engine) judges and then applies
+//! the effects (claim a slot, reserve on the ledger, open a run); the CLI, the simulator and
+//! [`Engine::explain`](super::Engine::explain) judge with a spend they were given
+//! ([`judge_known`]) and then put the codes into sentences (`admission::explain`).
+//!
+//! The order of a judgement (docs/admission.md):
+//! 1. the fit of the agent under the mandate ([`snapshot::fit_codes`]), the validity
+//!    window, the worst case under `max_cost`, `per_call`, and for a sub-call of a
+//!    delegated run the run's own checks: any code is a denial, listed with every
+//!    exceeded budget limit;
+//! 2. above `approval.above` and not yet approved: held (a denial inside a delegated run,
+//!    where nobody can be asked), unless a budget limit is already exceeded;
+//! 3. otherwise the call may be reserved; the reservation's compare-and-swap on the
+//!    ledger enforces `total` and `per_day` against the spend of that instant.
+
+use super::ledger::{DAY_NUMBER_MAX, Ledger};
+use super::snapshot::{self, CompiledAgent, CompiledMandate};
+use crate::admission::{Code, CodeSet, WorstCase, budget};
+use crate::manifest::Manifest;
+use crate::money::Amount;
+use crate::time::Timestamp;
+
+/// What one call brings besides its mandate and agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallFacts {
+    pub at: Timestamp,
+    /// The caller's ceiling for this call, in the mandate's currency.
+    pub max_cost: Option<Amount>,
+    /// The call names a capability (the gateway picked the agent), not the agent.
+    pub by_capability: bool,
+    /// The issuer approved this call (a held call admitted again): no second hold.
+    pub approved: bool,
+    /// A sub-call of a delegated run, with the run's own checks ([`declared_codes`]).
+    pub sub_call: Option<CodeSet>,
+}
+
+impl CallFacts {
+    pub fn at(at: Timestamp) -> Self {
+        CallFacts { at, max_cost: None, by_capability: false, approved: false, sub_call: None }
+    }
+}
+
+/// Where a judgement reads spend, only when a decision needs it (a denial lists every
+/// exceeded limit; a hold is refused when a limit is already exceeded). On the allowed path
+/// nothing is read: the reservation's compare-and-swap decides.
+pub trait SpendView {
+    /// The limits (`total`, `per_day`) that `worst` more would exceed on UTC day `today`.
+    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> CodeSet;
+}
+
+/// Spend as the live ledger holds it (claimed against `total`, today against `per_day`).
+pub(crate) struct LedgerSpend<'a>(pub &'a Ledger);
+
+impl SpendView for LedgerSpend<'_> {
+    #[inline]
+    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> CodeSet {
+        budget::check_limits(
+            &mandate.limits,
+            worst,
+            Amount::from_micros(self.0.used_micros()),
+            Amount::from_micros(self.0.day_micros(today)),
+        )
+    }
+}
+
+/// Spend given as figures (the CLI's `--spent-total`, a simulation's running total).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KnownSpend {
+    /// Spent plus reserved against `total`.
+    pub total: Amount,
+    /// Spent plus reserved today (UTC) against `per_day`.
+    pub today: Amount,
+}
+
+impl SpendView for KnownSpend {
+    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, _today: u64) -> CodeSet {
+        budget::check_limits(&mandate.limits, worst, self.total, self.today)
+    }
+}
+
+/// What the judgement says to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Deny,
+    Hold,
+    /// Reserve the worst case; the ledger's compare-and-swap may still refuse it.
+    Reserve,
+}
+
+/// The judgement of one call: what to do, every code, the worst case, and the UTC day
+/// number the call is charged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judgement {
+    pub step: Step,
+    /// Every reason for a denial (empty for a reservation; `approval_required` when held).
+    pub codes: CodeSet,
+    pub worst: WorstCase,
+    /// The call's UTC day number (0 when the time has none the ledger can hold: denied).
+    pub today: u64,
+    /// The agent's own price ceiling in the mandate's currency (what a run is billed at
+    /// most for the agent's own work).
+    pub own_ceiling: Amount,
+}
+
+/// Judges one call. Pure: reads the compiled forms and, only for a denial or a hold, the
+/// spend.
+///
+/// `inline(always)`: it is the body of the hot path (`Engine::decide`); the bench gate
+/// counts its instructions.
+#[inline(always)]
+pub fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: &impl SpendView) -> Judgement {
+    let fit = snapshot::fit_codes(m, a, call.by_capability);
+    let mut codes = fit.codes.union(snapshot::window_codes(m, call.at.unix()));
+    let (worst, worst_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, call.max_cost);
+    codes = codes.union(worst_codes);
+    let verdict = |step, codes| Judgement { step, codes, worst, today: 0, own_ceiling: fit.own_ceiling };
+    let Some(today) = day_number(call.at) else {
+        return verdict(Step::Deny, codes.with(Code::InternalError));
+    };
+    let judged = |step, codes| Judgement { step, codes, worst, today, own_ceiling: fit.own_ceiling };
+    let in_run = |codes: CodeSet| if call.sub_call.is_some() { delegated_codes(codes) } else { codes };
+    // `per_call` depends on the call alone.
+    if m.limits.per_call.is_some_and(|cap| worst.worst > cap) {
+        codes.insert(Code::PerCallExceeded);
+    }
+    if let Some(extra) = call.sub_call {
+        codes = codes.union(extra);
+    }
+    if !codes.is_empty() {
+        return judged(Step::Deny, in_run(codes.union(spend.over_limits(m, worst.worst, today))));
+    }
+    if !call.approved && budget::needs_approval(&m.limits, worst.worst) {
+        // Over budget is a denial, not a question for the issuer.
+        let over = spend.over_limits(m, worst.worst, today);
+        if !over.is_empty() {
+            return judged(Step::Deny, in_run(over));
+        }
+        if call.sub_call.is_some() {
+            return judged(Step::Deny, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation));
+        }
+        return judged(Step::Hold, CodeSet::EMPTY.with(Code::ApprovalRequired));
+    }
+    judged(Step::Reserve, CodeSet::EMPTY)
+}
+
+/// Judges one call against a spend given as figures: a [`Step::Reserve`] the ledger's
+/// compare-and-swap would refuse (the same limits, [`budget::check_limits`]) is a denial.
+pub fn judge_known(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: KnownSpend) -> Judgement {
+    let mut judgement = judge(m, a, call, &spend);
+    if judgement.step == Step::Reserve {
+        let over = spend.over_limits(m, judgement.worst.worst, judgement.today);
+        if !over.is_empty() {
+            judgement.step = Step::Deny;
+            judgement.codes = if call.sub_call.is_some() { delegated_codes(over) } else { over };
+        }
+    }
+    judgement
+}
+
+/// The call's UTC day number, if the ledger's day word can hold it.
+#[inline]
+pub(crate) fn day_number(at: Timestamp) -> Option<u64> {
+    u64::try_from(at.utc_day()).ok().filter(|d| *d <= DAY_NUMBER_MAX)
+}
+
+/// Inside a delegated run, the run's total is the downstream cap.
+pub(crate) fn delegated_codes(mut codes: CodeSet) -> CodeSet {
+    if codes.contains(Code::TotalExceeded) {
+        codes = CodeSet::from_bits(codes.bits() & !CodeSet::EMPTY.with(Code::TotalExceeded).bits())
+            .with(Code::DownstreamCapExceeded);
+    }
+    codes
+}
+
+/// The checks of a delegated run beyond its sub-mandate: the sub-call must be one the
+/// orchestrator declared (by `capability`, or by naming the agent when `capability` is
+/// `None`), and its worst case within the declared `max_cost`, converted into the run's
+/// currency.
+pub fn declared_codes(
+    sub: &CompiledMandate,
+    orchestrator: &Manifest,
+    capability: Option<&str>,
+    callee: &CompiledAgent,
+) -> CodeSet {
+    let target = match capability {
+        Some(class) => crate::delegation::Target::Capability(class),
+        None => crate::delegation::Target::Agent(&callee.source.id),
+    };
+    let Some(declared) = crate::delegation::declared_call(orchestrator, &target, &callee.source) else {
+        return CodeSet::EMPTY.with(Code::CallNotDeclared);
+    };
+    let limit = orchestrator
+        .pricing
+        .currency
+        .and_then(|c| sub.source.budget.rate(c))
+        .and_then(|rate| declared.max_cost.convert(rate).ok());
+    let Some(limit) = limit else {
+        return CodeSet::EMPTY.with(Code::CurrencyWithoutRate);
+    };
+    let fit = snapshot::fit_codes(sub, callee, capability.is_some());
+    match fit.own_ceiling.checked_add(fit.passthrough_cap) {
+        Ok(worst) if worst <= limit => CodeSet::EMPTY,
+        _ => CodeSet::EMPTY.with(Code::CallMaxCostExceeded),
+    }
+}
