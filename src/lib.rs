@@ -16,5 +16,6 @@ pub mod ranking;
 pub mod record;
 pub mod scenario;
 pub mod settlement;
+pub mod store;
 pub(crate) mod sync;
 pub mod time;

@@ -1,0 +1,200 @@
+//! The escrow rules of the ledger store, once, on plain rows: every backend reads the rows
+//! a step touches (inside one transaction, or under one lock), applies these functions, and
+//! writes the rows back. The method is escrow (O'Neil, "The Escrow Transactional Method",
+//! ACM TODS 11(4), 1986) as generalised to demarcation (Barbará and Garcia-Molina, "The
+//! Demarcation Protocol", EDBT 1992): a node may spend only what it holds in leases, and the
+//! store grants a lease only while `spent + leased <= limit` holds after the grant.
+//!
+//! Every amount is micro-units (`_micros`) with checked arithmetic; a step that would
+//! overflow or underflow is refused whole ([`EscrowError`]) and the caller writes nothing.
+
+use super::{FlushEntry, FlushOutcome, LeaseState, Limits};
+
+/// One mandate's totals in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MandateRow {
+    pub limits: Limits,
+    /// Settled and flushed by nodes, or counted spent by a reconcile. Never lowered.
+    pub spent_micros: u64,
+    /// Granted to nodes in open leases, not yet settled or given back.
+    pub leased_micros: u64,
+}
+
+/// One mandate's totals on one UTC day (only for mandates with `per_day`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct DayRow {
+    pub spent_micros: u64,
+    pub leased_micros: u64,
+}
+
+/// One lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseRow {
+    pub id: u64,
+    pub node: String,
+    pub mandate: String,
+    /// The UTC day number it also draws on, when the mandate has `per_day`.
+    pub day: Option<u64>,
+    /// Granted and not yet settled or given back.
+    pub outstanding_micros: u64,
+    /// Settled through this lease so far (flushed, or counted by a reconcile).
+    pub settled_micros: u64,
+    pub expires_unix: i64,
+    pub state: LeaseState,
+}
+
+/// A step the escrow rules refuse; nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EscrowError {
+    #[error(
+        "lease {lease}: settling {settle_micros} and giving back {give_back_micros} micro-units is more than the {outstanding_micros} it holds"
+    )]
+    MoreThanOutstanding { lease: u64, settle_micros: u64, give_back_micros: u64, outstanding_micros: u64 },
+    #[error("lease {lease} belongs to node `{owner}`, not `{node}`")]
+    NotOwner { lease: u64, owner: String, node: String },
+    #[error("a store total would overflow a u64 of micro-units")]
+    Overflow,
+    #[error(
+        "the store's totals are inconsistent: {0}; run `holon ledger status` and restore the store from its backup"
+    )]
+    Inconsistent(&'static str),
+}
+
+impl MandateRow {
+    /// What a new lease may still take against `total`.
+    pub fn available_micros(&self) -> u64 {
+        self.limits.total_micros.saturating_sub(self.spent_micros.saturating_add(self.leased_micros))
+    }
+}
+
+impl DayRow {
+    fn available_micros(&self, per_day_micros: u64) -> u64 {
+        per_day_micros.saturating_sub(self.spent_micros.saturating_add(self.leased_micros))
+    }
+}
+
+/// Grants up to `want_micros` (at least `min_micros`, or nothing) against the mandate's
+/// total and, with `per_day`, against the day's. Returns the amount granted.
+pub(crate) fn grant(
+    mandate: &mut MandateRow,
+    day: Option<&mut DayRow>,
+    want_micros: u64,
+    min_micros: u64,
+) -> Result<Option<u64>, EscrowError> {
+    let mut amount = want_micros.min(mandate.available_micros());
+    let per_day = mandate.limits.per_day_micros;
+    if let (Some(per_day), Some(row)) = (per_day, day.as_deref()) {
+        amount = amount.min(row.available_micros(per_day));
+    }
+    if per_day.is_some() && day.is_none() {
+        return Err(EscrowError::Inconsistent("a mandate with per_day was asked for a lease without a day"));
+    }
+    if amount == 0 || amount < min_micros {
+        return Ok(None);
+    }
+    let before = (mandate.spent_micros, mandate.leased_micros);
+    mandate.leased_micros = mandate.leased_micros.checked_add(amount).ok_or(EscrowError::Overflow)?;
+    if let Some(row) = day {
+        row.leased_micros = row.leased_micros.checked_add(amount).ok_or(EscrowError::Overflow)?;
+        debug_assert!(per_day.is_none_or(|cap| row.spent_micros + row.leased_micros <= cap));
+    }
+    debug_assert!(mandate.spent_micros == before.0 && mandate.leased_micros == before.1 + amount);
+    debug_assert!(mandate.spent_micros + mandate.leased_micros <= mandate.limits.total_micros);
+    Ok(Some(amount))
+}
+
+/// Applies one flushed entry of `node` to its lease: settled micro-units move from leased
+/// to spent, given-back ones leave leased. On a lease that is no longer open (reconciled,
+/// or closed) nothing moves: a reconcile already counted its whole remainder as spent, so a
+/// late settle is inside it, and nothing may be given back from spent.
+pub(crate) fn flush(
+    mandate: &mut MandateRow,
+    day: Option<&mut DayRow>,
+    lease: &mut LeaseRow,
+    node: &str,
+    entry: &FlushEntry,
+    now_unix: i64,
+) -> Result<FlushOutcome, EscrowError> {
+    if lease.node != node {
+        return Err(EscrowError::NotOwner { lease: lease.id, owner: lease.node.clone(), node: node.to_owned() });
+    }
+    if lease.state != LeaseState::Open {
+        return Ok(FlushOutcome { lease: lease.id, state: lease.state, outstanding_micros: 0 });
+    }
+    let moved = entry.settle_micros.checked_add(entry.give_back_micros).ok_or(EscrowError::Overflow)?;
+    let Some(outstanding) = lease.outstanding_micros.checked_sub(moved) else {
+        return Err(EscrowError::MoreThanOutstanding {
+            lease: lease.id,
+            settle_micros: entry.settle_micros,
+            give_back_micros: entry.give_back_micros,
+            outstanding_micros: lease.outstanding_micros,
+        });
+    };
+    let spent_before = mandate.spent_micros;
+    mandate.leased_micros =
+        mandate.leased_micros.checked_sub(moved).ok_or(EscrowError::Inconsistent("leased below a lease's amount"))?;
+    mandate.spent_micros = mandate.spent_micros.checked_add(entry.settle_micros).ok_or(EscrowError::Overflow)?;
+    if let Some(row) = day {
+        row.leased_micros =
+            row.leased_micros.checked_sub(moved).ok_or(EscrowError::Inconsistent("a day's leased below a lease"))?;
+        row.spent_micros = row.spent_micros.checked_add(entry.settle_micros).ok_or(EscrowError::Overflow)?;
+    }
+    lease.outstanding_micros = outstanding;
+    lease.settled_micros = lease.settled_micros.checked_add(entry.settle_micros).ok_or(EscrowError::Overflow)?;
+    if entry.close && outstanding == 0 {
+        lease.state = LeaseState::Closed;
+    } else if let Some(ttl_s) = entry.renew_ttl_s {
+        lease.expires_unix = now_unix.saturating_add_unsigned(ttl_s);
+    }
+    debug_assert!(mandate.spent_micros >= spent_before, "spent is never lowered");
+    debug_assert!(mandate.spent_micros == spent_before + entry.settle_micros);
+    Ok(FlushOutcome { lease: lease.id, state: lease.state, outstanding_micros: lease.outstanding_micros })
+}
+
+/// Counts an open lease's whole remainder as spent (its node is gone or its time to live
+/// has passed: whatever it admitted against it may have been billed). Returns the
+/// micro-units so counted.
+pub(crate) fn reconcile(
+    mandate: &mut MandateRow,
+    day: Option<&mut DayRow>,
+    lease: &mut LeaseRow,
+) -> Result<u64, EscrowError> {
+    if lease.state != LeaseState::Open {
+        return Ok(0);
+    }
+    let remainder = lease.outstanding_micros;
+    let spent_before = mandate.spent_micros;
+    mandate.leased_micros = mandate
+        .leased_micros
+        .checked_sub(remainder)
+        .ok_or(EscrowError::Inconsistent("leased below a lease's amount"))?;
+    mandate.spent_micros = mandate.spent_micros.checked_add(remainder).ok_or(EscrowError::Overflow)?;
+    if let Some(row) = day {
+        row.leased_micros = row
+            .leased_micros
+            .checked_sub(remainder)
+            .ok_or(EscrowError::Inconsistent("a day's leased below a lease"))?;
+        row.spent_micros = row.spent_micros.checked_add(remainder).ok_or(EscrowError::Overflow)?;
+    }
+    lease.settled_micros = lease.settled_micros.checked_add(remainder).ok_or(EscrowError::Overflow)?;
+    lease.outstanding_micros = 0;
+    lease.state = LeaseState::Reconciled;
+    debug_assert!(mandate.spent_micros == spent_before + remainder, "a reconcile counts the remainder as spent");
+    Ok(remainder)
+}
+
+/// The limits a publish or an operator's command leaves: a publish may only lower what
+/// the store holds (a node with older documents cannot raise it back); `raise` sets them.
+pub(crate) fn new_limits(stored: Limits, published: Limits, raise: bool) -> Limits {
+    if raise {
+        return published;
+    }
+    Limits {
+        total_micros: stored.total_micros.min(published.total_micros),
+        per_day_micros: match (stored.per_day_micros, published.per_day_micros) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (Some(a), None) => Some(a),
+            (None, b) => b,
+        },
+    }
+}

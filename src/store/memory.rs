@@ -1,0 +1,176 @@
+//! The `memory` store: the escrow rules on rows in this process, under one lock. For unit
+//! tests, benches and a single process; it forgets everything when the process ends.
+
+use std::collections::BTreeMap;
+
+use super::escrow::{self, DayRow, LeaseRow, MandateRow};
+use super::{
+    FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
+};
+
+#[derive(Debug, Default, Clone)]
+struct Rows {
+    mandates: BTreeMap<String, MandateRow>,
+    days: BTreeMap<(String, u64), DayRow>,
+    leases: BTreeMap<u64, LeaseRow>,
+    next_lease: u64,
+}
+
+/// The in-process store.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    rows: parking_lot::Mutex<Rows>,
+    /// **Deliberately broken** (tests only): a reconcile gives a lease's remainder back
+    /// instead of counting it as spent. The store's model test must catch it.
+    reconcile_gives_back: bool,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    /// **Deliberately broken**: see the field. For the model test only.
+    #[doc(hidden)]
+    pub fn broken_reconcile_gives_back() -> Self {
+        MemoryStore { reconcile_gives_back: true, ..MemoryStore::default() }
+    }
+}
+
+impl LedgerStore for MemoryStore {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
+        let mut rows = self.rows.lock();
+        let row =
+            rows.mandates.entry(mandate.to_owned()).or_insert(MandateRow { limits, spent_micros: 0, leased_micros: 0 });
+        row.limits = escrow::new_limits(row.limits, limits, raise);
+        Ok(row.limits)
+    }
+
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
+        let mut rows = self.rows.lock();
+        let mut mandate =
+            *rows.mandates.get(&request.mandate).ok_or_else(|| StoreError::UnknownMandate(request.mandate.clone()))?;
+        let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
+        let mut day = day_key.map(|d| rows.days.get(&(request.mandate.clone(), d)).copied().unwrap_or_default());
+        let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros)? else {
+            return Ok(None);
+        };
+        let id = rows.next_lease.checked_add(1).ok_or(escrow::EscrowError::Overflow)?;
+        let expires_unix = request.now_unix.saturating_add_unsigned(request.ttl_s);
+        rows.next_lease = id;
+        rows.mandates.insert(request.mandate.clone(), mandate);
+        if let (Some(d), Some(row)) = (day_key, day) {
+            rows.days.insert((request.mandate.clone(), d), row);
+        }
+        rows.leases.insert(
+            id,
+            LeaseRow {
+                id,
+                node: request.node.clone(),
+                mandate: request.mandate.clone(),
+                day: day_key,
+                outstanding_micros: amount,
+                settled_micros: 0,
+                expires_unix,
+                state: LeaseState::Open,
+            },
+        );
+        Ok(Some(Lease { id, amount_micros: amount, expires_unix }))
+    }
+
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        check_flush(entries)?;
+        let mut guard = self.rows.lock();
+        // All or none: the batch is applied to a copy that replaces the rows only whole.
+        let mut rows = guard.clone();
+        let mut outcomes = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let mut lease = rows.leases.get(&entry.lease).cloned().ok_or(StoreError::UnknownLease(entry.lease))?;
+            let mut mandate =
+                *rows.mandates.get(&lease.mandate).ok_or_else(|| StoreError::UnknownMandate(lease.mandate.clone()))?;
+            let day_key = lease.day.map(|d| (lease.mandate.clone(), d));
+            let mut day = day_key.as_ref().map(|k| rows.days.get(k).copied().unwrap_or_default());
+            outcomes.push(escrow::flush(&mut mandate, day.as_mut(), &mut lease, node, entry, now_unix)?);
+            rows.mandates.insert(lease.mandate.clone(), mandate);
+            if let (Some(k), Some(row)) = (day_key, day) {
+                rows.days.insert(k, row);
+            }
+            rows.leases.insert(lease.id, lease);
+        }
+        *guard = rows;
+        Ok(outcomes)
+    }
+
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        let mut guard = self.rows.lock();
+        let mut rows = guard.clone();
+        let mut done = Reconciled::default();
+        let ids: Vec<u64> = rows
+            .leases
+            .values()
+            .filter(|l| l.node == node && l.state == LeaseState::Open && (!expired_only || l.expires_unix <= now_unix))
+            .map(|l| l.id)
+            .collect();
+        for id in ids {
+            let mut lease = rows.leases.get(&id).cloned().ok_or(StoreError::UnknownLease(id))?;
+            let mut mandate =
+                *rows.mandates.get(&lease.mandate).ok_or_else(|| StoreError::UnknownMandate(lease.mandate.clone()))?;
+            let day_key = lease.day.map(|d| (lease.mandate.clone(), d));
+            let mut day = day_key.as_ref().map(|k| rows.days.get(k).copied().unwrap_or_default());
+            let counted = if self.reconcile_gives_back {
+                let entry = FlushEntry {
+                    lease: id,
+                    give_back_micros: lease.outstanding_micros,
+                    close: true,
+                    ..FlushEntry::default()
+                };
+                escrow::flush(&mut mandate, day.as_mut(), &mut lease, node, &entry, now_unix)?;
+                0
+            } else {
+                escrow::reconcile(&mut mandate, day.as_mut(), &mut lease)?
+            };
+            done.counted_micros = done.counted_micros.checked_add(counted).ok_or(escrow::EscrowError::Overflow)?;
+            done.leases.push((id, lease.mandate.clone(), counted));
+            rows.mandates.insert(lease.mandate.clone(), mandate);
+            if let (Some(k), Some(row)) = (day_key, day) {
+                rows.days.insert(k, row);
+            }
+            rows.leases.insert(id, lease);
+        }
+        *guard = rows;
+        Ok(done)
+    }
+
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        let rows = self.rows.lock();
+        let mut out = Vec::new();
+        for (id, row) in rows.mandates.iter().filter(|(id, _)| mandate.is_none_or(|m| m == id.as_str())) {
+            let mut nodes: BTreeMap<&str, NodeLeases> = BTreeMap::new();
+            for lease in rows.leases.values().filter(|l| &l.mandate == id && l.state == LeaseState::Open) {
+                let entry = nodes.entry(&lease.node).or_insert(NodeLeases {
+                    node: lease.node.clone(),
+                    leased_micros: 0,
+                    lease_expires_unix: lease.expires_unix,
+                });
+                entry.leased_micros = entry.leased_micros.saturating_add(lease.outstanding_micros);
+                entry.lease_expires_unix = entry.lease_expires_unix.max(lease.expires_unix);
+            }
+            out.push(MandateStatus {
+                mandate: id.clone(),
+                limits: row.limits,
+                spent_micros: row.spent_micros,
+                leased_micros: row.leased_micros,
+                nodes: nodes.into_values().collect(),
+            });
+        }
+        if let Some(m) = mandate
+            && out.is_empty()
+        {
+            return Err(StoreError::UnknownMandate(m.to_owned()));
+        }
+        Ok(out)
+    }
+}

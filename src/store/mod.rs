@@ -1,0 +1,180 @@
+//! The ledger store: the authority a gateway node draws budget **leases** from, so that
+//! budgets hold across processes, machines and restarts (issue #12; docs/store.md).
+//!
+//! Per mandate (and per mandate and UTC day, for `per_day`) the store keeps the limit,
+//! `spent` (settled by nodes and flushed, or counted by a reconcile; never lowered) and
+//! `leased` (granted to nodes, not yet settled or given back), and grants a lease only when
+//! `spent + leased <= limit` holds after it ([`escrow`]). A node admits calls only against
+//! the leases it holds, so the nodes together never spend more than the limit.
+//!
+//! This module is the store's side: the rules ([`escrow`], one implementation), the
+//! [`LedgerStore`] trait every backend implements, and the backends (`memory`, `sqlite`).
+
+pub mod escrow;
+pub mod memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use escrow::EscrowError;
+pub use memory::MemoryStore;
+
+/// Longest node name, in bytes.
+pub const NODE_NAME_BYTES_MAX: usize = 128;
+/// Longest mandate id the store accepts, in bytes.
+pub const MANDATE_ID_BYTES_MAX: usize = 512;
+/// Most entries in one flush (one group commit).
+pub const FLUSH_ENTRIES_MAX: usize = 10_000;
+
+/// A mandate's limits as the store enforces them, in micro-units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub total_micros: u64,
+    pub per_day_micros: Option<u64>,
+}
+
+/// How a lease ended (or that it has not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    Open,
+    /// Its node settled or gave back everything and closed it.
+    Closed,
+    /// Its remainder was counted as spent (its node crashed, or its time to live passed).
+    Reconciled,
+}
+
+impl LeaseState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseState::Open => "open",
+            LeaseState::Closed => "closed",
+            LeaseState::Reconciled => "reconciled",
+        }
+    }
+}
+
+/// A node asks for budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRequest {
+    pub node: String,
+    pub mandate: String,
+    /// The UTC day number the lease also draws on (required when the mandate has `per_day`).
+    pub day: Option<u64>,
+    pub want_micros: u64,
+    /// Less than this is no use to the node (for example one call's worst case): grant
+    /// nothing rather than less.
+    pub min_micros: u64,
+    pub ttl_s: u64,
+    pub now_unix: i64,
+}
+
+/// A lease granted to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub id: u64,
+    pub amount_micros: u64,
+    pub expires_unix: i64,
+}
+
+/// One lease's part of a flush: what its node settled since the last flush, what it gives
+/// back unused, and whether it is done with the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlushEntry {
+    pub lease: u64,
+    pub settle_micros: u64,
+    pub give_back_micros: u64,
+    /// Close the lease when nothing is left outstanding.
+    pub close: bool,
+    /// Extend the lease's time to live from now (a live node renews its leases).
+    pub renew_ttl_s: Option<u64>,
+}
+
+/// What a flush did to one lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushOutcome {
+    pub lease: u64,
+    /// `Reconciled` tells the node the lease is gone: it must admit nothing more against it
+    /// (its remainder was already counted as spent, so nothing it did was lost).
+    pub state: LeaseState,
+    pub outstanding_micros: u64,
+}
+
+/// What a reconcile did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reconciled {
+    /// (lease id, mandate, micro-units counted as spent).
+    pub leases: Vec<(u64, String, u64)>,
+    pub counted_micros: u64,
+}
+
+/// One node's open leases on a mandate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLeases {
+    pub node: String,
+    pub leased_micros: u64,
+    /// The latest expiry among its open leases.
+    pub lease_expires_unix: i64,
+}
+
+/// A mandate as the store sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MandateStatus {
+    pub mandate: String,
+    pub limits: Limits,
+    pub spent_micros: u64,
+    pub leased_micros: u64,
+    pub nodes: Vec<NodeLeases>,
+}
+
+/// Why the store refused or could not do an operation. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Escrow(#[from] EscrowError),
+    #[error("mandate `{0}` is not in the store; a node registers it when it publishes the mandate")]
+    UnknownMandate(String),
+    #[error("lease {0} is not in the store")]
+    UnknownLease(u64),
+    #[error("{what} is {got} bytes, above the store's limit of {max_bytes}")]
+    TooLong { what: &'static str, got: usize, max_bytes: usize },
+    #[error("a flush of {got} entries is above the limit of {max} per flush; split it")]
+    FlushTooLarge { got: usize, max: usize },
+    #[error("the store cannot be reached or used: {0}")]
+    Unavailable(String),
+    #[error(
+        "the store was written by a newer holon (schema {found}, this build knows {known}); upgrade holon before using it"
+    )]
+    NewerSchema { found: i64, known: i64 },
+}
+
+/// The store every backend implements. Each method is one atomic step: it happens whole
+/// or not at all.
+pub trait LedgerStore: Send + Sync {
+    /// Registers a mandate's limits or updates them: a publish (`raise: false`) may only
+    /// lower what the store holds; an operator's explicit command (`raise: true`) sets them.
+    /// Returns the limits the store now enforces.
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError>;
+    /// Grants a lease, or `None` when less than `min_micros` is left.
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError>;
+    /// Applies a node's settlements and give-backs (a group commit), all or none.
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError>;
+    /// Counts as spent the remainder of `node`'s open leases: all of them (the node itself,
+    /// restarting after a crash) or only those whose time to live has passed by `now_unix`
+    /// (anyone, for a node that is gone).
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError>;
+    /// Every mandate (or one) with its open leases per node.
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError>;
+}
+
+pub(crate) fn check_name(what: &'static str, value: &str, max_bytes: usize) -> Result<(), StoreError> {
+    if value.len() > max_bytes {
+        return Err(StoreError::TooLong { what, got: value.len(), max_bytes });
+    }
+    Ok(())
+}
+
+pub(crate) fn check_flush(entries: &[FlushEntry]) -> Result<(), StoreError> {
+    if entries.len() > FLUSH_ENTRIES_MAX {
+        return Err(StoreError::FlushTooLarge { got: entries.len(), max: FLUSH_ENTRIES_MAX });
+    }
+    Ok(())
+}

@@ -1,0 +1,341 @@
+//! The `sqlite:PATH` store: the escrow rules on rows of one SQLite file (rusqlite, bundled
+//! SQLite, WAL). Every operation is one `BEGIN IMMEDIATE` transaction: it takes the file's
+//! write lock first, so steps of several processes sharing the file are serialised and
+//! each sees the rows the previous one committed. Waiting for the lock is bounded
+//! (`BUSY_TIMEOUT_MS`); past it the step fails [`StoreError::Unavailable`] and nothing is
+//! written.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
+use super::{
+    FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
+};
+
+/// The schema this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+/// Longest wait for another process's write lock, in milliseconds.
+pub const BUSY_TIMEOUT_MS: u64 = 5_000;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS mandates (
+    id TEXT PRIMARY KEY, total_limit INTEGER NOT NULL, day_limit INTEGER,
+    spent INTEGER NOT NULL, leased INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS days (
+    mandate TEXT NOT NULL, day INTEGER NOT NULL, spent INTEGER NOT NULL, leased INTEGER NOT NULL,
+    PRIMARY KEY (mandate, day));
+CREATE TABLE IF NOT EXISTS leases (
+    id INTEGER PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day INTEGER,
+    outstanding INTEGER NOT NULL, settled INTEGER NOT NULL, expires INTEGER NOT NULL, state TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS leases_by_node ON leases (node, state);
+";
+
+/// A store in one SQLite file.
+pub struct SqliteStore {
+    conn: parking_lot::Mutex<Connection>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+fn unavailable(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+/// A micro-unit amount as SQLite's signed integer.
+fn int(micros: u64) -> Result<i64, StoreError> {
+    i64::try_from(micros).map_err(|_| StoreError::Escrow(EscrowError::Overflow))
+}
+
+fn uint(value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Escrow(EscrowError::Inconsistent("a negative amount in the store")))
+}
+
+fn state_of(text: &str) -> Result<LeaseState, StoreError> {
+    match text {
+        "open" => Ok(LeaseState::Open),
+        "closed" => Ok(LeaseState::Closed),
+        "reconciled" => Ok(LeaseState::Reconciled),
+        _ => Err(StoreError::Escrow(EscrowError::Inconsistent("a lease in an unknown state"))),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`. A file written by a newer schema
+    /// is refused before anything is written.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(unavailable)?;
+        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(unavailable)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema { found: version, known: SCHEMA_VERSION });
+        }
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(unavailable)?;
+        // Every commit reaches the disk before it is acknowledged.
+        conn.pragma_update(None, "synchronous", "FULL").map_err(unavailable)?;
+        if version < SCHEMA_VERSION {
+            conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+                .map_err(unavailable)?;
+        }
+        Ok(SqliteStore { conn: parking_lot::Mutex::new(conn) })
+    }
+
+    /// Runs `step` in one write transaction: committed whole when it returns `Ok`, rolled
+    /// back otherwise.
+    fn write<T>(
+        &self,
+        step: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+        let out = step(&tx)?;
+        tx.commit().map_err(unavailable)?;
+        Ok(out)
+    }
+}
+
+fn load_mandate(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<MandateRow, StoreError> {
+    let row = tx
+        .query_row("SELECT total_limit, day_limit, spent, leased FROM mandates WHERE id = ?1", [id], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+        })
+        .optional()
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
+    Ok(MandateRow {
+        limits: Limits { total_micros: uint(row.0)?, per_day_micros: row.1.map(uint).transpose()? },
+        spent_micros: uint(row.2)?,
+        leased_micros: uint(row.3)?,
+    })
+}
+
+fn save_mandate(tx: &rusqlite::Transaction<'_>, id: &str, m: &MandateRow) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO mandates (id, total_limit, day_limit, spent, leased) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (id) DO UPDATE SET total_limit = ?2, day_limit = ?3, spent = ?4, leased = ?5",
+        params![
+            id,
+            int(m.limits.total_micros)?,
+            m.limits.per_day_micros.map(int).transpose()?,
+            int(m.spent_micros)?,
+            int(m.leased_micros)?
+        ],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn load_day(tx: &rusqlite::Transaction<'_>, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
+    let row = tx
+        .query_row("SELECT spent, leased FROM days WHERE mandate = ?1 AND day = ?2", params![mandate, int(day)?], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        })
+        .optional()
+        .map_err(unavailable)?;
+    match row {
+        Some((spent, leased)) => Ok(DayRow { spent_micros: uint(spent)?, leased_micros: uint(leased)? }),
+        None => Ok(DayRow::default()),
+    }
+}
+
+fn save_day(tx: &rusqlite::Transaction<'_>, mandate: &str, day: u64, d: &DayRow) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO days (mandate, day, spent, leased) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (mandate, day) DO UPDATE SET spent = ?3, leased = ?4",
+        params![mandate, int(day)?, int(d.spent_micros)?, int(d.leased_micros)?],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// A lease as SQLite returns it: (id, node, mandate, day, outstanding, settled, expires, state).
+type LeaseTuple = (i64, String, String, Option<i64>, i64, i64, i64, String);
+
+const LEASE_COLUMNS: &str = "id, node, mandate, day, outstanding, settled, expires, state";
+
+fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseTuple> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+}
+
+fn lease_row(t: LeaseTuple) -> Result<LeaseRow, StoreError> {
+    Ok(LeaseRow {
+        id: uint(t.0)?,
+        node: t.1,
+        mandate: t.2,
+        day: t.3.map(uint).transpose()?,
+        outstanding_micros: uint(t.4)?,
+        settled_micros: uint(t.5)?,
+        expires_unix: t.6,
+        state: state_of(&t.7)?,
+    })
+}
+
+fn save_lease(tx: &rusqlite::Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE leases SET outstanding = ?2, settled = ?3, expires = ?4, state = ?5 WHERE id = ?1",
+        params![int(l.id)?, int(l.outstanding_micros)?, int(l.settled_micros)?, l.expires_unix, l.state.as_str()],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// Applies `change` to one lease and the rows it draws on, and writes them back.
+fn with_lease_rows<T>(
+    tx: &rusqlite::Transaction<'_>,
+    lease: &mut LeaseRow,
+    change: impl FnOnce(&mut MandateRow, Option<&mut DayRow>, &mut LeaseRow) -> Result<T, EscrowError>,
+) -> Result<T, StoreError> {
+    let mut mandate = load_mandate(tx, &lease.mandate)?;
+    let mut day = lease.day.map(|d| load_day(tx, &lease.mandate, d)).transpose()?;
+    let out = change(&mut mandate, day.as_mut(), lease)?;
+    save_mandate(tx, &lease.mandate, &mandate)?;
+    if let (Some(d), Some(row)) = (lease.day, day) {
+        save_day(tx, &lease.mandate, d, &row)?;
+    }
+    save_lease(tx, lease)?;
+    Ok(out)
+}
+
+impl LedgerStore for SqliteStore {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
+        self.write(|tx| {
+            let row = match load_mandate(tx, mandate) {
+                Ok(mut row) => {
+                    row.limits = escrow::new_limits(row.limits, limits, raise);
+                    row
+                }
+                Err(StoreError::UnknownMandate(_)) => MandateRow { limits, spent_micros: 0, leased_micros: 0 },
+                Err(e) => return Err(e),
+            };
+            save_mandate(tx, mandate, &row)?;
+            Ok(row.limits)
+        })
+    }
+
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
+        self.write(|tx| {
+            let mut mandate = load_mandate(tx, &request.mandate)?;
+            let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
+            let mut day = day_key.map(|d| load_day(tx, &request.mandate, d)).transpose()?;
+            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros)?
+            else {
+                return Ok(None);
+            };
+            save_mandate(tx, &request.mandate, &mandate)?;
+            if let (Some(d), Some(row)) = (day_key, day) {
+                save_day(tx, &request.mandate, d, &row)?;
+            }
+            let expires_unix = request.now_unix.saturating_add_unsigned(request.ttl_s);
+            tx.execute(
+                "INSERT INTO leases (node, mandate, day, outstanding, settled, expires, state)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, 'open')",
+                params![request.node, request.mandate, day_key.map(int).transpose()?, int(amount)?, expires_unix],
+            )
+            .map_err(unavailable)?;
+            let id = uint(tx.last_insert_rowid())?;
+            Ok(Some(Lease { id, amount_micros: amount, expires_unix }))
+        })
+    }
+
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        check_flush(entries)?;
+        self.write(|tx| {
+            let mut outcomes = Vec::with_capacity(entries.len());
+            for entry in entries {
+                let found = tx
+                    .query_row(
+                        &format!("SELECT {LEASE_COLUMNS} FROM leases WHERE id = ?1"),
+                        [int(entry.lease)?],
+                        lease_of,
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                let mut lease = lease_row(found.ok_or(StoreError::UnknownLease(entry.lease))?)?;
+                outcomes
+                    .push(with_lease_rows(tx, &mut lease, |m, d, l| escrow::flush(m, d, l, node, entry, now_unix))?);
+            }
+            Ok(outcomes)
+        })
+    }
+
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        self.write(|tx| {
+            let mut stmt = tx
+                .prepare(&format!(
+                    "SELECT {LEASE_COLUMNS} FROM leases WHERE node = ?1 AND state = 'open' AND (?2 = 0 OR expires <= ?3) ORDER BY id"
+                ))
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map(params![node, i64::from(expired_only), now_unix], lease_of)
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            drop(stmt);
+            let mut done = Reconciled::default();
+            for t in rows {
+                let mut lease = lease_row(t)?;
+                let counted = with_lease_rows(tx, &mut lease, escrow::reconcile)?;
+                done.counted_micros = done.counted_micros.checked_add(counted).ok_or(EscrowError::Overflow)?;
+                done.leases.push((lease.id, lease.mandate.clone(), counted));
+            }
+            Ok(done)
+        })
+    }
+
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        // A read in a write transaction, so the figures are one consistent moment.
+        self.write(|tx| {
+            let mut stmt =
+                tx.prepare("SELECT id FROM mandates WHERE (?1 IS NULL OR id = ?1) ORDER BY id").map_err(unavailable)?;
+            let ids = stmt
+                .query_map([mandate], |r| r.get::<_, String>(0))
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            drop(stmt);
+            if let Some(m) = mandate
+                && ids.is_empty()
+            {
+                return Err(StoreError::UnknownMandate(m.to_owned()));
+            }
+            let mut out = Vec::new();
+            for id in ids {
+                let row = load_mandate(tx, &id)?;
+                let mut stmt = tx
+                    .prepare(
+                        "SELECT node, SUM(outstanding), MAX(expires) FROM leases
+                         WHERE mandate = ?1 AND state = 'open' GROUP BY node ORDER BY node",
+                    )
+                    .map_err(unavailable)?;
+                let nodes = stmt
+                    .query_map([&id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
+                    .map_err(unavailable)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(unavailable)?;
+                let nodes = nodes
+                    .into_iter()
+                    .map(|(node, leased, expires)| {
+                        Ok(NodeLeases { node, leased_micros: uint(leased)?, lease_expires_unix: expires })
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                out.push(MandateStatus {
+                    mandate: id,
+                    limits: row.limits,
+                    spent_micros: row.spent_micros,
+                    leased_micros: row.leased_micros,
+                    nodes,
+                });
+            }
+            Ok(out)
+        })
+    }
+}
