@@ -12,6 +12,8 @@
 
 pub mod escrow;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

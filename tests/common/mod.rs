@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod job_state;
+pub mod store_model;
 
 use holon::doc::{self, Limits};
 use serde_json::Value;

@@ -1,0 +1,356 @@
+//! The `postgres://…` store, shared by many nodes: the escrow rules on rows of one
+//! PostgreSQL database (the synchronous client of rust-postgres). Every operation is one
+//! transaction that locks the rows it changes first (`SELECT … FOR UPDATE`, a mandate's row
+//! before its day's and its leases'), so concurrent steps on one mandate are serialised by
+//! the database and each sees what the previous one committed; steps on different mandates
+//! run in parallel. A statement waits at most `STATEMENT_TIMEOUT_MS` (for a lock, say);
+//! past it, or with the database gone, the step fails [`StoreError::Unavailable`] and
+//! nothing is written.
+
+use postgres::{Client, NoTls, Transaction};
+
+use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
+use super::{
+    FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
+};
+
+/// The schema this build writes (table `holon_schema`).
+pub const SCHEMA_VERSION: i32 = 1;
+/// Longest a statement may run (a lock wait included), in milliseconds.
+pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
+/// Longest wait to connect, in seconds.
+pub const CONNECT_TIMEOUT_S: u64 = 5;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS holon_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS holon_mandates (
+    id TEXT PRIMARY KEY, total_limit BIGINT NOT NULL, day_limit BIGINT,
+    spent BIGINT NOT NULL, leased BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS holon_days (
+    mandate TEXT NOT NULL, day BIGINT NOT NULL, spent BIGINT NOT NULL, leased BIGINT NOT NULL,
+    PRIMARY KEY (mandate, day));
+CREATE TABLE IF NOT EXISTS holon_leases (
+    id BIGSERIAL PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day BIGINT,
+    outstanding BIGINT NOT NULL, settled BIGINT NOT NULL, expires BIGINT NOT NULL, state TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS holon_leases_by_node ON holon_leases (node, state);
+";
+
+/// A store in one PostgreSQL database.
+pub struct PostgresStore {
+    client: parking_lot::Mutex<Client>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+fn unavailable(e: postgres::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn int(micros: u64) -> Result<i64, StoreError> {
+    i64::try_from(micros).map_err(|_| StoreError::Escrow(EscrowError::Overflow))
+}
+
+fn uint(value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Escrow(EscrowError::Inconsistent("a negative amount in the store")))
+}
+
+fn state_of(text: &str) -> Result<LeaseState, StoreError> {
+    match text {
+        "open" => Ok(LeaseState::Open),
+        "closed" => Ok(LeaseState::Closed),
+        "reconciled" => Ok(LeaseState::Reconciled),
+        _ => Err(StoreError::Escrow(EscrowError::Inconsistent("a lease in an unknown state"))),
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:port/db`) and creates the tables if they
+    /// are missing. A database written by a newer schema is refused before anything is
+    /// written.
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let mut config: postgres::Config = url.parse().map_err(unavailable)?;
+        config.connect_timeout(std::time::Duration::from_secs(CONNECT_TIMEOUT_S));
+        config.options(&format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
+        let mut client = config.connect(NoTls).map_err(unavailable)?;
+        let mut tx = client.transaction().map_err(unavailable)?;
+        // One creator at a time: a transaction-scoped advisory lock around the schema.
+        tx.execute("SELECT pg_advisory_xact_lock(7306540006)", &[]).map_err(unavailable)?;
+        tx.batch_execute(SCHEMA).map_err(unavailable)?;
+        let found: Option<i32> =
+            tx.query_opt("SELECT max(version) FROM holon_schema", &[]).map_err(unavailable)?.and_then(|r| r.get(0));
+        match found {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(StoreError::NewerSchema { found: i64::from(v), known: i64::from(SCHEMA_VERSION) });
+            }
+            Some(_) => {}
+            None => {
+                tx.execute("INSERT INTO holon_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])
+                    .map_err(unavailable)?;
+            }
+        }
+        tx.commit().map_err(unavailable)?;
+        Ok(PostgresStore { client: parking_lot::Mutex::new(client) })
+    }
+
+    /// Runs `step` in one transaction: committed whole when it returns `Ok`, rolled back
+    /// otherwise (dropping an uncommitted transaction rolls it back).
+    fn write<T>(&self, step: impl FnOnce(&mut Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut client = self.client.lock();
+        let mut tx = client.transaction().map_err(unavailable)?;
+        let out = step(&mut tx)?;
+        tx.commit().map_err(unavailable)?;
+        Ok(out)
+    }
+}
+
+fn load_mandate(tx: &mut Transaction<'_>, id: &str) -> Result<MandateRow, StoreError> {
+    let row = tx
+        .query_opt("SELECT total_limit, day_limit, spent, leased FROM holon_mandates WHERE id = $1 FOR UPDATE", &[&id])
+        .map_err(unavailable)?
+        .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
+    Ok(MandateRow {
+        limits: Limits {
+            total_micros: uint(row.get(0))?,
+            per_day_micros: row.get::<_, Option<i64>>(1).map(uint).transpose()?,
+        },
+        spent_micros: uint(row.get(2))?,
+        leased_micros: uint(row.get(3))?,
+    })
+}
+
+fn save_mandate(tx: &mut Transaction<'_>, id: &str, m: &MandateRow) -> Result<(), StoreError> {
+    let day_limit = m.limits.per_day_micros.map(int).transpose()?;
+    tx.execute(
+        "INSERT INTO holon_mandates (id, total_limit, day_limit, spent, leased) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (id) DO UPDATE SET total_limit = $2, day_limit = $3, spent = $4, leased = $5",
+        &[&id, &int(m.limits.total_micros)?, &day_limit, &int(m.spent_micros)?, &int(m.leased_micros)?],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn load_day(tx: &mut Transaction<'_>, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
+    let day = int(day)?;
+    tx.execute(
+        "INSERT INTO holon_days (mandate, day, spent, leased) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
+        &[&mandate, &day],
+    )
+    .map_err(unavailable)?;
+    let row = tx
+        .query_one("SELECT spent, leased FROM holon_days WHERE mandate = $1 AND day = $2 FOR UPDATE", &[&mandate, &day])
+        .map_err(unavailable)?;
+    Ok(DayRow { spent_micros: uint(row.get(0))?, leased_micros: uint(row.get(1))? })
+}
+
+fn save_day(tx: &mut Transaction<'_>, mandate: &str, day: u64, d: &DayRow) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE holon_days SET spent = $3, leased = $4 WHERE mandate = $1 AND day = $2",
+        &[&mandate, &int(day)?, &int(d.spent_micros)?, &int(d.leased_micros)?],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+const LEASE_COLUMNS: &str = "id, node, mandate, day, outstanding, settled, expires, state";
+
+fn lease_row(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
+    Ok(LeaseRow {
+        id: uint(r.get(0))?,
+        node: r.get(1),
+        mandate: r.get(2),
+        day: r.get::<_, Option<i64>>(3).map(uint).transpose()?,
+        outstanding_micros: uint(r.get(4))?,
+        settled_micros: uint(r.get(5))?,
+        expires_unix: r.get(6),
+        state: state_of(r.get(7))?,
+    })
+}
+
+fn save_lease(tx: &mut Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE holon_leases SET outstanding = $2, settled = $3, expires = $4, state = $5 WHERE id = $1",
+        &[&int(l.id)?, &int(l.outstanding_micros)?, &int(l.settled_micros)?, &l.expires_unix, &l.state.as_str()],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// Locks the mandate rows of `lease_ids` in the order of their ids, before any other row of
+/// the step: every step locks mandates first and in one order, so no two steps deadlock.
+fn lock_mandates_of(tx: &mut Transaction<'_>, lease_ids: &[i64]) -> Result<(), StoreError> {
+    tx.query(
+        "SELECT id FROM holon_mandates WHERE id IN (SELECT mandate FROM holon_leases WHERE id = ANY($1))
+         ORDER BY id FOR UPDATE",
+        &[&lease_ids],
+    )
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// Applies `change` to one lease and the rows it draws on (locked mandate first, then day,
+/// then the lease: one order everywhere, so two steps cannot deadlock), and writes them.
+fn with_lease_rows<T>(
+    tx: &mut Transaction<'_>,
+    lease_id: u64,
+    change: impl FnOnce(&mut MandateRow, Option<&mut DayRow>, &mut LeaseRow) -> Result<T, EscrowError>,
+) -> Result<(T, LeaseRow), StoreError> {
+    // Which mandate: read without a lock, then lock in order and read the lease again.
+    let mandate_id: String = tx
+        .query_opt("SELECT mandate FROM holon_leases WHERE id = $1", &[&int(lease_id)?])
+        .map_err(unavailable)?
+        .ok_or(StoreError::UnknownLease(lease_id))?
+        .get(0);
+    let mut mandate = load_mandate(tx, &mandate_id)?;
+    let found = tx
+        .query_opt(&format!("SELECT {LEASE_COLUMNS} FROM holon_leases WHERE id = $1 FOR UPDATE"), &[&int(lease_id)?])
+        .map_err(unavailable)?
+        .ok_or(StoreError::UnknownLease(lease_id))?;
+    let mut lease = lease_row(&found)?;
+    let mut day = match lease.day {
+        Some(d) => Some(load_day(tx, &lease.mandate, d)?),
+        None => None,
+    };
+    let out = change(&mut mandate, day.as_mut(), &mut lease)?;
+    save_mandate(tx, &lease.mandate, &mandate)?;
+    if let (Some(d), Some(row)) = (lease.day, day) {
+        save_day(tx, &lease.mandate, d, &row)?;
+    }
+    save_lease(tx, &lease)?;
+    Ok((out, lease))
+}
+
+impl LedgerStore for PostgresStore {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO holon_mandates (id, total_limit, day_limit, spent, leased) VALUES ($1, $2, $3, 0, 0)
+                 ON CONFLICT DO NOTHING",
+                &[&mandate, &int(limits.total_micros)?, &limits.per_day_micros.map(int).transpose()?],
+            )
+            .map_err(unavailable)?;
+            let mut row = load_mandate(tx, mandate)?;
+            row.limits = escrow::new_limits(row.limits, limits, raise);
+            save_mandate(tx, mandate, &row)?;
+            Ok(row.limits)
+        })
+    }
+
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
+        self.write(|tx| {
+            let mut mandate = load_mandate(tx, &request.mandate)?;
+            let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
+            let mut day = match day_key {
+                Some(d) => Some(load_day(tx, &request.mandate, d)?),
+                None => None,
+            };
+            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros)?
+            else {
+                return Ok(None);
+            };
+            save_mandate(tx, &request.mandate, &mandate)?;
+            if let (Some(d), Some(row)) = (day_key, day) {
+                save_day(tx, &request.mandate, d, &row)?;
+            }
+            let expires_unix = request.now_unix.saturating_add_unsigned(request.ttl_s);
+            let day_value = day_key.map(int).transpose()?;
+            let id: i64 = tx
+                .query_one(
+                    "INSERT INTO holon_leases (node, mandate, day, outstanding, settled, expires, state)
+                     VALUES ($1, $2, $3, $4, 0, $5, 'open') RETURNING id",
+                    &[&request.node, &request.mandate, &day_value, &int(amount)?, &expires_unix],
+                )
+                .map_err(unavailable)?
+                .get(0);
+            Ok(Some(Lease { id: uint(id)?, amount_micros: amount, expires_unix }))
+        })
+    }
+
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        check_flush(entries)?;
+        let ids = entries.iter().map(|e| int(e.lease)).collect::<Result<Vec<_>, _>>()?;
+        self.write(|tx| {
+            lock_mandates_of(tx, &ids)?;
+            let mut outcomes = Vec::with_capacity(entries.len());
+            for entry in entries {
+                let (outcome, _) =
+                    with_lease_rows(tx, entry.lease, |m, d, l| escrow::flush(m, d, l, node, entry, now_unix))?;
+                outcomes.push(outcome);
+            }
+            Ok(outcomes)
+        })
+    }
+
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        self.write(|tx| {
+            let ids: Vec<i64> = tx
+                .query(
+                    "SELECT id FROM holon_leases WHERE node = $1 AND state = 'open' AND (NOT $2 OR expires <= $3)
+                     ORDER BY id",
+                    &[&node, &expired_only, &now_unix],
+                )
+                .map_err(unavailable)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            lock_mandates_of(tx, &ids)?;
+            let mut done = Reconciled::default();
+            for id in ids {
+                let (counted, lease) = with_lease_rows(tx, uint(id)?, escrow::reconcile)?;
+                done.counted_micros = done.counted_micros.checked_add(counted).ok_or(EscrowError::Overflow)?;
+                done.leases.push((lease.id, lease.mandate, counted));
+            }
+            Ok(done)
+        })
+    }
+
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        self.write(|tx| {
+            let rows = tx
+                .query(
+                    "SELECT id, total_limit, day_limit, spent, leased FROM holon_mandates
+                     WHERE ($1::TEXT IS NULL OR id = $1) ORDER BY id",
+                    &[&mandate],
+                )
+                .map_err(unavailable)?;
+            if let Some(m) = mandate
+                && rows.is_empty()
+            {
+                return Err(StoreError::UnknownMandate(m.to_owned()));
+            }
+            let mut out = Vec::new();
+            for row in rows {
+                let id: String = row.get(0);
+                let nodes = tx
+                    .query(
+                        "SELECT node, SUM(outstanding)::BIGINT, MAX(expires) FROM holon_leases
+                         WHERE mandate = $1 AND state = 'open' GROUP BY node ORDER BY node",
+                        &[&id],
+                    )
+                    .map_err(unavailable)?
+                    .iter()
+                    .map(|r| {
+                        Ok(NodeLeases { node: r.get(0), leased_micros: uint(r.get(1))?, lease_expires_unix: r.get(2) })
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                out.push(MandateStatus {
+                    limits: Limits {
+                        total_micros: uint(row.get(1))?,
+                        per_day_micros: row.get::<_, Option<i64>>(2).map(uint).transpose()?,
+                    },
+                    spent_micros: uint(row.get(3))?,
+                    leased_micros: uint(row.get(4))?,
+                    nodes,
+                    mandate: id,
+                });
+            }
+            Ok(out)
+        })
+    }
+}

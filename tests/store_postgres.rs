@@ -1,0 +1,150 @@
+//! The PostgreSQL store against a real PostgreSQL 15: the one named by
+//! `HOLON_TEST_POSTGRES` (`.ci/run` starts one), or else a throwaway cluster this test
+//! starts with `.ci/postgres` and stops at the end. No mock stands in for the database.
+#![cfg(feature = "postgres")]
+
+mod common;
+use common::store_model::{op, run};
+use holon::store::postgres::PostgresStore;
+use holon::store::{FlushEntry, GrantRequest, LedgerStore, Limits, StoreError};
+use proptest::strategy::{Strategy, ValueTree};
+
+/// The database server for this test binary; a cluster it started is stopped on drop.
+struct Server {
+    url: String,
+    started: bool,
+}
+
+impl Server {
+    fn get() -> Server {
+        if let Ok(url) = std::env::var("HOLON_TEST_POSTGRES") {
+            return Server { url, started: false };
+        }
+        let out = std::process::Command::new("bash").args([".ci/postgres", "start"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "no PostgreSQL for the store tests: set HOLON_TEST_POSTGRES, or install the PostgreSQL 15 server \
+             binaries for .ci/postgres: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let url = text.trim().strip_prefix("export HOLON_TEST_POSTGRES=").unwrap().to_owned();
+        Server { url, started: true }
+    }
+
+    /// A fresh database on the server, so each case starts from an empty store.
+    fn fresh(&self, name: &str) -> String {
+        let mut admin = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let (base, _) = self.url.rsplit_once('/').unwrap();
+        format!("{base}/{name}")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.started {
+            let _ = std::process::Command::new("bash").args([".ci/postgres", "stop"]).status();
+        }
+    }
+}
+
+fn ask(node: &str, want: u64) -> GrantRequest {
+    GrantRequest {
+        node: node.into(),
+        mandate: "m".into(),
+        day: None,
+        want_micros: want,
+        min_micros: 1,
+        ttl_s: 30,
+        now_unix: 0,
+    }
+}
+
+/// One test, so one server for every case (cargo runs tests of a binary in parallel).
+#[test]
+fn the_postgres_store() {
+    let server = Server::get();
+    the_model_holds(&server);
+    three_connections_share_one_budget(&server);
+    bad_urls_and_newer_schemas_are_clear_errors(&server);
+}
+
+/// The state machine of tests/store_model.rs, each case on a fresh database.
+fn the_model_holds(server: &Server) {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = proptest::collection::vec(op(), 1..60);
+    for case in 0..12 {
+        let ops = strategy.new_tree(&mut runner).unwrap().current();
+        let store = PostgresStore::connect(&server.fresh(&format!("holon_model_{case}"))).unwrap();
+        assert_eq!(run(&store, &ops), Ok(()), "case {case}: {ops:?}");
+    }
+}
+
+/// Three connections (as three nodes would hold) take leases and settle on one hot
+/// mandate at once; sampled throughout, spent + leased never passes the limit, and at the
+/// end spent is exactly what they settled, to the micro-unit.
+fn three_connections_share_one_budget(server: &Server) {
+    let url = server.fresh("holon_shared");
+    PostgresStore::connect(&url)
+        .unwrap()
+        .publish_limits("m", Limits { total_micros: 90_000, per_day_micros: None }, false)
+        .unwrap();
+    let settled: Vec<u64> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..3)
+            .map(|n| {
+                let url = url.clone();
+                s.spawn(move || {
+                    let store = PostgresStore::connect(&url).unwrap();
+                    let node = format!("node-{n}");
+                    let mut settled = 0;
+                    while let Some(lease) = store.grant(&ask(&node, 700)).unwrap() {
+                        let settle = lease.amount_micros - lease.amount_micros / 3;
+                        let entry = FlushEntry {
+                            lease: lease.id,
+                            settle_micros: settle,
+                            give_back_micros: lease.amount_micros - settle,
+                            close: true,
+                            renew_ttl_s: None,
+                        };
+                        store.flush(&node, &[entry], 0).unwrap();
+                        settled += settle;
+                        let s = &store.status(Some("m")).unwrap()[0];
+                        assert!(s.spent_micros + s.leased_micros <= s.limits.total_micros, "{s:?}");
+                    }
+                    settled
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let store = PostgresStore::connect(&url).unwrap();
+    let s = &store.status(Some("m")).unwrap()[0];
+    assert_eq!((s.spent_micros, s.leased_micros), (settled.iter().sum::<u64>(), 0));
+    assert!(s.spent_micros >= 90_000 - 700, "the budget ran down to less than one lease: {s:?}");
+}
+
+fn bad_urls_and_newer_schemas_are_clear_errors(server: &Server) {
+    for url in ["postgres://", "not a url", "postgres://postgres@127.0.0.1:1/postgres"] {
+        match PostgresStore::connect(url) {
+            Err(StoreError::Unavailable(message)) => assert!(!message.is_empty()),
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+    let url = server.fresh("holon_newer");
+    drop(PostgresStore::connect(&url).unwrap());
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client.execute("INSERT INTO holon_schema (version) VALUES (99)", &[]).unwrap();
+    let tables_before: i64 = client
+        .query_one("SELECT count(*) FROM information_schema.tables WHERE table_name LIKE 'holon_%'", &[])
+        .unwrap()
+        .get(0);
+    let err = PostgresStore::connect(&url).unwrap_err().to_string();
+    assert!(err.contains("newer holon") && err.contains("upgrade"), "{err}");
+    let tables_after: i64 = client
+        .query_one("SELECT count(*) FROM information_schema.tables WHERE table_name LIKE 'holon_%'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(tables_before, tables_after);
+}
