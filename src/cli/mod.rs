@@ -3,6 +3,7 @@
 
 mod demo;
 mod job;
+mod ledger;
 mod loadtest;
 mod mandate;
 mod out;
@@ -161,6 +162,9 @@ enum Command {
         #[command(subcommand)]
         command: JobCommand,
     },
+    /// The ledger store that budgets are drawn from across nodes (docs/store.md).
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
     /// Rank only the agents a mandate permits.
     Search {
         /// Words to match against ids, classes, names and descriptions.
@@ -174,6 +178,37 @@ enum Command {
         /// The decision time (RFC 3339); default now.
         #[arg(long)]
         at: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Per mandate: its limit, what is spent and what is leased, per node. Exit 0, or 2
+    /// when the store cannot be opened.
+    Status {
+        /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long)]
+        store: String,
+        /// Only this mandate (its id).
+        #[arg(long)]
+        mandate: Option<String>,
+        /// Print {"mandates":[{"mandate","limit","per_day","spent","leased","nodes":[{"node","leased","lease_expires"}]}]}, money as strings.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count as spent the remainder of a gone node's leases whose time to live has passed
+    /// (whatever it admitted may have been billed). Exit 0, or 2 when the store cannot be
+    /// opened.
+    Reconcile {
+        /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long)]
+        store: String,
+        /// The node whose expired leases to reconcile.
+        #[arg(long)]
+        node: String,
+        /// Print {"node","counted_as_spent","leases":[{"lease","mandate","counted_as_spent"}]}.
         #[arg(long)]
         json: bool,
     },
@@ -365,6 +400,10 @@ pub fn run() -> ExitCode {
             })
         }
         Command::Validate { paths, json } => validate::run(&paths, json, &style),
+        Command::Ledger(LedgerCommand::Status { store, mandate, json }) => {
+            ledger::status(&store, mandate.as_deref(), json, &style)
+        }
+        Command::Ledger(LedgerCommand::Reconcile { store, node, json }) => ledger::reconcile(&store, &node, json),
         Command::Search { query, mandate, agents, records, at, json } => search::run(
             query.as_deref().unwrap_or(""),
             &mandate,

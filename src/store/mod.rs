@@ -180,3 +180,48 @@ pub(crate) fn check_flush(entries: &[FlushEntry]) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+/// Why a store URL cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "`{0}` is not a store URL; give `memory`, `sqlite:PATH` (a file, created if missing) or `postgres://USER@HOST:PORT/DB`"
+    )]
+    BadUrl(String),
+    #[error("this build of holon has no `{feature}` store; rebuild with `--features {feature}`")]
+    NotBuilt { feature: &'static str },
+    #[error("the store at `{url}`: {source}")]
+    Store {
+        url: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// Opens the store a URL names: `memory`, `sqlite:PATH`, or `postgres://…`
+/// (`postgresql://…`).
+pub fn open(url: &str) -> Result<Box<dyn LedgerStore>, OpenError> {
+    let wrap = |source| OpenError::Store { url: url.to_owned(), source };
+    if url == "memory" {
+        return Ok(Box::new(MemoryStore::new()));
+    }
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        if path.is_empty() {
+            return Err(OpenError::BadUrl(url.to_owned()));
+        }
+        #[cfg(feature = "sqlite")]
+        return sqlite::SqliteStore::open(std::path::Path::new(path))
+            .map(|s| Box::new(s) as Box<dyn LedgerStore>)
+            .map_err(wrap);
+        #[cfg(not(feature = "sqlite"))]
+        return Err(OpenError::NotBuilt { feature: "sqlite" });
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return postgres::PostgresStore::connect(url).map(|s| Box::new(s) as Box<dyn LedgerStore>).map_err(wrap);
+        #[cfg(not(feature = "postgres"))]
+        return Err(OpenError::NotBuilt { feature: "postgres" });
+    }
+    let _ = wrap;
+    Err(OpenError::BadUrl(url.to_owned()))
+}
