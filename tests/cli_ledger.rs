@@ -33,7 +33,7 @@ fn status_and_reconcile_of_a_gone_node() {
             mandate: "alice/m".into(),
             day: None,
             want_micros: 1_000_000,
-            min_micros: 1,
+            min_micros: 1_000_000,
             ttl_s: 60,
             now_unix,
         };

@@ -73,19 +73,36 @@ impl DayRow {
     }
 }
 
+/// A lease takes at most `1 / (LEASE_SHARE_DIVISOR × nodes)` of what is left (but never
+/// less than the asker's minimum): large while the budget is plentiful, shrinking as it
+/// runs out, so that when it is exhausted the budget stranded in other nodes' unused
+/// leases is about `1 / LEASE_SHARE_DIVISOR` of what was left when they were granted
+/// (at most 1% of the limit), plus one minimum per node.
+pub const LEASE_SHARE_DIVISOR: u64 = 100;
+
+/// The most one grant may take of `available` micro-units when `other_nodes` other nodes
+/// hold leases on the mandate (see [`LEASE_SHARE_DIVISOR`]).
+pub(crate) fn lease_cap(available_micros: u64, other_nodes: u64, min_micros: u64) -> u64 {
+    let share = LEASE_SHARE_DIVISOR.saturating_mul(other_nodes.saturating_add(1));
+    (available_micros / share).max(min_micros)
+}
+
 /// Grants up to `want_micros` (at least `min_micros`, or nothing) against the mandate's
-/// total and, with `per_day`, against the day's. Returns the amount granted.
+/// total and, with `per_day`, against the day's, capped by [`lease_cap`]. Returns the
+/// amount granted.
 pub(crate) fn grant(
     mandate: &mut MandateRow,
     day: Option<&mut DayRow>,
     want_micros: u64,
     min_micros: u64,
+    other_nodes: u64,
 ) -> Result<Option<u64>, EscrowError> {
-    let mut amount = want_micros.min(mandate.available_micros());
+    let mut available = mandate.available_micros();
     let per_day = mandate.limits.per_day_micros;
     if let (Some(per_day), Some(row)) = (per_day, day.as_deref()) {
-        amount = amount.min(row.available_micros(per_day));
+        available = available.min(row.available_micros(per_day));
     }
+    let amount = want_micros.min(lease_cap(available, other_nodes, min_micros)).min(available);
     if per_day.is_some() && day.is_none() {
         return Err(EscrowError::Inconsistent("a mandate with per_day was asked for a lease without a day"));
     }

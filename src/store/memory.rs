@@ -9,12 +9,64 @@ use super::{
     MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
 };
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 struct Rows {
     mandates: BTreeMap<String, MandateRow>,
     days: BTreeMap<(String, u64), DayRow>,
     leases: BTreeMap<u64, LeaseRow>,
     next_lease: u64,
+}
+
+/// Copies of the rows one step changes, written back whole at its end.
+#[derive(Default)]
+struct Staged {
+    mandates: BTreeMap<String, MandateRow>,
+    days: BTreeMap<(String, u64), DayRow>,
+    leases: BTreeMap<u64, LeaseRow>,
+}
+
+impl Staged {
+    fn lease(&self, rows: &Rows, id: u64) -> Result<LeaseRow, StoreError> {
+        self.leases.get(&id).or_else(|| rows.leases.get(&id)).cloned().ok_or(StoreError::UnknownLease(id))
+    }
+
+    /// Applies `change` to `lease` and copies of the rows it draws on, and stages them.
+    fn apply<T>(
+        &mut self,
+        rows: &Rows,
+        mut lease: LeaseRow,
+        change: impl FnOnce(&mut MandateRow, Option<&mut DayRow>, &mut LeaseRow) -> Result<T, escrow::EscrowError>,
+    ) -> Result<T, StoreError> {
+        let mut mandate = *self
+            .mandates
+            .get(&lease.mandate)
+            .or_else(|| rows.mandates.get(&lease.mandate))
+            .ok_or_else(|| StoreError::UnknownMandate(lease.mandate.clone()))?;
+        let day_key = lease.day.map(|d| (lease.mandate.clone(), d));
+        let mut day =
+            day_key.as_ref().map(|k| self.days.get(k).or_else(|| rows.days.get(k)).copied().unwrap_or_default());
+        let out = change(&mut mandate, day.as_mut(), &mut lease)?;
+        self.mandates.insert(lease.mandate.clone(), mandate);
+        if let (Some(k), Some(row)) = (day_key, day) {
+            self.days.insert(k, row);
+        }
+        self.leases.insert(lease.id, lease);
+        Ok(out)
+    }
+
+    fn commit(self, rows: &mut Rows) {
+        rows.mandates.extend(self.mandates);
+        rows.days.extend(self.days);
+        for (id, lease) in self.leases {
+            // A closed lease is done: nothing can move through it again, so it is dropped
+            // (a reconciled one is kept, to tell its node on a late flush).
+            if lease.state == LeaseState::Closed {
+                rows.leases.remove(&id);
+            } else {
+                rows.leases.insert(id, lease);
+            }
+        }
+    }
 }
 
 /// The in-process store.
@@ -55,7 +107,15 @@ impl LedgerStore for MemoryStore {
             *rows.mandates.get(&request.mandate).ok_or_else(|| StoreError::UnknownMandate(request.mandate.clone()))?;
         let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
         let mut day = day_key.map(|d| rows.days.get(&(request.mandate.clone(), d)).copied().unwrap_or_default());
-        let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros)? else {
+        let others = rows
+            .leases
+            .values()
+            .filter(|l| l.mandate == request.mandate && l.state == LeaseState::Open && l.node != request.node)
+            .map(|l| l.node.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u64;
+        let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, others)?
+        else {
             return Ok(None);
         };
         let id = rows.next_lease.checked_add(1).ok_or(escrow::EscrowError::Overflow)?;
@@ -83,30 +143,23 @@ impl LedgerStore for MemoryStore {
 
     fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
         check_flush(entries)?;
-        let mut guard = self.rows.lock();
-        // All or none: the batch is applied to a copy that replaces the rows only whole.
-        let mut rows = guard.clone();
+        let mut rows = self.rows.lock();
+        // All or none: the batch is applied to copies of the rows it touches, which replace
+        // the stored ones only when every entry succeeded.
+        let mut staged = Staged::default();
         let mut outcomes = Vec::with_capacity(entries.len());
         for entry in entries {
-            let mut lease = rows.leases.get(&entry.lease).cloned().ok_or(StoreError::UnknownLease(entry.lease))?;
-            let mut mandate =
-                *rows.mandates.get(&lease.mandate).ok_or_else(|| StoreError::UnknownMandate(lease.mandate.clone()))?;
-            let day_key = lease.day.map(|d| (lease.mandate.clone(), d));
-            let mut day = day_key.as_ref().map(|k| rows.days.get(k).copied().unwrap_or_default());
-            outcomes.push(escrow::flush(&mut mandate, day.as_mut(), &mut lease, node, entry, now_unix)?);
-            rows.mandates.insert(lease.mandate.clone(), mandate);
-            if let (Some(k), Some(row)) = (day_key, day) {
-                rows.days.insert(k, row);
-            }
-            rows.leases.insert(lease.id, lease);
+            let lease = staged.lease(&rows, entry.lease)?;
+            let outcome = staged.apply(&rows, lease, |m, d, l| escrow::flush(m, d, l, node, entry, now_unix))?;
+            outcomes.push(outcome);
         }
-        *guard = rows;
+        staged.commit(&mut rows);
         Ok(outcomes)
     }
 
     fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
-        let mut guard = self.rows.lock();
-        let mut rows = guard.clone();
+        let mut rows = self.rows.lock();
+        let mut staged = Staged::default();
         let mut done = Reconciled::default();
         let ids: Vec<u64> = rows
             .leases
@@ -115,11 +168,8 @@ impl LedgerStore for MemoryStore {
             .map(|l| l.id)
             .collect();
         for id in ids {
-            let mut lease = rows.leases.get(&id).cloned().ok_or(StoreError::UnknownLease(id))?;
-            let mut mandate =
-                *rows.mandates.get(&lease.mandate).ok_or_else(|| StoreError::UnknownMandate(lease.mandate.clone()))?;
-            let day_key = lease.day.map(|d| (lease.mandate.clone(), d));
-            let mut day = day_key.as_ref().map(|k| rows.days.get(k).copied().unwrap_or_default());
+            let lease = staged.lease(&rows, id)?;
+            let mandate = lease.mandate.clone();
             let counted = if self.reconcile_gives_back {
                 let entry = FlushEntry {
                     lease: id,
@@ -127,20 +177,15 @@ impl LedgerStore for MemoryStore {
                     close: true,
                     ..FlushEntry::default()
                 };
-                escrow::flush(&mut mandate, day.as_mut(), &mut lease, node, &entry, now_unix)?;
+                staged.apply(&rows, lease, |m, d, l| escrow::flush(m, d, l, node, &entry, now_unix))?;
                 0
             } else {
-                escrow::reconcile(&mut mandate, day.as_mut(), &mut lease)?
+                staged.apply(&rows, lease, escrow::reconcile)?
             };
             done.counted_micros = done.counted_micros.checked_add(counted).ok_or(escrow::EscrowError::Overflow)?;
-            done.leases.push((id, lease.mandate.clone(), counted));
-            rows.mandates.insert(lease.mandate.clone(), mandate);
-            if let (Some(k), Some(row)) = (day_key, day) {
-                rows.days.insert(k, row);
-            }
-            rows.leases.insert(id, lease);
+            done.leases.push((id, mandate, counted));
         }
-        *guard = rows;
+        staged.commit(&mut rows);
         Ok(done)
     }
 

@@ -38,7 +38,8 @@ pub struct Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseState {
     Open,
-    /// Its node settled or gave back everything and closed it.
+    /// Its node settled or gave back everything and closed it. A closed lease is removed
+    /// from the store: a later flush naming it is refused ([`StoreError::UnknownLease`]).
     Closed,
     /// Its remainder was counted as spent (its node crashed, or its time to live passed).
     Reconciled,

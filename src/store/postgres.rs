@@ -172,6 +172,12 @@ fn lease_row(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
 }
 
 fn save_lease(tx: &mut Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
+    // A closed lease is done: nothing can move through it again (a reconciled one is kept,
+    // to tell its node on a late flush).
+    if l.state == LeaseState::Closed {
+        tx.execute("DELETE FROM holon_leases WHERE id = $1", &[&int(l.id)?]).map_err(unavailable)?;
+        return Ok(());
+    }
     tx.execute(
         "UPDATE holon_leases SET outstanding = $2, settled = $3, expires = $4, state = $5 WHERE id = $1",
         &[&int(l.id)?, &int(l.outstanding_micros)?, &int(l.settled_micros)?, &l.expires_unix, &l.state.as_str()],
@@ -250,7 +256,15 @@ impl LedgerStore for PostgresStore {
                 Some(d) => Some(load_day(tx, &request.mandate, d)?),
                 None => None,
             };
-            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros)?
+            let others: i64 = tx
+                .query_one(
+                    "SELECT COUNT(DISTINCT node) FROM holon_leases WHERE mandate = $1 AND state = 'open' AND node <> $2",
+                    &[&request.mandate, &request.node],
+                )
+                .map_err(unavailable)?
+                .get(0);
+            let Some(amount) =
+                escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, uint(others)?)?
             else {
                 return Ok(None);
             };

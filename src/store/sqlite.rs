@@ -178,6 +178,12 @@ fn lease_row(t: LeaseTuple) -> Result<LeaseRow, StoreError> {
 }
 
 fn save_lease(tx: &rusqlite::Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
+    // A closed lease is done: nothing can move through it again (a reconciled one is kept,
+    // to tell its node on a late flush).
+    if l.state == LeaseState::Closed {
+        tx.execute("DELETE FROM leases WHERE id = ?1", [int(l.id)?]).map_err(unavailable)?;
+        return Ok(());
+    }
     tx.execute(
         "UPDATE leases SET outstanding = ?2, settled = ?3, expires = ?4, state = ?5 WHERE id = ?1",
         params![int(l.id)?, int(l.outstanding_micros)?, int(l.settled_micros)?, l.expires_unix, l.state.as_str()],
@@ -226,7 +232,15 @@ impl LedgerStore for SqliteStore {
             let mut mandate = load_mandate(tx, &request.mandate)?;
             let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
             let mut day = day_key.map(|d| load_day(tx, &request.mandate, d)).transpose()?;
-            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros)?
+            let others: i64 = tx
+                .query_row(
+                    "SELECT COUNT(DISTINCT node) FROM leases WHERE mandate = ?1 AND state = 'open' AND node <> ?2",
+                    params![request.mandate, request.node],
+                    |r| r.get(0),
+                )
+                .map_err(unavailable)?;
+            let Some(amount) =
+                escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, uint(others)?)?
             else {
                 return Ok(None);
             };

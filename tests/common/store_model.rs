@@ -78,7 +78,7 @@ impl World<'_> {
                     mandate: "m".into(),
                     day: None,
                     want_micros: want,
-                    min_micros: 1,
+                    min_micros: (want / 2).max(1),
                     ttl_s: TTL_S,
                     now_unix: self.now,
                 };
