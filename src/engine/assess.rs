@@ -126,7 +126,9 @@ pub(crate) fn judged(
 ) -> Assessment {
     let spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
     let judgement = judge::judge_known(mandate, agent, facts, spend);
-    let figures = Figures { worst: judgement.worst.worst, own_ceiling: judgement.own_ceiling };
+    // The agent's own ceiling in the mandate's currency, for the sentences and the caller.
+    let own_ceiling = super::snapshot::fit_codes(mandate, agent, facts.by_capability).own_ceiling;
+    let figures = Figures { worst: judgement.worst.worst, own_ceiling };
     let explained = CallContext { delegated: facts.sub_call.is_some(), by_capability: facts.by_capability, ..*ctx };
     Assessment {
         verdict: match judgement.step {
@@ -136,7 +138,7 @@ pub(crate) fn judged(
         },
         worst_case: judgement.worst.worst,
         sub_budget: judgement.worst.sub_budget,
-        own_ceiling: judgement.own_ceiling,
+        own_ceiling,
         reasons: explain::reasons(judgement.codes, docs, &explained, figures),
     }
 }

@@ -98,9 +98,6 @@ pub struct Judgement {
     pub worst: WorstCase,
     /// The call's UTC day number (0 when the time has none the ledger can hold: denied).
     pub today: u64,
-    /// The agent's own price ceiling in the mandate's currency (what a run is billed at
-    /// most for the agent's own work).
-    pub own_ceiling: Amount,
 }
 
 /// Judges one call. Pure: reads the compiled forms and, only for a denial or a hold, the
@@ -114,11 +111,10 @@ pub fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: &i
     let mut codes = fit.codes.union(snapshot::window_codes(m, call.at.unix()));
     let (worst, worst_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, call.max_cost);
     codes = codes.union(worst_codes);
-    let verdict = |step, codes| Judgement { step, codes, worst, today: 0, own_ceiling: fit.own_ceiling };
     let Some(today) = day_number(call.at) else {
-        return verdict(Step::Deny, codes.with(Code::InternalError));
+        return Judgement { step: Step::Deny, codes: codes.with(Code::InternalError), worst, today: 0 };
     };
-    let judged = |step, codes| Judgement { step, codes, worst, today, own_ceiling: fit.own_ceiling };
+    let judged = |step, codes| Judgement { step, codes, worst, today };
     let in_run = |codes: CodeSet| if call.sub_call.is_some() { delegated_codes(codes) } else { codes };
     // `per_call` depends on the call alone.
     if m.limits.per_call.is_some_and(|cap| worst.worst > cap) {
