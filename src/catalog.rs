@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::doc::{self, DocKind, Document, Limits, LoadError};
+use crate::doc::{self, DocKind, Limits, LoadError};
+use crate::documents::{self, Document};
 use crate::manifest::Manifest;
 use crate::pattern::AgentId;
 use crate::record::AgentRecord;
@@ -87,7 +88,7 @@ impl Catalog {
             let Some(Document::Manifest(m)) = load_if(&f, DocKind::Manifest, &limits)? else { continue };
             let beside = f.with_file_name("record.yaml");
             let mut record = match beside.exists() {
-                true => Some(doc::load_record(&beside)?),
+                true => Some(documents::load_record(&beside)?),
                 false => None,
             };
             if let Some(rs) = records.get(&m.id) {
@@ -123,6 +124,7 @@ fn load_if(path: &Path, kind: DocKind, limits: &Limits) -> Result<Option<Documen
         Ok(k) if k == kind => {}
         _ => return Ok(None),
     }
-    let checked = doc::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    let checked =
+        documents::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
     checked.result.map(Some).map_err(|violations| LoadError::Invalid { path: origin, kind: kind.as_str(), violations })
 }

@@ -6,6 +6,7 @@ pub mod attenuation;
 pub mod catalog;
 pub mod delegation;
 pub mod doc;
+pub mod documents;
 pub mod engine;
 pub mod job;
 pub mod mandate;

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use holon::admission::{self, CallContext, Code, Verdict};
 use holon::catalog::NoAgents;
-use holon::doc::{self, Document};
+use holon::documents::{self, Document};
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::money::Amount;
@@ -14,19 +14,23 @@ use holon::time::Timestamp;
 use serde_json::{Value, json};
 
 fn mandate(edits: &[Edit]) -> Mandate {
-    match doc::check_value(&apply(&load_value("examples/mandates/alice-root.yaml"), edits)).unwrap().result.unwrap() {
+    match documents::check_value(&apply(&load_value("examples/mandates/alice-root.yaml"), edits))
+        .unwrap()
+        .result
+        .unwrap()
+    {
         Document::Mandate(m) => *m,
         _ => unreachable!(),
     }
 }
 fn manifest(path: &str, edits: &[Edit]) -> Manifest {
-    match doc::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
+    match documents::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
         Document::Manifest(m) => *m,
         _ => unreachable!(),
     }
 }
 fn record(path: &str, edits: &[Edit]) -> AgentRecord {
-    match doc::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
+    match documents::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
         Document::Record(r) => *r,
         _ => unreachable!(),
     }

@@ -3,7 +3,7 @@
 
 use holon::admission::Code;
 use holon::catalog::Catalog;
-use holon::doc;
+use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, End, Engine, EngineConfig, SnapshotInput, SubCall};
 use holon::money::Amount;
 use holon::pattern::Principal;
@@ -16,7 +16,7 @@ fn a(s: &str) -> Amount {
 
 fn input() -> SnapshotInput {
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
-    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let root = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     SnapshotInput {
         mandates: vec![Arc::new(root)],
         agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
@@ -275,7 +275,7 @@ fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
     std::fs::write(dir.join("holon.yaml"), v2).unwrap();
     let catalog = Catalog::load(&["examples/agents".into(), dir.clone()], None).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
-    let mandate = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let mandate = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let pipeline = &catalog.get(&holon::pattern::AgentId::parse("holon-labs/invoice-pipeline").unwrap()).unwrap();
     // The CLI: the pure fit against the catalog.
     let cli = holon::admission::fit(&mandate, &pipeline.manifest, pipeline.record.as_ref(), &catalog);

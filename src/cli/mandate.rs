@@ -8,6 +8,7 @@ use holon::attenuation;
 use holon::catalog::{Catalog, NoAgents};
 use holon::delegation;
 use holon::doc;
+use holon::documents;
 use holon::money::Amount;
 use holon::scenario::{self, Receipt};
 use holon::time::Timestamp;
@@ -34,7 +35,7 @@ pub struct CheckArgs {
 }
 
 pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
-    let mandate = doc::load_mandate(&args.mandate)?;
+    let mandate = documents::load_mandate(&args.mandate)?;
     let catalog = Catalog::load(&args.agents, args.records.as_deref())?;
     if catalog.entries.is_empty() {
         anyhow::bail!("no agent manifest found in {:?}", args.agents);
@@ -107,8 +108,8 @@ pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
 /// `agents`: manifests for declared agents (what `derive` resolved against); none: no
 /// agent is known, so a child naming declared agents is checked against nothing.
 pub fn attenuate(parent: &Path, child: &Path, agents: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
-    let parent = doc::load_mandate(parent)?;
-    let child = doc::load_mandate(child)?;
+    let parent = documents::load_mandate(parent)?;
+    let child = documents::load_mandate(child)?;
     let widenings = if agents.is_empty() {
         attenuation::attenuate(&parent, &child, &NoAgents)
     } else {
@@ -134,7 +135,7 @@ pub fn attenuate(parent: &Path, child: &Path, agents: &[PathBuf], json: bool, st
 }
 
 pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool, style: &Style) -> anyhow::Result<u8> {
-    let parent = doc::load_mandate(parent)?;
+    let parent = documents::load_mandate(parent)?;
     let manifest_path = if agent.is_dir() { agent.join("holon.yaml") } else { agent.to_path_buf() };
     // Declared downstream agents are resolved among the manifest's siblings. If they cannot
     // be read, derive without them (unresolved agents match no class: fail closed) and say so.
@@ -143,7 +144,7 @@ pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool
         errln!("holon: warning: the manifests beside the agent cannot be read ({e}); declared agents stay unresolved");
         Catalog::default()
     });
-    let manifest = doc::load_manifest(&manifest_path)?;
+    let manifest = documents::load_manifest(&manifest_path)?;
     if manifest.calls.is_empty() {
         anyhow::bail!("{} declares no downstream calls: there is no sub-mandate to derive", manifest.id);
     }

@@ -4,6 +4,7 @@
 pub mod job_state;
 
 use holon::doc::{self, Limits};
+use holon::documents;
 use serde_json::Value;
 
 pub enum Edit {
@@ -53,7 +54,7 @@ pub fn apply(base: &Value, edits: &[Edit]) -> Value {
 
 /// Every violation of a document, as "pointer: message" strings.
 pub fn violations(value: &Value) -> Vec<String> {
-    let checked = doc::check_value(value).unwrap();
+    let checked = documents::check_value(value).unwrap();
     match checked.result {
         Ok(_) => vec![],
         Err(v) => v.iter().map(|v| format!("{}: {}", v.path, v.message)).collect(),

@@ -123,4 +123,4 @@ mod checker;
 mod text;
 
 pub use checker::{ArgPattern, Checker, CommandMatcher, Failure, host_matches};
-pub use text::{evidence_of, from_yaml, to_yaml};
+pub use text::{ReadError, evidence_of, from_yaml, to_yaml};

@@ -94,7 +94,7 @@ impl Job {
                 short(&actual)
             ));
         }
-        let m = mandate::from_yaml(&text)?;
+        let m = mandate::from_yaml(&text).map_err(|e| e.to_string())?;
         Ok(Some((v, text, m)))
     }
 }
