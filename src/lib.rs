@@ -9,6 +9,7 @@ pub mod doc;
 pub mod documents;
 pub mod engine;
 pub mod job;
+pub mod lookup;
 pub mod mandate;
 pub mod manifest;
 pub mod money;

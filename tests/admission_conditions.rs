@@ -4,8 +4,8 @@
 mod common;
 use common::*;
 use holon::admission::{self, CallContext, Code, Verdict};
-use holon::catalog::NoAgents;
 use holon::documents::{self, Document};
+use holon::lookup::NoAgents;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::money::Amount;

@@ -264,7 +264,7 @@ fn a_spend_state_from_a_future_version_is_refused_clearly() {
 /// The CLI's agent lookup (newest version in range) and the engine's (newest version,
 /// then filtered) disagreed when an agent had several versions: with company-lookup 1.2
 /// and 2.0 known and a declared call `acme/company-lookup@^1`, the CLI allowed the
-/// orchestrator and the engine denied it. One function (`catalog::newest_in_range`) now.
+/// orchestrator and the engine denied it. One function (`lookup::newest_in_range`) now.
 #[test]
 fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
     let dir = std::env::temp_dir().join(format!("holon-lookup-{}", std::process::id()));

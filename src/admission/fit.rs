@@ -3,7 +3,7 @@
 //! once per (mandate, agent) when it compiles a snapshot; the CLI computes it per check.
 
 use crate::admission::code::{Code, CodeSet, Reason};
-use crate::catalog::AgentLookup;
+use crate::lookup::AgentLookup;
 use crate::mandate::Mandate;
 use crate::manifest::{ChargeOn, Manifest, PricingModel};
 use crate::money::{Amount, Fixed6};
