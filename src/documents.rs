@@ -18,6 +18,7 @@ pub enum Document {
     Manifest(Box<Manifest>),
     Mandate(Box<Mandate>),
     Record(Box<AgentRecord>),
+    #[cfg(feature = "job")]
     JobMandate(Box<crate::job::JobMandate>),
 }
 
@@ -45,6 +46,7 @@ pub fn check_value(value: &Value) -> Result<Checked, DocError> {
             doc::validated(kind, value, crate::mandate::validate).map(|m| Document::Mandate(Box::new(m)))
         }
         DocKind::Record => doc::validated(kind, value, crate::record::validate).map(|r| Document::Record(Box::new(r))),
+        #[cfg(feature = "job")]
         DocKind::JobMandate => {
             doc::validated(kind, value, crate::job::mandate::validate).map(|m| Document::JobMandate(Box::new(m)))
         }

@@ -8,6 +8,7 @@ pub mod delegation;
 pub mod doc;
 pub mod documents;
 pub mod engine;
+#[cfg(feature = "job")]
 pub mod job;
 pub mod lookup;
 pub mod mandate;

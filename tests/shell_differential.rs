@@ -4,6 +4,7 @@
 //! segment with that command head) or lies inside an opaque segment. Zero misses. And the
 //! rule learned from every segment re-matches it (quoting and pinned arguments round-trip).
 //! The generated lines are only parsed, never executed.
+#![cfg(feature = "job")]
 
 use holon::job::call::Aspect;
 use holon::job::mandate::CommandMatcher;

@@ -75,6 +75,10 @@ pub enum DocError {
         "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate` or `holon_record` key"
     )]
     UnknownKind,
+    #[error(
+        "this is a job mandate (`mandate: 1`), and this build of holon has no job support: use a build with the `job` feature (the default)"
+    )]
+    NoJobSupport,
 }
 
 fn location(line: Option<usize>, column: Option<usize>) -> String {
@@ -116,7 +120,8 @@ pub enum DocKind {
     Manifest,
     Mandate,
     Record,
-    /// A job mandate (`mandate: 1`, `holon job`).
+    /// A job mandate (`mandate: 1`, `holon job`); only with the `job` feature.
+    #[cfg(feature = "job")]
     JobMandate,
 }
 
@@ -126,29 +131,36 @@ impl DocKind {
             DocKind::Manifest => "manifest",
             DocKind::Mandate => "mandate",
             DocKind::Record => "record",
+            #[cfg(feature = "job")]
             DocKind::JobMandate => "job_mandate",
         }
     }
 }
 
+/// The kind a job mandate is detected as: none in a build without the `job` feature, which
+/// still recognises one, to refuse it with [`DocError::NoJobSupport`] rather than call it
+/// unknown or take it for another kind.
+#[cfg(feature = "job")]
+const JOB_MANDATE: Option<DocKind> = Some(DocKind::JobMandate);
+#[cfg(not(feature = "job"))]
+const JOB_MANDATE: Option<DocKind> = None;
+
 /// Which document this is, by its top-level key.
 pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
     let obj = value.as_object().ok_or(DocError::UnknownKind)?;
-    let kinds = [
-        ("holon", DocKind::Manifest),
-        ("holon_mandate", DocKind::Mandate),
-        ("holon_record", DocKind::Record),
-        ("mandate", DocKind::JobMandate),
-    ];
     // `mandate` alone is a common word (a simulation scenario names its mandate file with
     // it): a job mandate is `mandate` with a number, or `mandate` beside `job`.
     let job_mandate = obj.get("mandate").is_some_and(|v| v.is_number() || obj.contains_key("job"));
-    let mut found = kinds
-        .iter()
-        .filter(|(key, kind)| obj.contains_key(*key) && (*kind != DocKind::JobMandate || job_mandate))
-        .map(|(_, k)| *k);
+    let kinds = [
+        (obj.contains_key("holon"), Some(DocKind::Manifest)),
+        (obj.contains_key("holon_mandate"), Some(DocKind::Mandate)),
+        (obj.contains_key("holon_record"), Some(DocKind::Record)),
+        (job_mandate, JOB_MANDATE),
+    ];
+    let mut found = kinds.into_iter().filter(|(present, _)| *present).map(|(_, kind)| kind);
     match (found.next(), found.next()) {
-        (Some(kind), None) => Ok(kind),
+        (Some(Some(kind)), None) => Ok(kind),
+        (Some(None), None) => Err(DocError::NoJobSupport),
         _ => Err(DocError::UnknownKind),
     }
 }
@@ -218,4 +230,22 @@ pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, L
     let value = yaml::parse(text, &Limits::default())
         .map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
     typed(&value).map_err(|violations| LoadError::Invalid { path: origin.into(), kind: "file", violations })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_mandate_is_detected_or_refused_as_one_never_taken_for_another_kind() {
+        let job = serde_json::json!({"mandate": 1, "job": "nightly"});
+        #[cfg(feature = "job")]
+        assert_eq!(detect_kind(&job), Ok(DocKind::JobMandate));
+        #[cfg(not(feature = "job"))]
+        assert_eq!(detect_kind(&job), Err(DocError::NoJobSupport));
+        let both = serde_json::json!({"mandate": 1, "holon_mandate": {}});
+        assert_eq!(detect_kind(&both), Err(DocError::UnknownKind));
+        let scenario_word = serde_json::json!({"mandate": "alice.yaml", "holon_record": {}});
+        assert_eq!(detect_kind(&scenario_word), Ok(DocKind::Record));
+    }
 }

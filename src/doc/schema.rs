@@ -12,6 +12,7 @@ use super::{DocKind, Violation};
 pub const MANIFEST_SCHEMA: &str = include_str!("../../schema/holon-manifest.schema.json");
 pub const MANDATE_SCHEMA: &str = include_str!("../../schema/holon-mandate.schema.json");
 pub const RECORD_SCHEMA: &str = include_str!("../../schema/holon-record.schema.json");
+#[cfg(feature = "job")]
 pub const JOB_MANDATE_SCHEMA: &str = include_str!("../../schema/holon-job-mandate.schema.json");
 
 /// Most violations reported for one document; past that the rest are summarised.
@@ -23,6 +24,7 @@ pub fn text(kind: DocKind) -> &'static str {
         DocKind::Manifest => MANIFEST_SCHEMA,
         DocKind::Mandate => MANDATE_SCHEMA,
         DocKind::Record => RECORD_SCHEMA,
+        #[cfg(feature = "job")]
         DocKind::JobMandate => JOB_MANDATE_SCHEMA,
     }
 }
@@ -34,6 +36,7 @@ fn compiled(kind: DocKind) -> Result<&'static Validator, String> {
         DocKind::Manifest => 0,
         DocKind::Mandate => 1,
         DocKind::Record => 2,
+        #[cfg(feature = "job")]
         DocKind::JobMandate => 3,
     };
     let cell = CELLS.get(index).ok_or_else(|| "no schema slot".to_owned())?;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "cli")]
 pub mod job_state;
 
 use holon::doc::{self, Limits};
@@ -62,6 +63,7 @@ pub fn violations(value: &Value) -> Vec<String> {
 }
 
 /// Runs the `holon` binary with `NO_COLOR`: (exit code, stdout, stderr).
+#[cfg(feature = "cli")]
 pub fn holon(args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
     (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
