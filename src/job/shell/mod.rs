@@ -22,7 +22,7 @@ pub use hosts::{url_host, url_hosts};
 use grammar::{Redirect, Unit};
 use kinds::{Kind, Value};
 
-pub use rule::{RuleWord, rule_words};
+pub use rule::{RULE_SHAPE, RuleError, RuleWord, rule_words};
 
 /// Most bytes of one command line we analyse; a longer one is opaque as a whole.
 pub const COMMAND_BYTES_MAX: usize = 16 * 1024;

@@ -38,7 +38,7 @@ impl Job {
                 mandate = Some(m);
             }
             Ok(None) => {}
-            Err(e) => integrity_error = Some(e),
+            Err(e) => integrity_error = Some(e.to_string()),
         }
         let mut pending_rules = BTreeMap::new();
         if let Some(p) = meta.pending
