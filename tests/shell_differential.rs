@@ -21,7 +21,7 @@ impl Rng {
         self.0
     }
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        let i = (self.next() % items.len() as u64) as usize;
+        let i = usize::try_from(self.next() % items.len() as u64).unwrap();
         items.get(i).copied().unwrap_or("")
     }
     fn chance(&mut self, percent: u64) -> bool {

@@ -19,15 +19,15 @@ use serde::Serialize;
 use super::out::{err, outln};
 
 /// Most threads, mandates and agents a load test may ask for.
-pub const THREADS_MAX: usize = 256;
-pub const MANDATES_MAX: usize = 1_000_000;
-pub const AGENTS_MAX: usize = 1_000_000;
+pub(crate) const THREADS_MAX: usize = 256;
+pub(crate) const MANDATES_MAX: usize = 1_000_000;
+pub(crate) const AGENTS_MAX: usize = 1_000_000;
 /// Most (thread, mandate) audit slots: each thread keeps the largest amount it saw per
 /// mandate, 8 bytes each, so this bounds that memory to 128 MB.
-pub const AUDIT_SLOTS_MAX: usize = 16_000_000;
+pub(super) const AUDIT_SLOTS_MAX: usize = 16_000_000;
 
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(super) struct Options {
     pub threads: usize,
     pub mandates: usize,
     pub agents: usize,
@@ -44,21 +44,21 @@ pub struct Options {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Latency {
+pub(super) struct Latency {
     pub p50: u64,
     pub p99: u64,
     pub p999: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Decisions {
+pub(super) struct Decisions {
     pub allowed: u64,
     pub held: u64,
     pub denied: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(super) struct Report {
     pub threads: usize,
     pub calls: u64,
     pub ops_per_sec: u64,
@@ -88,7 +88,7 @@ struct Worker {
 }
 
 /// Runs a load test. Errors only on impossible options.
-pub fn run(opts: &Options) -> anyhow::Result<Report> {
+pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     anyhow::ensure!((1..=THREADS_MAX).contains(&opts.threads), "--threads must be 1 to {THREADS_MAX}");
     anyhow::ensure!((1..=MANDATES_MAX).contains(&opts.mandates), "--mandates must be 1 to {MANDATES_MAX}");
     anyhow::ensure!((10..=AGENTS_MAX).contains(&opts.agents), "--agents must be 10 to {AGENTS_MAX}");
@@ -197,6 +197,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     Ok(Report {
         threads: opts.threads,
         calls,
+        // A float-to-int `as` saturates: a rate beyond u64 (never reached) reads u64::MAX.
+        #[allow(clippy::cast_possible_truncation)]
         ops_per_sec: (calls as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
         latency_ns: Latency {
             p50: hist.value_at_quantile(0.50),
@@ -212,7 +214,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         publishes: publishes.load(Ordering::Relaxed),
         receipts,
         receipts_dropped,
-        elapsed_ms: elapsed.as_millis() as u64,
+        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
     })
 }
 
@@ -288,7 +290,7 @@ fn work(
             }
             Admission::Denied(_) => w.decisions[2] += 1,
         }
-        let _ = w.hist.record(started.elapsed().as_nanos().max(1) as u64);
+        let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
         w.calls += 1;
         if w.calls.is_multiple_of(1024) {
             done_calls.fetch_add(1024, Ordering::Relaxed);
@@ -297,7 +299,7 @@ fn work(
     w
 }
 
-pub fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
+pub(super) fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(report)?)?;
         return Ok(());
@@ -345,6 +347,6 @@ pub fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow
     Ok(())
 }
 
-pub fn progress_wanted() -> bool {
+pub(super) fn progress_wanted() -> bool {
     std::io::stderr().is_terminal()
 }

@@ -12,7 +12,7 @@ use super::exit;
 use super::out::outln;
 use super::style::Style;
 
-pub fn run(
+pub(super) fn run(
     query: &str,
     mandate: &Path,
     agents: &Path,

@@ -25,7 +25,7 @@ struct Report {
     files: Vec<FileReport>,
 }
 
-pub fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(super) fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
     let mut files = Vec::new();
     let mut reports = Vec::new();
     for path in paths {

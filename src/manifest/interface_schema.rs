@@ -9,17 +9,17 @@ use serde_json::Value;
 use crate::doc::Violation;
 
 /// `uniqueItems: true` compares every pair of items; bound the list.
-pub const UNIQUE_ITEMS_MAX: u64 = 1000;
+pub(super) const UNIQUE_ITEMS_MAX: u64 = 1000;
 /// Most subschema applications one interface schema may ask for on its deepest example
 /// (each `anyOf`/`oneOf`/`allOf` branch, `$ref`, `not`, `if`/`then`/`else` and property or
 /// item schema counts one). A fan-out of `anyOf` through `$ref` doubles the work per
 /// level (docs/PERFORMANCE.md, "Hostile input").
-pub const SCHEMA_APPLICATIONS_MAX: u64 = 100_000;
+pub(super) const SCHEMA_APPLICATIONS_MAX: u64 = 100_000;
 /// Longest chain of subschemas (through `$ref` and combinators) counted; bounds the stack.
-pub const SCHEMA_CHAIN_MAX: usize = 256;
+pub(super) const SCHEMA_CHAIN_MAX: usize = 256;
 /// Why an interface schema is refused before it is compiled; each says what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SchemaWorkError {
+pub(super) enum SchemaWorkError {
     #[error(
         "`$id` below the root of an interface schema is not supported: write the subschema under `$defs` and refer to it with `$ref: \"#/$defs/NAME\"`"
     )]

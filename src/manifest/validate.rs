@@ -21,7 +21,7 @@ pub const RESERVED_ERROR_CODES: [&str; 7] = [
 ];
 
 /// Highest royalty an upstream author may demand of forks.
-pub const MIN_ROYALTY_MAX: Fixed6 = Fixed6::from_millionths(500_000);
+pub(super) const MIN_ROYALTY_MAX: Fixed6 = Fixed6::from_millionths(500_000);
 
 /// Checks a typed manifest; empty means valid.
 pub fn validate(m: &Manifest) -> Vec<Violation> {

@@ -23,17 +23,17 @@ fn json(w: &str) -> String {
 }
 
 /// A flag or subcommand word.
-pub fn quote_word(w: &str) -> String {
+pub(super) fn quote_word(w: &str) -> String {
     if needs_quotes(w) { json(w) } else { w.to_owned() }
 }
 
 /// The head: also quoted when it starts with `=` (an exact rule) .
-pub fn quote_head(w: &str) -> String {
+pub(super) fn quote_head(w: &str) -> String {
     if needs_quotes(w) || w.starts_with('=') { json(w) } else { w.to_owned() }
 }
 
 /// A pinned argument.
-pub fn quote_arg(w: &str) -> String {
+pub(super) fn quote_arg(w: &str) -> String {
     quote_word(w)
 }
 
