@@ -136,6 +136,8 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         if opts.publish_every_ms > 0 {
             let (engine, input, stop, publishes) = (&engine, &net.input, &stop, &publishes);
             s.spawn(move || {
+                // Relaxed: the stop flag publishes no data (the scope's join does), and
+                // the publish count is a statistic read after that join.
                 while !stop.load(Ordering::Relaxed) {
                     if engine.publish(input).is_ok() {
                         publishes.fetch_add(1, Ordering::Relaxed);
@@ -150,6 +152,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             std::thread::sleep(Duration::from_millis(20));
             let finished = handles.iter().all(|h| h.is_finished());
             if opts.duration.is_some_and(|d| start.elapsed() >= d) || finished {
+                // Relaxed: a stop request only; the workers' results come back by join.
                 stop.store(true, Ordering::Relaxed);
                 break;
             }
@@ -157,6 +160,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
                 && start.elapsed() > Duration::from_secs(1)
                 && last_progress.elapsed() > Duration::from_millis(250)
             {
+                // Relaxed: a progress figure, allowed to lag.
                 err!("\r  {:>5.1} s  {:>12} calls", start.elapsed().as_secs_f64(), done_calls.load(Ordering::Relaxed));
                 let _ = std::io::stderr().flush();
                 last_progress = Instant::now();
@@ -211,6 +215,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         mandates_audited: max_used.len(),
         max_used_micros: max,
         limit_micros: limit,
+        // Relaxed: read after the scope joined the publisher thread.
         publishes: publishes.load(Ordering::Relaxed),
         receipts,
         receipts_dropped,
@@ -243,6 +248,7 @@ fn work(
     let mut m_cursor = t;
     let mut a_cursor = t * 7;
     loop {
+        // Relaxed: the stop flag publishes no data; a late look costs at most 1024 calls.
         if per_thread.is_some_and(|n| w.calls >= n) || (w.calls.is_multiple_of(1024) && stop.load(Ordering::Relaxed)) {
             break;
         }
@@ -293,6 +299,7 @@ fn work(
         let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
         w.calls += 1;
         if w.calls.is_multiple_of(1024) {
+            // Relaxed: a progress figure only.
             done_calls.fetch_add(1024, Ordering::Relaxed);
         }
     }

@@ -144,6 +144,7 @@ impl ReceiptSink for ChannelSink {
         }
     }
     fn dropped(&self) -> u64 {
+        // Relaxed: a statistic, as where it is counted.
         self.dropped.load(Ordering::Relaxed)
     }
 }
