@@ -17,7 +17,7 @@ fn main() {
     let net = synthetic::network(&synthetic::Shape { agents: 100, mandates: 10, ..Default::default() })
         .expect("synthetic network");
     // Room for every receipt, so no drop path and no drain thread skew the count.
-    let (sink, rx) = ChannelSink::new((WARM_UP + n) as usize + 1);
+    let (sink, rx) = ChannelSink::new(usize::try_from(WARM_UP + n).expect("receipt room fits memory") + 1);
     let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
     engine.publish(&net.input).expect("publish");
     let call = Call::new(engine.mandate_ix("m0").expect("m0"), engine.agent_ix("syn/a1").expect("a1"), net.at);

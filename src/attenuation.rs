@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::catalog::AgentLookup;
+use crate::lookup::AgentLookup;
 use crate::mandate::{Mandate, Require};
 use crate::pattern::{AgentPattern, ClassPattern};
 

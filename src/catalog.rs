@@ -1,43 +1,20 @@
 //! A set of known agents: manifests with their records, loaded from directories.
-//! Admission asks it for the manifests of declared downstream agents; ranking and the
-//! CLI iterate it.
+//! It answers [`AgentLookup`] (the lookup of declared downstream agents, which lives in
+//! [`crate::lookup`] so that the decision layers do not depend on this loader); ranking
+//! and the CLI iterate it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::doc::{self, DocKind, Document, Limits, LoadError};
+use crate::doc::{self, DocKind, Limits, LoadError};
+use crate::documents::{self, Document};
+use crate::lookup::{AgentLookup, newest_in_range};
 use crate::manifest::Manifest;
 use crate::pattern::AgentId;
 use crate::record::AgentRecord;
 
 /// Most agents one catalog holds when loaded from disk.
 pub const AGENTS_MAX: usize = 100_000;
-
-/// Finds the manifest of a declared downstream agent.
-pub trait AgentLookup {
-    /// The newest known manifest of `id` whose version satisfies `range`
-    /// ([`newest_in_range`]: every implementation means exactly this).
-    fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest>;
-}
-
-/// The one meaning of "the manifest of a declared agent", shared by the CLI's catalog and
-/// the engine's snapshot: among `candidates`, the newest version of `id` that satisfies
-/// `range` (not the newest version, then filtered: with 1.4 and 2.0 known, `^1` finds 1.4).
-pub fn newest_in_range<'a>(
-    candidates: impl IntoIterator<Item = &'a Manifest>,
-    id: &AgentId,
-    range: &semver::VersionReq,
-) -> Option<&'a Manifest> {
-    candidates.into_iter().filter(|m| &m.id == id && range.matches(&m.version)).max_by(|a, b| a.version.cmp(&b.version))
-}
-
-/// A lookup that knows no agent (fail closed: undeclarable agents stay unmatched).
-pub struct NoAgents;
-impl AgentLookup for NoAgents {
-    fn find(&self, _: &AgentId, _: &semver::VersionReq) -> Option<&Manifest> {
-        None
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -87,7 +64,7 @@ impl Catalog {
             let Some(Document::Manifest(m)) = load_if(&f, DocKind::Manifest, &limits)? else { continue };
             let beside = f.with_file_name("record.yaml");
             let mut record = match beside.exists() {
-                true => Some(doc::load_record(&beside)?),
+                true => Some(documents::load_record(&beside)?),
                 false => None,
             };
             if let Some(rs) = records.get(&m.id) {
@@ -123,6 +100,7 @@ fn load_if(path: &Path, kind: DocKind, limits: &Limits) -> Result<Option<Documen
         Ok(k) if k == kind => {}
         _ => return Ok(None),
     }
-    let checked = doc::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    let checked =
+        documents::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
     checked.result.map(Some).map_err(|violations| LoadError::Invalid { path: origin, kind: kind.as_str(), violations })
 }

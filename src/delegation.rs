@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::attenuation::{Widening, attenuate};
-use crate::catalog::AgentLookup;
+use crate::lookup::AgentLookup;
 use crate::mandate::{Allow, Approval, Budget, Delegation, Mandate};
 use crate::manifest::{Call, Manifest};
 use crate::money::Amount;

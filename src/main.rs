@@ -1,4 +1,5 @@
 //! The `holon` command line. Library errors are typed; only this binary uses `anyhow`.
+#![forbid(unsafe_code)]
 
 mod cli;
 

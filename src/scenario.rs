@@ -26,6 +26,7 @@ use crate::admission::{self, CallContext, Code, Reason, Verdict};
 use crate::catalog::{Catalog, Entry};
 use crate::delegation;
 use crate::doc::{self, LoadError};
+use crate::documents;
 use crate::engine::{Assessor, Callee, EngineError};
 use crate::mandate::Mandate;
 use crate::money::Amount;
@@ -153,7 +154,7 @@ pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, C
         (None, Some(m)) => base.join(m),
         (None, None) => return Err(ScenarioError::Invalid(format!("{}: no mandate named", path.display()))),
     };
-    let mandate = doc::load_mandate(&mandate_path)?;
+    let mandate = documents::load_mandate(&mandate_path)?;
     let records = s.records.as_ref().map(|r| base.join(r));
     let catalog = Catalog::load(&[base.join(&s.agents)], records.as_deref())?;
     Ok((s, mandate, catalog))

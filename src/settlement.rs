@@ -14,7 +14,7 @@
 
 use serde::Serialize;
 
-use crate::catalog::AgentLookup;
+use crate::lookup::AgentLookup;
 use crate::manifest::{ChargeOn, Manifest, RESERVED_ERROR_CODES};
 use crate::money::{Amount, MICROS_PER_UNIT, MoneyError};
 use crate::pattern::AgentId;

@@ -4,9 +4,9 @@
 mod common;
 use common::*;
 use holon::admission::{self, Assessment, CallContext, Code, Verdict};
-use holon::catalog::NoAgents;
-use holon::doc::{self, Document};
+use holon::documents::{self, Document};
 use holon::engine::Assessor;
+use holon::lookup::NoAgents;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::money::Amount;
@@ -15,19 +15,23 @@ use holon::time::Timestamp;
 use serde_json::{Value, json};
 
 fn mandate(edits: &[Edit]) -> Mandate {
-    match doc::check_value(&apply(&load_value("examples/mandates/alice-root.yaml"), edits)).unwrap().result.unwrap() {
+    match documents::check_value(&apply(&load_value("examples/mandates/alice-root.yaml"), edits))
+        .unwrap()
+        .result
+        .unwrap()
+    {
         Document::Mandate(m) => *m,
         _ => unreachable!(),
     }
 }
 fn manifest(path: &str, edits: &[Edit]) -> Manifest {
-    match doc::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
+    match documents::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
         Document::Manifest(m) => *m,
         _ => unreachable!(),
     }
 }
 fn record(path: &str, edits: &[Edit]) -> AgentRecord {
-    match doc::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
+    match documents::check_value(&apply(&load_value(path), edits)).unwrap().result.unwrap() {
         Document::Record(r) => *r,
         _ => unreachable!(),
     }
@@ -57,7 +61,7 @@ fn assess(
     m: &Mandate,
     agent: &Manifest,
     rec: Option<&AgentRecord>,
-    lookup: &dyn holon::catalog::AgentLookup,
+    lookup: &dyn holon::lookup::AgentLookup,
     c: &CallContext,
 ) -> Assessment {
     Assessor::new(m, lookup).unwrap().assess(agent, rec, c).unwrap()

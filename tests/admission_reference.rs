@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use holon::admission::{CallContext, Code, CodeSet, Verdict};
-use holon::doc::{self, Document};
+use holon::documents::{self, Document};
 use holon::engine::{Admission, Assessor, Call, Engine, EngineConfig, SnapshotInput};
 use holon::money::Amount;
 use holon::time::Timestamp;
@@ -433,7 +433,7 @@ fn record_doc(a: &A, r: &R) -> Value {
 }
 
 fn typed(value: &Value) -> Document {
-    match doc::check_value(value).unwrap().result {
+    match documents::check_value(value).unwrap().result {
         Ok(d) => d,
         Err(v) => panic!("the generator made an invalid document: {v:?}\n{value:#}"),
     }

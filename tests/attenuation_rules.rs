@@ -6,10 +6,11 @@ mod common;
 use common::*;
 use holon::admission::{CallContext, Verdict};
 use holon::attenuation::attenuate;
-use holon::catalog::{Catalog, NoAgents};
+use holon::catalog::Catalog;
 use holon::delegation;
-use holon::doc::{self, Document};
+use holon::documents::{self, Document};
 use holon::engine::Assessor;
+use holon::lookup::NoAgents;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::money::Amount;
@@ -19,7 +20,7 @@ use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
 
 fn mandate_from(v: &Value) -> Mandate {
-    match doc::check_value(v).unwrap().result.unwrap_or_else(|e| panic!("{e:?}")) {
+    match documents::check_value(v).unwrap().result.unwrap_or_else(|e| panic!("{e:?}")) {
         Document::Mandate(m) => *m,
         _ => unreachable!(),
     }
@@ -27,14 +28,14 @@ fn mandate_from(v: &Value) -> Mandate {
 
 #[test]
 fn the_example_child_narrows_its_parent() {
-    let p = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
-    let c = doc::load_mandate("examples/mandates/alice-research.yaml".as_ref()).unwrap();
+    let p = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let c = documents::load_mandate("examples/mandates/alice-research.yaml".as_ref()).unwrap();
     assert_eq!(attenuate(&p, &c, &NoAgents), vec![]);
 }
 
 #[test]
 fn every_widening_is_caught() {
-    let parent = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let parent = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let base = load_value("examples/mandates/alice-research.yaml");
     let cases: Vec<(Vec<Edit>, &str)> = vec![
         (vec![set("/parent", json!("alice/other"))], "parent_mismatch"),
@@ -89,7 +90,7 @@ fn every_widening_is_caught() {
 
 #[test]
 fn derived_sub_mandate_of_the_worked_example() {
-    let parent = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let parent = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
     let pipeline = &catalog.get(&"holon-labs/invoice-pipeline".parse_id()).unwrap().manifest;
     let sub = delegation::derive(&parent, pipeline, Amount::parse("0.50").unwrap(), &catalog).unwrap();
@@ -333,7 +334,7 @@ fn soundness_case(input: SoundnessInput) -> Result<bool, TestCaseError> {
     let (p, steps, widen, agent_index, max_cost, spent_total_pct, spent_today_pct, day, by_capability) = input;
     let parent = mandate_from(&p);
     // A random widening can make the child invalid on its own (per_call above total).
-    let child = match doc::check_value(&narrow(&p, &steps, widen)).unwrap().result {
+    let child = match documents::check_value(&narrow(&p, &steps, widen)).unwrap().result {
         Ok(Document::Mandate(m)) => *m,
         _ => return Ok(false),
     };

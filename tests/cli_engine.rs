@@ -1,4 +1,5 @@
 //! `holon loadtest` and `holon demo` end to end.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 mod common;
 use common::holon;

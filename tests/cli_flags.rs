@@ -2,6 +2,7 @@
 //! are refused with exit 2 and a sentence naming the flag), and a closed output pipe ends
 //! a command with exit 2, never a panic. Each case runs the real binary under a time limit:
 //! `demo --seconds inf` never ended and `--seconds nan` panicked.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -1,5 +1,6 @@
 //! The mandate and search verbs through the real binary: the contract's exit codes,
 //! JSON keys, and the worked example end to end.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 use std::process::Command;
 

@@ -1,4 +1,5 @@
 //! `holon validate` through the real binary: exit codes, JSON shape, human output.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 mod common;
 use common::holon;

@@ -3,6 +3,7 @@
 //! worked example runs at its scenario's fixed `at`. Each command is run at a time in
 //! their first month and at one five years on (`--at`, the clock the commands read when
 //! no `--at` is given), and must decide the same.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 use holon::admission::{CallContext, Code, Verdict};
 use holon::catalog::Catalog;
 use holon::delegation;
-use holon::doc;
+use holon::documents;
 use holon::engine::{Assessor, Callee};
 use holon::mandate::Mandate;
 use holon::money::Amount;
@@ -20,7 +20,7 @@ fn a(s: &str) -> Amount {
 
 fn setup(sub_budget: &str) -> (Catalog, Mandate) {
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
-    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let root = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let pipeline = catalog.get(&id("holon-labs/invoice-pipeline")).unwrap().manifest.clone();
     let sub = delegation::derive(&root, &pipeline, a(sub_budget), &catalog).unwrap();
     (catalog, sub)
@@ -77,7 +77,7 @@ fn remaining_cap_is_enforced_at_the_boundary() {
 #[test]
 fn declared_max_cost_is_enforced() {
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
-    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let root = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let mut pipeline = catalog.get(&id("holon-labs/invoice-pipeline")).unwrap().manifest.clone();
     pipeline.calls[0].max_cost = a("0.003"); // extraction.table costs 0.004
     let sub = delegation::derive(&root, &pipeline, a("0.50"), &catalog).unwrap();

@@ -4,7 +4,7 @@
 
 use holon::admission::{Code, Verdict};
 use holon::catalog::Catalog;
-use holon::doc;
+use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, End, Engine, EngineConfig, EngineError, SnapshotInput, SubCall};
 use holon::money::Amount;
 use holon::pattern::Principal;
@@ -17,7 +17,7 @@ fn a(s: &str) -> Amount {
 
 fn input() -> SnapshotInput {
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
-    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let root = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     SnapshotInput {
         mandates: vec![Arc::new(root)],
         agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),

@@ -1,5 +1,6 @@
 //! The allowed path (admit + settle, receipt handed to the channel sink) and the denied
 //! path allocate nothing: a counting global allocator proves it.
+#![allow(unsafe_code)] // a counting global allocator is an `unsafe impl GlobalAlloc`
 
 use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, synthetic};
 use holon::money::Amount;

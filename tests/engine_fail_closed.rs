@@ -3,7 +3,7 @@
 
 use holon::admission::Code;
 use holon::catalog::Catalog;
-use holon::doc;
+use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, End, Engine, EngineConfig, SnapshotInput, SubCall};
 use holon::money::Amount;
 use holon::pattern::Principal;
@@ -16,7 +16,7 @@ fn a(s: &str) -> Amount {
 
 fn input() -> SnapshotInput {
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
-    let root = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let root = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     SnapshotInput {
         mandates: vec![Arc::new(root)],
         agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
@@ -264,7 +264,7 @@ fn a_spend_state_from_a_future_version_is_refused_clearly() {
 /// The CLI's agent lookup (newest version in range) and the engine's (newest version,
 /// then filtered) disagreed when an agent had several versions: with company-lookup 1.2
 /// and 2.0 known and a declared call `acme/company-lookup@^1`, the CLI allowed the
-/// orchestrator and the engine denied it. One function (`catalog::newest_in_range`) now.
+/// orchestrator and the engine denied it. One function (`lookup::newest_in_range`) now.
 #[test]
 fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
     let dir = std::env::temp_dir().join(format!("holon-lookup-{}", std::process::id()));
@@ -275,7 +275,7 @@ fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
     std::fs::write(dir.join("holon.yaml"), v2).unwrap();
     let catalog = Catalog::load(&["examples/agents".into(), dir.clone()], None).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
-    let mandate = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let mandate = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let pipeline = &catalog.get(&holon::pattern::AgentId::parse("holon-labs/invoice-pipeline").unwrap()).unwrap();
     // The CLI: the assessor against the catalog.
     let ctx = holon::admission::CallContext { max_cost: Some(a("0.60")), ..holon::admission::CallContext::at(at()) };

@@ -1,10 +1,11 @@
 //! Bad input of any kind gets a clear error and never a panic.
 
 use holon::doc::{self, DocError, Limits};
+use holon::documents;
 use proptest::prelude::*;
 
-fn check(text: &str) -> Result<doc::Checked, DocError> {
-    doc::check_str(text, &Limits::default())
+fn check(text: &str) -> Result<documents::Checked, DocError> {
+    documents::check_str(text, &Limits::default())
 }
 
 #[test]

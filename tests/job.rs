@@ -1,6 +1,7 @@
 //! `holon job` end to end: the golden proposal (and the same bytes for shuffled
 //! observations), every fail-closed condition, widen → approve → pass, undo chains, the
 //! Leash Line in both modes, concurrent checks, and `validate` on job mandates.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -3,6 +3,7 @@
 //! the learned calls must still pass, and every attack must block (exit 2) in cron scope.
 //! Plus the stateful holes: unknown jobs, lost state, undo, budgets, secrets on disk,
 //! terminal escapes, damaged drift, special files.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 use std::io::Write;
 use std::process::{Command, Stdio};

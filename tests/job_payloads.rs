@@ -3,6 +3,7 @@
 //! different calls look the same; and call payloads in argv form (`command` as an
 //! array, `command` plus `args`), `filePath`, and Glob patterns must be judged by what
 //! they do, not by the tool name only.
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 mod common;
 use common::job_state::State;

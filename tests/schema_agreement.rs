@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use holon::doc::{self, Limits, schema};
+use holon::documents;
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -35,7 +36,7 @@ fn examples_pass_schema_and_validator() {
         let value = doc::yaml::parse(&text, &Limits::default()).unwrap();
         let kind = doc::detect_kind(&value).unwrap();
         assert_eq!(schema::check(kind, &value), vec![], "{} against the schema", path.display());
-        let checked = doc::check_value(&value).unwrap();
+        let checked = documents::check_value(&value).unwrap();
         assert!(checked.result.is_ok(), "{}: {:?}", path.display(), checked.result.err());
     }
 }
@@ -57,7 +58,7 @@ fn invalid_fixtures_are_refused() {
         let kind = doc::detect_kind(&value).unwrap();
         let shape = schema::check(kind, &value);
         assert_eq!(!shape.is_empty(), structural, "{}: schema said {shape:?}", path.display());
-        let violations = doc::check_value(&value).unwrap().result.unwrap_err();
+        let violations = documents::check_value(&value).unwrap().result.unwrap_err();
         assert!(
             violations.iter().any(|v| v.path == expect),
             "{}: expected a violation at {expect}, got {violations:?}",
@@ -71,6 +72,6 @@ fn unreadable_fixtures_are_parse_errors() {
     let mut files = Vec::new();
     yaml_files(Path::new("testdata/unreadable"), &mut files);
     for path in files {
-        assert!(doc::check_file(&path, &Limits::default()).is_err(), "{}", path.display());
+        assert!(documents::check_file(&path, &Limits::default()).is_err(), "{}", path.display());
     }
 }

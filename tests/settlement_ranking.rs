@@ -1,7 +1,7 @@
 //! Settlement rules and the exact-sum property; ranking under a mandate.
 
 use holon::catalog::Catalog;
-use holon::doc;
+use holon::documents;
 use holon::money::Amount;
 use holon::pattern::AgentId;
 use holon::ranking;
@@ -71,7 +71,7 @@ proptest! {
 
 #[test]
 fn ranking_removes_denied_and_orders_by_cost_per_success() {
-    let m = doc::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    let m = documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
     let r = ranking::rank(&m, &catalog(), "", Timestamp::parse("2026-11-20T10:00:00Z").unwrap()).unwrap();
     let ranked: Vec<&str> = r.ranked.iter().map(|x| x.agent.as_str()).collect();
     // fx-convert 0.001/0.995, company-lookup 0.00184/0.93, table-extract 0.004/0.97

@@ -4,6 +4,7 @@
 //! segment with that command head) or lies inside an opaque segment. Zero misses. And the
 //! rule learned from every segment re-matches it (quoting and pinned arguments round-trip).
 //! The generated lines are only parsed, never executed.
+#![cfg(feature = "job")]
 
 use holon::job::call::Aspect;
 use holon::job::mandate::CommandMatcher;
@@ -20,7 +21,7 @@ impl Rng {
         self.0
     }
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        let i = (self.next() % items.len() as u64) as usize;
+        let i = usize::try_from(self.next() % items.len() as u64).unwrap();
         items.get(i).copied().unwrap_or("")
     }
     fn chance(&mut self, percent: u64) -> bool {

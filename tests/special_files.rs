@@ -2,6 +2,7 @@
 //! where a file is expected are refused at once (exit 2); symbolic links to directories
 //! are not walked. Each case runs the real binary under a time limit, because the holes
 //! were a command that eats memory (`/dev/zero`) or waits forever (a FIFO).
+#![cfg(feature = "cli")] // runs the `holon` binary
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

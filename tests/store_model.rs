@@ -126,7 +126,7 @@ mod sqlite {
     /// file format knowledge only: `user_version` is the big-endian u32 at byte 60.
     fn rusqlite_free_bump(path: &std::path::Path) -> bool {
         let mut bytes = std::fs::read(path).unwrap();
-        let version = (holon::store::sqlite::SCHEMA_VERSION + 1) as u32;
+        let version = u32::try_from(holon::store::sqlite::SCHEMA_VERSION + 1).unwrap();
         bytes[60..64].copy_from_slice(&version.to_be_bytes());
         std::fs::write(path, bytes).is_ok()
     }

@@ -2,12 +2,13 @@
 //! limits, kind, schema, typed model, the kind's rules), for every kind: never a panic.
 #![no_main]
 
-use holon::doc::{self, Limits};
+use holon::doc::Limits;
+use holon::documents;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     // The default limits, and small ones so that the limit paths are reached too.
-    let _ = doc::check_str(text, &Limits::default());
-    let _ = doc::check_str(text, &Limits { bytes_max: 4096, depth_max: 8, nodes_max: 200 });
+    let _ = documents::check_str(text, &Limits::default());
+    let _ = documents::check_str(text, &Limits { bytes_max: 4096, depth_max: 8, nodes_max: 200 });
 });

@@ -10,7 +10,7 @@
 use crate::admission::CallContext;
 use crate::admission::budget::BudgetLimits;
 use crate::admission::code::{Code, CodeSet, Reason};
-use crate::catalog::AgentLookup;
+use crate::lookup::AgentLookup;
 use crate::mandate::Mandate;
 use crate::manifest::Manifest;
 use crate::money::{Amount, Fixed6};

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use holon::admission::{self, Verdict};
 use holon::doc::{self, Limits};
+use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, Receipt, SnapshotInput, SubCall};
 use holon::money::Amount;
 use holon::scenario;
@@ -21,7 +22,7 @@ use super::loadtest;
 use super::out::outln;
 use super::style::Style;
 
-pub fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
+pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
     let mut ok = validate_all(examples, style)?;
     ok &= worked_example(examples, style)?;
     // The flag is checked by clap; this guards callers of `run` (NaN would panic below).
@@ -81,7 +82,7 @@ fn validate_all(examples: &Path, style: &Style) -> anyhow::Result<bool> {
     let limits = Limits::default();
     let (mut valid, mut total) = (0, 0);
     for path in doc::yaml_files(examples)? {
-        let Ok(checked) = doc::read_text(&path, &limits).and_then(|t| doc::check_str(&t, &limits)) else {
+        let Ok(checked) = doc::read_text(&path, &limits).and_then(|t| documents::check_str(&t, &limits)) else {
             continue; // not a holon document (the scenario file)
         };
         total += 1;

@@ -18,7 +18,7 @@ use super::out::{errln, out, outln};
 use super::style::Style;
 
 /// Most lines one `observe` reads.
-pub const OBSERVE_LINES_MAX: usize = 1_000_000;
+pub(super) const OBSERVE_LINES_MAX: usize = 1_000_000;
 
 fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
     Ok(Job::open(&state::root(state_dir), name)?)
@@ -39,7 +39,7 @@ fn regular_file(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 /// Never fails the caller: observe mode must not block a run, even on its own errors.
-pub fn observe(
+pub(super) fn observe(
     state_dir: Option<PathBuf>,
     name: &str,
     run: Option<String>,
@@ -87,7 +87,7 @@ pub fn observe(
     Ok(exit::OK)
 }
 
-pub fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+pub(super) fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let job = job(state_dir, name)?;
     let (v, text) = job.propose()?;
     out!("{text}")?;
@@ -95,13 +95,13 @@ pub fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+pub(super) fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let a = job(state_dir, name)?.approve()?;
     outln!("approved v{} sha256:{}; `{name}` is enforcing", a.version, a.sha256)?;
     Ok(exit::OK)
 }
 
-pub fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow::Result<u8> {
+pub(super) fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow::Result<u8> {
     let meta = job(state_dir, name)?.undo(to_observe)?;
     match meta.active {
         Some(v) => outln!("`{name}` is back on v{v}")?,
@@ -112,7 +112,7 @@ pub fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow:
     Ok(exit::OK)
 }
 
-pub fn check(
+pub(super) fn check(
     state_dir: Option<PathBuf>,
     name: &str,
     run: Option<String>,
@@ -167,7 +167,7 @@ fn blocked(reason: &str) -> state::Decision {
     }
 }
 
-pub fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Style) -> anyhow::Result<u8> {
+pub(super) fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Style) -> anyhow::Result<u8> {
     let mut records = job(state_dir, name)?.drift()?;
     records.reverse();
     if json_out {
@@ -197,7 +197,13 @@ pub fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Sty
     Ok(exit::OK)
 }
 
-pub fn widen(state_dir: Option<PathBuf>, name: &str, id: &str, pattern: bool, json_out: bool) -> anyhow::Result<u8> {
+pub(super) fn widen(
+    state_dir: Option<PathBuf>,
+    name: &str,
+    id: &str,
+    pattern: bool,
+    json_out: bool,
+) -> anyhow::Result<u8> {
     let id: u64 =
         id.trim_start_matches('#').parse().with_context(|| format!("`{id}` is not a drift id like 3 or #3"))?;
     let w = job(state_dir, name)?.widen(id, pattern)?;
@@ -219,13 +225,13 @@ pub fn widen(state_dir: Option<PathBuf>, name: &str, id: &str, pattern: bool, js
     Ok(exit::OK)
 }
 
-pub fn status(state_dir: Option<PathBuf>, name: &str, style: &Style) -> anyhow::Result<u8> {
+pub(super) fn status(state_dir: Option<PathBuf>, name: &str, style: &Style) -> anyhow::Result<u8> {
     let overview = job(state_dir, name)?.overview()?;
     out!("{}", leash::render(&overview, style.color))?;
     Ok(exit::OK)
 }
 
-pub fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+pub(super) fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let o = job(state_dir, name)?.overview()?;
     let ev = &o.evidence;
     let out = json!({

@@ -33,7 +33,7 @@ fn status_json(s: &MandateStatus) -> serde_json::Value {
     })
 }
 
-pub fn status(url: &str, mandate: Option<&str>, json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(crate) fn status(url: &str, mandate: Option<&str>, json: bool, style: &Style) -> anyhow::Result<u8> {
     let store = store::open(url)?;
     let all = store.status(mandate)?;
     if json {
@@ -62,7 +62,7 @@ pub fn status(url: &str, mandate: Option<&str>, json: bool, style: &Style) -> an
     Ok(exit::OK)
 }
 
-pub fn reconcile(url: &str, node: &str, json: bool) -> anyhow::Result<u8> {
+pub(crate) fn reconcile(url: &str, node: &str, json: bool) -> anyhow::Result<u8> {
     let store = store::open(url)?;
     let now = Timestamp::now();
     let done = store.reconcile(node, now.unix(), true)?;

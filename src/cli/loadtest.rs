@@ -19,15 +19,15 @@ use serde::Serialize;
 use super::out::{err, outln};
 
 /// Most threads, mandates and agents a load test may ask for.
-pub const THREADS_MAX: usize = 256;
-pub const MANDATES_MAX: usize = 1_000_000;
-pub const AGENTS_MAX: usize = 1_000_000;
+pub(crate) const THREADS_MAX: usize = 256;
+pub(crate) const MANDATES_MAX: usize = 1_000_000;
+pub(crate) const AGENTS_MAX: usize = 1_000_000;
 /// Most (thread, mandate) audit slots: each thread keeps the largest amount it saw per
 /// mandate, 8 bytes each, so this bounds that memory to 128 MB.
-pub const AUDIT_SLOTS_MAX: usize = 16_000_000;
+pub(super) const AUDIT_SLOTS_MAX: usize = 16_000_000;
 
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(super) struct Options {
     pub threads: usize,
     pub mandates: usize,
     pub agents: usize,
@@ -44,21 +44,21 @@ pub struct Options {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Latency {
+pub(super) struct Latency {
     pub p50: u64,
     pub p99: u64,
     pub p999: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Decisions {
+pub(super) struct Decisions {
     pub allowed: u64,
     pub held: u64,
     pub denied: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(super) struct Report {
     pub threads: usize,
     pub calls: u64,
     pub ops_per_sec: u64,
@@ -88,7 +88,7 @@ struct Worker {
 }
 
 /// Runs a load test. Errors only on impossible options.
-pub fn run(opts: &Options) -> anyhow::Result<Report> {
+pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     anyhow::ensure!((1..=THREADS_MAX).contains(&opts.threads), "--threads must be 1 to {THREADS_MAX}");
     anyhow::ensure!((1..=MANDATES_MAX).contains(&opts.mandates), "--mandates must be 1 to {MANDATES_MAX}");
     anyhow::ensure!((10..=AGENTS_MAX).contains(&opts.agents), "--agents must be 10 to {AGENTS_MAX}");
@@ -136,6 +136,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         if opts.publish_every_ms > 0 {
             let (engine, input, stop, publishes) = (&engine, &net.input, &stop, &publishes);
             s.spawn(move || {
+                // Relaxed: the stop flag publishes no data (the scope's join does), and
+                // the publish count is a statistic read after that join.
                 while !stop.load(Ordering::Relaxed) {
                     if engine.publish(input).is_ok() {
                         publishes.fetch_add(1, Ordering::Relaxed);
@@ -150,6 +152,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
             std::thread::sleep(Duration::from_millis(20));
             let finished = handles.iter().all(|h| h.is_finished());
             if opts.duration.is_some_and(|d| start.elapsed() >= d) || finished {
+                // Relaxed: a stop request only; the workers' results come back by join.
                 stop.store(true, Ordering::Relaxed);
                 break;
             }
@@ -157,6 +160,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
                 && start.elapsed() > Duration::from_secs(1)
                 && last_progress.elapsed() > Duration::from_millis(250)
             {
+                // Relaxed: a progress figure, allowed to lag.
                 err!("\r  {:>5.1} s  {:>12} calls", start.elapsed().as_secs_f64(), done_calls.load(Ordering::Relaxed));
                 let _ = std::io::stderr().flush();
                 last_progress = Instant::now();
@@ -197,6 +201,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     Ok(Report {
         threads: opts.threads,
         calls,
+        // A float-to-int `as` saturates: a rate beyond u64 (never reached) reads u64::MAX.
+        #[allow(clippy::cast_possible_truncation)]
         ops_per_sec: (calls as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
         latency_ns: Latency {
             p50: hist.value_at_quantile(0.50),
@@ -209,10 +215,11 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         mandates_audited: max_used.len(),
         max_used_micros: max,
         limit_micros: limit,
+        // Relaxed: read after the scope joined the publisher thread.
         publishes: publishes.load(Ordering::Relaxed),
         receipts,
         receipts_dropped,
-        elapsed_ms: elapsed.as_millis() as u64,
+        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
     })
 }
 
@@ -241,6 +248,7 @@ fn work(
     let mut m_cursor = t;
     let mut a_cursor = t * 7;
     loop {
+        // Relaxed: the stop flag publishes no data; a late look costs at most 1024 calls.
         if per_thread.is_some_and(|n| w.calls >= n) || (w.calls.is_multiple_of(1024) && stop.load(Ordering::Relaxed)) {
             break;
         }
@@ -288,16 +296,17 @@ fn work(
             }
             Admission::Denied(_) => w.decisions[2] += 1,
         }
-        let _ = w.hist.record(started.elapsed().as_nanos().max(1) as u64);
+        let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
         w.calls += 1;
         if w.calls.is_multiple_of(1024) {
+            // Relaxed: a progress figure only.
             done_calls.fetch_add(1024, Ordering::Relaxed);
         }
     }
     w
 }
 
-pub fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
+pub(super) fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(report)?)?;
         return Ok(());
@@ -345,6 +354,6 @@ pub fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow
     Ok(())
 }
 
-pub fn progress_wanted() -> bool {
+pub(super) fn progress_wanted() -> bool {
     std::io::stderr().is_terminal()
 }

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use holon::admission::{CallContext, Code, Verdict};
 use holon::attenuation;
-use holon::catalog::{Catalog, NoAgents};
+use holon::catalog::Catalog;
 use holon::delegation;
 use holon::doc;
+use holon::documents;
 use holon::engine::Assessor;
+use holon::lookup::NoAgents;
 use holon::money::Amount;
 use holon::scenario::{self, Receipt};
 use holon::time::Timestamp;
@@ -23,7 +25,7 @@ fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
     v.as_deref().map(|s| Amount::parse(s).with_context(|| format!("--{flag}"))).transpose()
 }
 
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     pub mandate: PathBuf,
     pub agents: Vec<PathBuf>,
     pub max_cost: Option<String>,
@@ -34,8 +36,8 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
-    let mandate = doc::load_mandate(&args.mandate)?;
+pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
+    let mandate = documents::load_mandate(&args.mandate)?;
     let catalog = Catalog::load(&args.agents, args.records.as_deref())?;
     if catalog.entries.is_empty() {
         anyhow::bail!("no agent manifest found in {:?}", args.agents);
@@ -107,9 +109,15 @@ pub fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
 
 /// `agents`: manifests for declared agents (what `derive` resolved against); none: no
 /// agent is known, so a child naming declared agents is checked against nothing.
-pub fn attenuate(parent: &Path, child: &Path, agents: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
-    let parent = doc::load_mandate(parent)?;
-    let child = doc::load_mandate(child)?;
+pub(crate) fn attenuate(
+    parent: &Path,
+    child: &Path,
+    agents: &[PathBuf],
+    json: bool,
+    style: &Style,
+) -> anyhow::Result<u8> {
+    let parent = documents::load_mandate(parent)?;
+    let child = documents::load_mandate(child)?;
     let widenings = if agents.is_empty() {
         attenuation::attenuate(&parent, &child, &NoAgents)
     } else {
@@ -134,8 +142,14 @@ pub fn attenuate(parent: &Path, child: &Path, agents: &[PathBuf], json: bool, st
     Ok(if widenings.is_empty() { exit::OK } else { exit::FAILED })
 }
 
-pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool, style: &Style) -> anyhow::Result<u8> {
-    let parent = doc::load_mandate(parent)?;
+pub(crate) fn derive(
+    parent: &Path,
+    agent: &Path,
+    max_cost: &Option<String>,
+    json: bool,
+    style: &Style,
+) -> anyhow::Result<u8> {
+    let parent = documents::load_mandate(parent)?;
     let manifest_path = if agent.is_dir() { agent.join("holon.yaml") } else { agent.to_path_buf() };
     // Declared downstream agents are resolved among the manifest's siblings. If they cannot
     // be read, derive without them (unresolved agents match no class: fail closed) and say so.
@@ -144,7 +158,7 @@ pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool
         errln!("holon: warning: the manifests beside the agent cannot be read ({e}); declared agents stay unresolved");
         Catalog::default()
     });
-    let manifest = doc::load_manifest(&manifest_path)?;
+    let manifest = documents::load_manifest(&manifest_path)?;
     if manifest.calls.is_empty() {
         anyhow::bail!("{} declares no downstream calls: there is no sub-mandate to derive", manifest.id);
     }
@@ -181,7 +195,7 @@ pub fn derive(parent: &Path, agent: &Path, max_cost: &Option<String>, json: bool
     }
 }
 
-pub fn simulate(mandate: &Path, scenario_path: &Path, json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(crate) fn simulate(mandate: &Path, scenario_path: &Path, json: bool, style: &Style) -> anyhow::Result<u8> {
     let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate))?;
     let report = scenario::run(&s, &mandate, &catalog)?;
     if json {

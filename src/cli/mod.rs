@@ -19,27 +19,27 @@ use clap::{Parser, Subcommand};
 use out::errln;
 
 /// Exit codes shared by every verb.
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const FAILED: u8 = 1;
-    pub const BAD_INPUT: u8 = 2;
-    pub const HELD: u8 = 3;
+pub(crate) mod exit {
+    pub(crate) const OK: u8 = 0;
+    pub(crate) const FAILED: u8 = 1;
+    pub(crate) const BAD_INPUT: u8 = 2;
+    pub(crate) const HELD: u8 = 3;
 }
 
 /// The range of every numeric flag; a value outside it is refused with exit 2.
-pub mod range {
+pub(crate) mod range {
     /// `demo --seconds`: seconds of load (the hot-mandate run gets half).
-    pub const DEMO_LOAD_S_MIN: f64 = 0.1;
-    pub const DEMO_LOAD_S_MAX: f64 = 600.0;
+    pub(crate) const DEMO_LOAD_S_MIN: f64 = 0.1;
+    pub(crate) const DEMO_LOAD_S_MAX: f64 = 600.0;
     /// `loadtest --duration-s`.
-    pub const LOADTEST_DURATION_S_MIN: f64 = 0.01;
-    pub const LOADTEST_DURATION_S_MAX: f64 = 86_400.0;
+    pub(crate) const LOADTEST_DURATION_S_MIN: f64 = 0.01;
+    pub(crate) const LOADTEST_DURATION_S_MAX: f64 = 86_400.0;
     /// `loadtest --calls`: at ten million calls a second, about a quarter of an hour.
-    pub const LOADTEST_CALLS_MAX: u64 = 10_000_000_000;
+    pub(crate) const LOADTEST_CALLS_MAX: u64 = 10_000_000_000;
     /// `loadtest --publish-every-ms` (0: never). The publisher sleeps this long between
     /// snapshots and the run waits for it to wake, so the interval bounds the run's end.
-    pub const LOADTEST_PUBLISH_EVERY_MS_MAX: u64 = 10_000;
-    pub use super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
+    pub(crate) const LOADTEST_PUBLISH_EVERY_MS_MAX: u64 = 10_000;
+    pub(crate) use super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
 }
 
 /// A finite number of seconds within `[min, max]`.
@@ -333,7 +333,7 @@ enum MandateCommand {
     },
 }
 
-pub fn run() -> ExitCode {
+pub(crate) fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -17,7 +17,7 @@ use std::fmt;
 use std::io::{self, Write};
 
 /// Writes `args` and a newline to standard output.
-pub fn line(args: fmt::Arguments<'_>) -> io::Result<()> {
+pub(super) fn line(args: fmt::Arguments<'_>) -> io::Result<()> {
     let mut lock = io::stdout().lock();
     lock.write_fmt(args)?;
     lock.write_all(b"\n")?;
@@ -27,26 +27,26 @@ pub fn line(args: fmt::Arguments<'_>) -> io::Result<()> {
 }
 
 /// Writes `args` to standard output, no newline.
-pub fn text(args: fmt::Arguments<'_>) -> io::Result<()> {
+pub(super) fn text(args: fmt::Arguments<'_>) -> io::Result<()> {
     let mut lock = io::stdout().lock();
     lock.write_fmt(args)?;
     lock.flush()
 }
 
 /// Writes `args` to standard error, no newline; failures are ignored.
-pub fn err_text(args: fmt::Arguments<'_>) {
+pub(super) fn err_text(args: fmt::Arguments<'_>) {
     let mut lock = io::stderr().lock();
     let _ = lock.write_fmt(args).and_then(|()| lock.flush());
 }
 
 /// Writes `args` and a newline to standard error; failures are ignored.
-pub fn err_line(args: fmt::Arguments<'_>) {
+pub(super) fn err_line(args: fmt::Arguments<'_>) {
     let mut lock = io::stderr().lock();
     let _ = lock.write_fmt(args).and_then(|()| lock.write_all(b"\n")).and_then(|()| lock.flush());
 }
 
 /// Did this error chain start with a write to a closed pipe?
-pub fn is_closed_pipe(error: &anyhow::Error) -> bool {
+pub(super) fn is_closed_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|e| e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
 }
 

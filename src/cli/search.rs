@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use holon::catalog::Catalog;
-use holon::doc;
+use holon::documents;
 use holon::ranking;
 use holon::time::Timestamp;
 use serde_json::json;
@@ -12,7 +12,7 @@ use super::exit;
 use super::out::outln;
 use super::style::Style;
 
-pub fn run(
+pub(super) fn run(
     query: &str,
     mandate: &Path,
     agents: &Path,
@@ -21,7 +21,7 @@ pub fn run(
     json: bool,
     style: &Style,
 ) -> anyhow::Result<u8> {
-    let mandate = doc::load_mandate(mandate)?;
+    let mandate = documents::load_mandate(mandate)?;
     let catalog = Catalog::load(&[PathBuf::from(agents)], records)?;
     // An expired mandate ranks nothing: every agent is excluded with `mandate_expired`.
     let at = match at {

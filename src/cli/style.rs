@@ -3,31 +3,31 @@
 use std::io::IsTerminal;
 
 #[derive(Debug, Clone, Copy)]
-pub struct Style {
+pub(super) struct Style {
     pub color: bool,
 }
 
 impl Style {
-    pub fn detect(no_color_flag: bool) -> Self {
+    pub(super) fn detect(no_color_flag: bool) -> Self {
         let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style { color: !no_color_flag && !no_color_env && std::io::stdout().is_terminal() }
     }
     fn paint(&self, code: &str, text: &str) -> String {
         if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
     }
-    pub fn good(&self, text: &str) -> String {
+    pub(super) fn good(&self, text: &str) -> String {
         self.paint("32", text)
     }
-    pub fn bad(&self, text: &str) -> String {
+    pub(super) fn bad(&self, text: &str) -> String {
         self.paint("31", text)
     }
-    pub fn warn(&self, text: &str) -> String {
+    pub(super) fn warn(&self, text: &str) -> String {
         self.paint("33", text)
     }
-    pub fn dim(&self, text: &str) -> String {
+    pub(super) fn dim(&self, text: &str) -> String {
         self.paint("2", text)
     }
-    pub fn bold(&self, text: &str) -> String {
+    pub(super) fn bold(&self, text: &str) -> String {
         self.paint("1", text)
     }
 }

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use holon::doc::{self, DocError, Limits, Violation};
+use holon::documents;
 use serde::Serialize;
 
 use super::exit;
@@ -24,7 +25,7 @@ struct Report {
     files: Vec<FileReport>,
 }
 
-pub fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(super) fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
     let mut files = Vec::new();
     let mut reports = Vec::new();
     for path in paths {
@@ -63,7 +64,7 @@ pub fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
 
 fn check_one(path: &Path, limits: &Limits) -> FileReport {
     let shown = path.display().to_string();
-    let checked = doc::read_text(path, limits).and_then(|text| doc::check_str(&text, limits));
+    let checked = doc::read_text(path, limits).and_then(|text| documents::check_str(&text, limits));
     match checked {
         Ok(c) => {
             let errors = c.result.err().unwrap_or_default();

@@ -5,7 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::DocError;
 
@@ -82,6 +82,54 @@ fn file_type_name(t: &std::fs::FileType) -> &'static str {
         }
     }
     "a special file"
+}
+
+/// Most YAML files one directory walk returns.
+pub const WALK_FILES_MAX: usize = 10_000;
+/// Deepest directory nesting walked.
+pub const WALK_DEPTH_MAX: usize = 32;
+
+/// `path` itself if it is a file; else every `.yaml`/`.yml` file below it, sorted,
+/// skipping hidden entries, bounded by [`WALK_FILES_MAX`] and [`WALK_DEPTH_MAX`].
+pub fn yaml_files(path: &Path) -> Result<Vec<PathBuf>, DocError> {
+    let mut out = Vec::new();
+    if path.is_dir() {
+        walk(path, 0, &mut out)?;
+    } else if path.exists() {
+        out.push(path.to_path_buf());
+    } else {
+        return Err(DocError::Io(format!("{}: no such file or directory", path.display())));
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), DocError> {
+    if depth > WALK_DEPTH_MAX {
+        return Err(DocError::Io(format!("{}: directories nested deeper than {WALK_DEPTH_MAX} levels", dir.display())));
+    }
+    // Each entry with its own type, symbolic links not followed: a link to a directory
+    // is not walked (a link to `.` would repeat the walk at every level), a link to a
+    // file is read like a file (and refused there if it leads to a device or a FIFO).
+    let mut entries: Vec<(PathBuf, bool)> = std::fs::read_dir(dir)
+        .map_err(|e| DocError::Io(format!("{}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir()))))
+        .filter(|(p, _)| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    entries.sort();
+    for (p, is_dir) in entries {
+        if is_dir {
+            walk(&p, depth + 1, out)?;
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            if out.len() >= WALK_FILES_MAX {
+                return Err(DocError::Io(format!(
+                    "more than {WALK_FILES_MAX} files under {}; name a smaller directory",
+                    dir.display()
+                )));
+            }
+            out.push(p);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

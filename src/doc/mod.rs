@@ -1,12 +1,16 @@
-//! The document layer: text in, typed and validated documents out.
+//! The bottom of the document layer: text in, shaped and typed values out. It knows YAML,
+//! the limits on a document, the kinds of document and their committed schemas, and how a
+//! violation is reported; it knows no typed document (those sit above it and use it to
+//! report their own violations). The pipeline that turns text into a typed, valid
+//! document is [`crate::documents`].
 //!
-//! Pipeline (parse → check shape → type → check meaning), each step a separate function:
+//! Steps (parse → check shape → type → check meaning), each a separate function:
 //! 1. [`yaml::parse`]: YAML text to a JSON value, under [`Limits`]. Failure = unparseable.
 //! 2. [`detect_kind`]: the top key says which document it is.
 //! 3. [`schema::check`]: the committed JSON Schema reports **every** shape violation.
 //! 4. typed deserialization (`serde_path_to_error` names the field of the first failure).
 //! 5. the kind's own rules (`manifest::validate`, `mandate::validate`, `record::validate`),
-//!    again reporting every violation.
+//!    again reporting every violation; [`validated`] runs 3 to 5 given those rules.
 //!
 //! Only `yaml.rs` knows YAML; everything above it sees `serde_json::Value`.
 
@@ -14,7 +18,7 @@ pub mod file;
 pub mod schema;
 pub mod yaml;
 
-pub use file::{read_bounded, read_text_bounded};
+pub use file::{WALK_DEPTH_MAX, WALK_FILES_MAX, read_bounded, read_text_bounded, yaml_files};
 
 use std::fmt;
 use std::path::Path;
@@ -23,10 +27,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
-
-use crate::mandate::Mandate;
-use crate::manifest::Manifest;
-use crate::record::AgentRecord;
 
 /// Limits on any document we read. Permission documents are small; these bound the work
 /// a hostile file can cause.
@@ -75,6 +75,10 @@ pub enum DocError {
         "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate` or `holon_record` key"
     )]
     UnknownKind,
+    #[error(
+        "this is a job mandate (`mandate: 1`), and this build of holon has no job support: use a build with the `job` feature (the default)"
+    )]
+    NoJobSupport,
 }
 
 fn location(line: Option<usize>, column: Option<usize>) -> String {
@@ -116,7 +120,8 @@ pub enum DocKind {
     Manifest,
     Mandate,
     Record,
-    /// A job mandate (`mandate: 1`, `holon job`).
+    /// A job mandate (`mandate: 1`, `holon job`); only with the `job` feature.
+    #[cfg(feature = "job")]
     JobMandate,
 }
 
@@ -126,77 +131,54 @@ impl DocKind {
             DocKind::Manifest => "manifest",
             DocKind::Mandate => "mandate",
             DocKind::Record => "record",
+            #[cfg(feature = "job")]
             DocKind::JobMandate => "job_mandate",
         }
     }
 }
 
+/// The kind a job mandate is detected as: none in a build without the `job` feature, which
+/// still recognises one, to refuse it with [`DocError::NoJobSupport`] rather than call it
+/// unknown or take it for another kind.
+#[cfg(feature = "job")]
+const JOB_MANDATE: Option<DocKind> = Some(DocKind::JobMandate);
+#[cfg(not(feature = "job"))]
+const JOB_MANDATE: Option<DocKind> = None;
+
 /// Which document this is, by its top-level key.
 pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
     let obj = value.as_object().ok_or(DocError::UnknownKind)?;
-    let kinds = [
-        ("holon", DocKind::Manifest),
-        ("holon_mandate", DocKind::Mandate),
-        ("holon_record", DocKind::Record),
-        ("mandate", DocKind::JobMandate),
-    ];
     // `mandate` alone is a common word (a simulation scenario names its mandate file with
     // it): a job mandate is `mandate` with a number, or `mandate` beside `job`.
     let job_mandate = obj.get("mandate").is_some_and(|v| v.is_number() || obj.contains_key("job"));
-    let mut found = kinds
-        .iter()
-        .filter(|(key, kind)| obj.contains_key(*key) && (*kind != DocKind::JobMandate || job_mandate))
-        .map(|(_, k)| *k);
+    let kinds = [
+        (obj.contains_key("holon"), Some(DocKind::Manifest)),
+        (obj.contains_key("holon_mandate"), Some(DocKind::Mandate)),
+        (obj.contains_key("holon_record"), Some(DocKind::Record)),
+        (job_mandate, JOB_MANDATE),
+    ];
+    let mut found = kinds.into_iter().filter(|(present, _)| *present).map(|(_, kind)| kind);
     match (found.next(), found.next()) {
-        (Some(kind), None) => Ok(kind),
+        (Some(Some(kind)), None) => Ok(kind),
+        (Some(None), None) => Err(DocError::NoJobSupport),
         _ => Err(DocError::UnknownKind),
     }
 }
 
-/// A typed, valid document.
-#[derive(Debug, Clone)]
-pub enum Document {
-    Manifest(Box<Manifest>),
-    Mandate(Box<Mandate>),
-    Record(Box<AgentRecord>),
-    JobMandate(Box<crate::job::JobMandate>),
-}
-
-/// What reading one document gives: its kind, then the document or every violation.
-#[derive(Debug, Clone)]
-pub struct Checked {
-    pub kind: DocKind,
-    pub result: Result<Document, Vec<Violation>>,
-}
-
-/// Reads, shapes, types and validates one document from text.
-pub fn check_str(text: &str, limits: &Limits) -> Result<Checked, DocError> {
-    let value = yaml::parse(text, limits)?;
-    check_value(&value)
-}
-
-/// Steps 2 to 5 of the pipeline on an already-parsed value.
-pub fn check_value(value: &Value) -> Result<Checked, DocError> {
-    let kind = detect_kind(value)?;
+/// Steps 3 to 5 for a value of a known kind: every shape violation (schema), else the
+/// typed value, else every violation of the kind's own `rules`.
+pub fn validated<T: DeserializeOwned>(
+    kind: DocKind,
+    value: &Value,
+    rules: impl FnOnce(&T) -> Vec<Violation>,
+) -> Result<T, Vec<Violation>> {
     let shape = schema::check(kind, value);
     if !shape.is_empty() {
-        return Ok(Checked { kind, result: Err(shape) });
+        return Err(shape);
     }
-    let result = match kind {
-        DocKind::Manifest => typed::<Manifest>(value)
-            .and_then(|m| reject_if_any(crate::manifest::validate(&m)).map(|()| Document::Manifest(Box::new(m)))),
-        DocKind::Mandate => typed::<Mandate>(value)
-            .and_then(|m| reject_if_any(crate::mandate::validate(&m)).map(|()| Document::Mandate(Box::new(m)))),
-        DocKind::Record => typed::<AgentRecord>(value)
-            .and_then(|r| reject_if_any(crate::record::validate(&r)).map(|()| Document::Record(Box::new(r)))),
-        DocKind::JobMandate => typed::<crate::job::JobMandate>(value)
-            .and_then(|m| reject_if_any(crate::job::mandate::validate(&m)).map(|()| Document::JobMandate(Box::new(m)))),
-    };
-    Ok(Checked { kind, result })
-}
-
-fn reject_if_any(violations: Vec<Violation>) -> Result<(), Vec<Violation>> {
-    if violations.is_empty() { Ok(()) } else { Err(violations) }
+    let typed: T = typed(value)?;
+    let violations = rules(&typed);
+    if violations.is_empty() { Ok(typed) } else { Err(violations) }
 }
 
 /// Deserializes into the typed model; the first failure becomes a violation at its path.
@@ -214,12 +196,6 @@ fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, Vec<Violation>> {
             .fold(String::new(), |acc, seg| acc + "/" + &seg);
         vec![Violation::new(path, e.into_inner().to_string())]
     })
-}
-
-/// Reads a file and checks it. I/O problems are [`DocError::Io`].
-pub fn check_file(path: &Path, limits: &Limits) -> Result<Checked, DocError> {
-    let text = read_text(path, limits)?;
-    check_str(&text, limits)
 }
 
 /// Reads a regular file as UTF-8 text, at most `limits.bytes_max` bytes
@@ -243,63 +219,6 @@ fn list(violations: &[Violation]) -> String {
     violations.iter().map(|v| format!("  {v}")).collect::<Vec<_>>().join("\n")
 }
 
-/// Loads and validates a document of one expected kind from text; `origin` names it.
-pub fn load_str(text: &str, origin: &str, expected: DocKind, limits: &Limits) -> Result<Document, LoadError> {
-    let checked = check_str(text, limits).map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
-    if checked.kind != expected {
-        return Err(LoadError::WrongKind {
-            path: origin.into(),
-            expected: expected.as_str(),
-            found: checked.kind.as_str(),
-        });
-    }
-    checked.result.map_err(|violations| LoadError::Invalid { path: origin.into(), kind: expected.as_str(), violations })
-}
-
-/// [`load_str`] for a file.
-pub fn load_file(path: &Path, expected: DocKind, limits: &Limits) -> Result<Document, LoadError> {
-    let origin = path.display().to_string();
-    let text = read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
-    load_str(&text, &origin, expected, limits)
-}
-
-pub fn load_manifest(path: &Path) -> Result<Manifest, LoadError> {
-    match load_file(path, DocKind::Manifest, &Limits::default())? {
-        Document::Manifest(m) => Ok(*m),
-        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "manifest", found: "other" }),
-    }
-}
-
-pub fn load_mandate(path: &Path) -> Result<Mandate, LoadError> {
-    match load_file(path, DocKind::Mandate, &Limits::default())? {
-        Document::Mandate(m) => Ok(*m),
-        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "mandate", found: "other" }),
-    }
-}
-
-pub fn load_record(path: &Path) -> Result<AgentRecord, LoadError> {
-    match load_file(path, DocKind::Record, &Limits::default())? {
-        Document::Record(r) => Ok(*r),
-        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "record", found: "other" }),
-    }
-}
-
-/// Parses a mandate from YAML text (for embedding and doctests).
-pub fn mandate_from_str(text: &str) -> Result<Mandate, LoadError> {
-    match load_str(text, "<mandate>", DocKind::Mandate, &Limits::default())? {
-        Document::Mandate(m) => Ok(*m),
-        _ => Err(LoadError::WrongKind { path: "<mandate>".into(), expected: "mandate", found: "other" }),
-    }
-}
-
-/// Parses a manifest from YAML text (for embedding and doctests).
-pub fn manifest_from_str(text: &str) -> Result<Manifest, LoadError> {
-    match load_str(text, "<manifest>", DocKind::Manifest, &Limits::default())? {
-        Document::Manifest(m) => Ok(*m),
-        _ => Err(LoadError::WrongKind { path: "<manifest>".into(), expected: "manifest", found: "other" }),
-    }
-}
-
 /// Serializes a document back to YAML (the only other place YAML is written is `yaml.rs`).
 pub fn to_yaml<T: Serialize>(doc: &T) -> Result<String, DocError> {
     yaml::to_string(doc)
@@ -313,50 +232,20 @@ pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, L
     typed(&value).map_err(|violations| LoadError::Invalid { path: origin.into(), kind: "file", violations })
 }
 
-/// Most YAML files one directory walk returns.
-pub const WALK_FILES_MAX: usize = 10_000;
-/// Deepest directory nesting walked.
-pub const WALK_DEPTH_MAX: usize = 32;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// `path` itself if it is a file; else every `.yaml`/`.yml` file below it, sorted,
-/// skipping hidden entries, bounded by [`WALK_FILES_MAX`] and [`WALK_DEPTH_MAX`].
-pub fn yaml_files(path: &Path) -> Result<Vec<std::path::PathBuf>, DocError> {
-    let mut out = Vec::new();
-    if path.is_dir() {
-        walk(path, 0, &mut out)?;
-    } else if path.exists() {
-        out.push(path.to_path_buf());
-    } else {
-        return Err(DocError::Io(format!("{}: no such file or directory", path.display())));
+    #[test]
+    fn a_job_mandate_is_detected_or_refused_as_one_never_taken_for_another_kind() {
+        let job = serde_json::json!({"mandate": 1, "job": "nightly"});
+        #[cfg(feature = "job")]
+        assert_eq!(detect_kind(&job), Ok(DocKind::JobMandate));
+        #[cfg(not(feature = "job"))]
+        assert_eq!(detect_kind(&job), Err(DocError::NoJobSupport));
+        let both = serde_json::json!({"mandate": 1, "holon_mandate": {}});
+        assert_eq!(detect_kind(&both), Err(DocError::UnknownKind));
+        let scenario_word = serde_json::json!({"mandate": "alice.yaml", "holon_record": {}});
+        assert_eq!(detect_kind(&scenario_word), Ok(DocKind::Record));
     }
-    Ok(out)
-}
-
-fn walk(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) -> Result<(), DocError> {
-    if depth > WALK_DEPTH_MAX {
-        return Err(DocError::Io(format!("{}: directories nested deeper than {WALK_DEPTH_MAX} levels", dir.display())));
-    }
-    // Each entry with its own type, symbolic links not followed: a link to a directory
-    // is not walked (a link to `.` would repeat the walk at every level), a link to a
-    // file is read like a file (and refused there if it leads to a device or a FIFO).
-    let mut entries: Vec<(std::path::PathBuf, bool)> = std::fs::read_dir(dir)
-        .map_err(|e| DocError::Io(format!("{}: {e}", dir.display())))?
-        .filter_map(|e| e.ok().map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir()))))
-        .filter(|(p, _)| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .collect();
-    entries.sort();
-    for (p, is_dir) in entries {
-        if is_dir {
-            walk(&p, depth + 1, out)?;
-        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            if out.len() >= WALK_FILES_MAX {
-                return Err(DocError::Io(format!(
-                    "more than {WALK_FILES_MAX} files under {}; name a smaller directory",
-                    dir.display()
-                )));
-            }
-            out.push(p);
-        }
-    }
-    Ok(())
 }

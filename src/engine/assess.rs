@@ -11,7 +11,7 @@ use super::symbols::Names;
 use super::{EngineError, RUN_KEY};
 use crate::admission::explain::{self, Documents, Figures};
 use crate::admission::{Assessment, CallContext, Verdict};
-use crate::catalog::AgentLookup;
+use crate::lookup::AgentLookup;
 use crate::mandate::Mandate;
 use crate::manifest::Manifest;
 use crate::record::AgentRecord;

@@ -308,7 +308,7 @@ pub(crate) struct Run {
 impl Run {
     /// Derives and compiles the sub-mandate (the table of what the gateway derives, docs/rulings.md, delegation) for
     /// `orchestrator` under `parent`. `Err` when the derived mandate would widen its parent.
-    pub fn open(
+    pub(crate) fn open(
         engine: &Engine,
         snap: &Snapshot,
         parent: &CompiledMandate,

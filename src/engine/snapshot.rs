@@ -12,7 +12,7 @@ use super::EngineError;
 use super::ledger::{DAY_MICROS_MAX, Ledger, LedgerLimits};
 use super::symbols::{Names, Symbols};
 use crate::admission::{BudgetLimits, Code, CodeSet};
-use crate::catalog::{AgentLookup, newest_in_range};
+use crate::lookup::{AgentLookup, newest_in_range};
 use crate::mandate::Mandate;
 use crate::manifest::{ChargeOn, Manifest, PricingModel, RuntimeKind};
 use crate::money::{Amount, Currency, FxRate};

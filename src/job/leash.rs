@@ -44,6 +44,8 @@ fn level(evidence: u64, max: u64) -> char {
         return '▁';
     }
     // 1..=8: the largest evidence is a full block, a third of it about `▃`.
+    // A float-to-int `as` saturates; the value is 0..=7 here (and `min(7)` below).
+    #[allow(clippy::cast_possible_truncation)]
     let idx = ((evidence as f64 / max as f64) * 7.0).round() as usize;
     LEVELS.get(idx.min(7)).copied().unwrap_or('█')
 }

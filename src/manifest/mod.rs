@@ -1,4 +1,5 @@
 //! The agent manifest (`holon.yaml`): what an agent offers.
+mod interface_schema;
 mod model;
 mod validate;
 

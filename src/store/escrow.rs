@@ -62,7 +62,7 @@ pub enum EscrowError {
 
 impl MandateRow {
     /// What a new lease may still take against `total`.
-    pub fn available_micros(&self) -> u64 {
+    pub(crate) fn available_micros(&self) -> u64 {
         self.limits.total_micros.saturating_sub(self.spent_micros.saturating_add(self.leased_micros))
     }
 }

@@ -4,10 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-pub struct State(pub PathBuf);
+pub(crate) struct State(pub PathBuf);
 
 impl State {
-    pub fn new(name: &str) -> State {
+    pub(crate) fn new(name: &str) -> State {
         let dir = std::env::temp_dir().join(format!("holon-job-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         State(dir)
@@ -15,7 +15,7 @@ impl State {
 
     /// `holon job --state DIR ARGS...` with `stdin`, in an environment without the job
     /// variables except `env`: (exit code, stdout, stderr).
-    pub fn holon_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    pub(crate) fn holon_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_holon"));
         cmd.arg("job")
             .arg("--state")
@@ -39,13 +39,13 @@ impl State {
         )
     }
 
-    pub fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
+    pub(crate) fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
         self.holon_env(args, stdin, &[])
     }
 
     /// Observes `calls` as run `r1` (and `run2` as `r2`) of `job` in `/work/repo`, or feeds
     /// them to `check` in observe mode with `by_check`; then proposes and approves.
-    pub fn learn_job(&self, job: &str, calls: &[String], run2: &[String], by_check: bool) {
+    pub(crate) fn learn_job(&self, job: &str, calls: &[String], run2: &[String], by_check: bool) {
         if by_check {
             assert_eq!(self.holon(&["observe", job, "--run", "r1"], "").0, 0);
             for c in calls {

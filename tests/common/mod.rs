@@ -1,31 +1,33 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-pub mod job_state;
-pub mod store_model;
+#[cfg(feature = "cli")]
+pub(crate) mod job_state;
+pub(crate) mod store_model;
 
 use holon::doc::{self, Limits};
+use holon::documents;
 use serde_json::Value;
 
-pub enum Edit {
+pub(crate) enum Edit {
     Set(&'static str, Value),
     Remove(&'static str),
 }
 
-pub fn set(pointer: &'static str, value: Value) -> Edit {
+pub(crate) fn set(pointer: &'static str, value: Value) -> Edit {
     Edit::Set(pointer, value)
 }
-pub fn remove(pointer: &'static str) -> Edit {
+pub(crate) fn remove(pointer: &'static str) -> Edit {
     Edit::Remove(pointer)
 }
 
-pub fn load_value(path: &str) -> Value {
+pub(crate) fn load_value(path: &str) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
     doc::yaml::parse(&text, &Limits::default()).unwrap()
 }
 
 /// Applies edits at JSON Pointers (the parent must exist; the last token is created).
-pub fn apply(base: &Value, edits: &[Edit]) -> Value {
+pub(crate) fn apply(base: &Value, edits: &[Edit]) -> Value {
     let mut doc = base.clone();
     for edit in edits {
         let pointer = match edit {
@@ -53,8 +55,8 @@ pub fn apply(base: &Value, edits: &[Edit]) -> Value {
 }
 
 /// Every violation of a document, as "pointer: message" strings.
-pub fn violations(value: &Value) -> Vec<String> {
-    let checked = doc::check_value(value).unwrap();
+pub(crate) fn violations(value: &Value) -> Vec<String> {
+    let checked = documents::check_value(value).unwrap();
     match checked.result {
         Ok(_) => vec![],
         Err(v) => v.iter().map(|v| format!("{}: {}", v.path, v.message)).collect(),
@@ -62,7 +64,8 @@ pub fn violations(value: &Value) -> Vec<String> {
 }
 
 /// Runs the `holon` binary with `NO_COLOR`: (exit code, stdout, stderr).
-pub fn holon(args: &[&str]) -> (i32, String, String) {
+#[cfg(feature = "cli")]
+pub(crate) fn holon(args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon")).args(args).env("NO_COLOR", "1").output().unwrap();
     (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
 }

@@ -6,12 +6,12 @@
 use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits};
 use proptest::prelude::*;
 
-pub const NODES: usize = 3;
-pub const LIMIT_MICROS: u64 = 1_000_000;
-pub const TTL_S: u64 = 30;
+pub(crate) const NODES: usize = 3;
+pub(crate) const LIMIT_MICROS: u64 = 1_000_000;
+pub(crate) const TTL_S: u64 = 30;
 
 #[derive(Debug, Clone)]
-pub enum Op {
+pub(crate) enum Op {
     Refill { node: usize, want: u64 },
     Spend { node: usize, amount: u64 },
     Flush { node: usize, give_back_pct: u64 },
@@ -22,7 +22,7 @@ pub enum Op {
     LowerLimit { pct: u64 },
 }
 
-pub fn op() -> impl Strategy<Value = Op> {
+pub(crate) fn op() -> impl Strategy<Value = Op> {
     let node = 0..NODES;
     prop_oneof![
         3 => (node.clone(), 1u64..=400_000).prop_map(|(node, want)| Op::Refill { node, want }),
@@ -178,7 +178,7 @@ impl World<'_> {
     }
 }
 
-pub fn run(store: &dyn LedgerStore, ops: &[Op]) -> Result<(), String> {
+pub(crate) fn run(store: &dyn LedgerStore, ops: &[Op]) -> Result<(), String> {
     store.publish_limits("m", Limits { total_micros: LIMIT_MICROS, per_day_micros: None }, false).unwrap();
     let mut world = World { store, nodes: vec![Node::default(); NODES], now: 1_000, acknowledged: 0, spent_seen: 0 };
     for op in ops {

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{JobMandate, glob};
 use crate::job::call::{Aspect, Family, ToolCall};
+use crate::job::shell::RuleError;
 
 /// How a rule's pinned arguments match.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,11 +35,10 @@ pub enum CommandMatcher {
 }
 
 impl CommandMatcher {
-    pub fn parse(rule: &str) -> Result<Self, String> {
+    pub fn parse(rule: &str) -> Result<Self, RuleError> {
         if let Some(exact) = rule.strip_prefix('=') {
             return Ok(CommandMatcher::Exact(exact.to_owned()));
         }
-        let shape = "a rule is `[NAME=* ...] command [subcommand] [-flags...] [-- arguments...]`, `-*` for any flags, `*`/`**` for any argument(s), or `=exact text`";
         let words = crate::job::shell::rule_words(rule)?;
         let mut words = words.into_iter().peekable();
         let mut env = Vec::new();
@@ -51,12 +51,12 @@ impl CommandMatcher {
                 _ => break,
             }
         }
-        let head = words.next().ok_or_else(|| format!("`{rule}` names no command"))?.text;
+        let head = words.next().ok_or_else(|| RuleError::NoCommand { rule: rule.to_owned() })?.text;
         let (mut subcommand, mut flags, mut any_flags, mut args) = (None, Vec::new(), false, None::<Vec<ArgPattern>>);
         for w in words {
             if let Some(list) = &mut args {
                 if list.last() == Some(&ArgPattern::Rest) {
-                    return Err(format!("`{rule}`: `**` must be the last argument"));
+                    return Err(RuleError::RestNotLast { rule: rule.to_owned() });
                 }
                 list.push(match (w.quoted, w.text.as_str()) {
                     (false, "*") => ArgPattern::One,
@@ -72,7 +72,7 @@ impl CommandMatcher {
             } else if subcommand.is_none() && flags.is_empty() && !any_flags {
                 subcommand = Some(w.text);
             } else {
-                return Err(format!("`{rule}`: `{}` is neither a flag nor the subcommand; {shape}", w.text));
+                return Err(RuleError::Misplaced { rule: rule.to_owned(), word: w.text });
             }
         }
         Ok(CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args: args.unwrap_or_default() })
@@ -142,7 +142,7 @@ struct PathSet {
 }
 
 impl PathSet {
-    fn compile(rules: &[String]) -> Result<PathSet, String> {
+    fn compile(rules: &[String]) -> Result<PathSet, globset::Error> {
         let mut builders = [GlobSetBuilder::new(), GlobSetBuilder::new(), GlobSetBuilder::new()];
         for r in rules {
             let i = match place(r) {
@@ -151,11 +151,11 @@ impl PathSet {
                 Place::Inside => 2,
             };
             if let Some(b) = builders.get_mut(i) {
-                b.add(glob(r).map_err(|e| e.to_string())?);
+                b.add(glob(r)?);
             }
         }
         let [a, b, c] = builders;
-        let build = |b: GlobSetBuilder| b.build().map_err(|e| e.to_string());
+        let build = |b: GlobSetBuilder| b.build();
         Ok(PathSet { absolute: build(a)?, above: build(b)?, inside: build(c)? })
     }
 
@@ -176,6 +176,15 @@ pub struct Failure {
     pub reason: String,
 }
 
+/// Why a job mandate cannot be compiled (a valid one always can: its rules were checked).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Glob(#[from] globset::Error),
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+}
+
 /// A job mandate compiled for checking calls.
 #[derive(Debug)]
 pub struct Checker {
@@ -188,7 +197,7 @@ pub struct Checker {
 }
 
 impl Checker {
-    pub fn compile(m: &JobMandate) -> Result<Checker, String> {
+    pub fn compile(m: &JobMandate) -> Result<Checker, CompileError> {
         let set = PathSet::compile;
         let mut tools = m.tools.clone();
         tools.sort();

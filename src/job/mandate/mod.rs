@@ -107,7 +107,7 @@ pub fn validate(m: &JobMandate) -> Vec<Violation> {
     }
     for (i, rule) in m.commands.iter().enumerate() {
         if let Err(e) = CommandMatcher::parse(rule) {
-            v.push(Violation::new(format!("/commands/{i}"), e));
+            v.push(Violation::new(format!("/commands/{i}"), e.to_string()));
         }
     }
     v
@@ -122,5 +122,5 @@ pub fn valid_job_name(name: &str) -> bool {
 mod checker;
 mod text;
 
-pub use checker::{ArgPattern, Checker, CommandMatcher, Failure, host_matches};
-pub use text::{evidence_of, from_yaml, to_yaml};
+pub use checker::{ArgPattern, Checker, CommandMatcher, CompileError, Failure, host_matches};
+pub use text::{ReadError, evidence_of, from_yaml, to_yaml};

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::checker::ArgPattern;
 use super::{CommandMatcher, Evidence, Evidenced, JobMandate};
+use crate::doc::{self, DocError, DocKind, Violation};
 
 /// The YAML of a job mandate with its evidence, byte for byte deterministic: lists in
 /// byte order, every string double-quoted, one evidence comment per rule.
@@ -138,14 +139,22 @@ pub fn evidence_of(yaml: &str, m: &JobMandate) -> Evidenced {
     }
 }
 
+/// Why a job mandate's text is not a valid job mandate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Unreadable(#[from] DocError),
+    #[error("the document is not a job mandate (`mandate: 1`)")]
+    NotAJobMandate,
+    #[error("{}", .0.iter().map(|v| format!("{}: {}", v.path, v.message)).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<Violation>),
+}
+
 /// Parses a job mandate's YAML through the document layer (limits, schema, rules).
-pub fn from_yaml(text: &str) -> Result<JobMandate, String> {
-    match crate::doc::check_str(text, &crate::doc::Limits::default()) {
-        Ok(checked) => match checked.result {
-            Ok(crate::doc::Document::JobMandate(m)) => Ok(*m),
-            Ok(_) => Err("the document is not a job mandate (`mandate: 1`)".into()),
-            Err(v) => Err(v.iter().map(|v| format!("{}: {}", v.path, v.message)).collect::<Vec<_>>().join("; ")),
-        },
-        Err(e) => Err(e.to_string()),
+pub fn from_yaml(text: &str) -> Result<JobMandate, ReadError> {
+    let value = doc::yaml::parse(text, &doc::Limits::default())?;
+    if doc::detect_kind(&value)? != DocKind::JobMandate {
+        return Err(ReadError::NotAJobMandate);
     }
+    doc::validated(DocKind::JobMandate, &value, super::validate).map_err(ReadError::Invalid)
 }

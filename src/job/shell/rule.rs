@@ -23,22 +23,42 @@ fn json(w: &str) -> String {
 }
 
 /// A flag or subcommand word.
-pub fn quote_word(w: &str) -> String {
+pub(super) fn quote_word(w: &str) -> String {
     if needs_quotes(w) { json(w) } else { w.to_owned() }
 }
 
 /// The head: also quoted when it starts with `=` (an exact rule) .
-pub fn quote_head(w: &str) -> String {
+pub(super) fn quote_head(w: &str) -> String {
     if needs_quotes(w) || w.starts_with('=') { json(w) } else { w.to_owned() }
 }
 
 /// A pinned argument.
-pub fn quote_arg(w: &str) -> String {
+pub(super) fn quote_arg(w: &str) -> String {
     quote_word(w)
 }
 
+/// The shape of a command rule, told with every error about one.
+pub const RULE_SHAPE: &str = "a rule is `[NAME=* ...] command [subcommand] [-flags...] [-- arguments...]`, `-*` for any flags, `*`/`**` for any argument(s), or `=exact text`";
+
+/// Why a command rule cannot be read; each names the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("`{rule}`: a quoted word is not closed")]
+    UnclosedQuote { rule: String },
+    #[error("`{rule}`: bad quoted word {word}: {message}")]
+    BadQuotedWord { rule: String, word: String, message: String },
+    #[error("`{rule}`: a space must follow a quoted word")]
+    NoSpaceAfterQuote { rule: String },
+    #[error("`{rule}` names no command")]
+    NoCommand { rule: String },
+    #[error("`{rule}`: `**` must be the last argument")]
+    RestNotLast { rule: String },
+    #[error("`{rule}`: `{word}` is neither a flag nor the subcommand; {RULE_SHAPE}")]
+    Misplaced { rule: String, word: String },
+}
+
 /// Splits a rule into words. `Err` names what is wrong.
-pub fn rule_words(rule: &str) -> Result<Vec<RuleWord>, String> {
+pub fn rule_words(rule: &str) -> Result<Vec<RuleWord>, RuleError> {
     let mut words = Vec::new();
     let mut rest = rule.trim_start();
     while !rest.is_empty() {
@@ -57,14 +77,17 @@ pub fn rule_words(rule: &str) -> Result<Vec<RuleWord>, String> {
                     _ => i += 1,
                 }
             }
-            let end = end.ok_or_else(|| format!("`{rule}`: a quoted word is not closed"))?;
+            let end = end.ok_or_else(|| RuleError::UnclosedQuote { rule: rule.to_owned() })?;
             let quoted = rest.get(..=end).unwrap_or_default();
-            let text: String =
-                serde_json::from_str(quoted).map_err(|e| format!("`{rule}`: bad quoted word {quoted}: {e}"))?;
+            let text: String = serde_json::from_str(quoted).map_err(|e| RuleError::BadQuotedWord {
+                rule: rule.to_owned(),
+                word: quoted.to_owned(),
+                message: e.to_string(),
+            })?;
             words.push(RuleWord { text, quoted: true });
             rest = rest.get(end + 1..).unwrap_or_default();
             if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
-                return Err(format!("`{rule}`: a space must follow a quoted word"));
+                return Err(RuleError::NoSpaceAfterQuote { rule: rule.to_owned() });
             }
         } else {
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());

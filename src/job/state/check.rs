@@ -56,10 +56,10 @@ impl Job {
         let lock = self.lock(true);
         let path = self.path("writes.json");
         let state_dir = fs::canonicalize(self.root()).ok().map(|p| p.display().to_string());
-        let read = lock.as_ref().map_err(ToString::to_string).and_then(|_| {
-            let meta = self.meta().map_err(|e| e.to_string())?;
+        let read = lock.as_ref().map_err(|e| Unusable::Lock(e.to_string())).and_then(|_| {
+            let meta = self.meta()?;
             let mandate = self.active(&meta)?.map(|(_, _, m)| m);
-            let counts: BTreeMap<String, (u64, String)> = read_json(&path).map_err(|e| e.to_string())?;
+            let counts: BTreeMap<String, (u64, String)> = read_json(&path)?;
             Ok((mandate, counts))
         });
         let (view, mut counts) = match read {
@@ -77,7 +77,7 @@ impl Job {
             }
             Ok((None, counts)) => (
                 StateView::Enforce {
-                    mandate: Err("enforce mode without an active version".into()),
+                    mandate: Err(Unusable::NoActiveVersion),
                     written_in_run: 0,
                     run: run.to_owned(),
                     state_dir: None,
@@ -202,6 +202,20 @@ fn families(failures: &[Failure]) -> Vec<&'static str> {
     f
 }
 
+/// Why enforce mode has no mandate to check a call against (the call is then blocked).
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    #[error("enforce mode without an active version")]
+    NoActiveVersion,
+    /// The state lock could not be taken (its error is kept by the caller).
+    #[error("{0}")]
+    Lock(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Active(#[from] super::versions::ActiveError),
+}
+
 /// What the job's state says, as read before deciding.
 #[derive(Debug)]
 pub enum StateView {
@@ -213,7 +227,7 @@ pub enum StateView {
     /// Enforce mode: the active mandate (or why it cannot be used: missing, tampered,
     /// damaged) and what the run already wrote.
     Enforce {
-        mandate: Result<Box<super::mandate::JobMandate>, String>,
+        mandate: Result<Box<super::mandate::JobMandate>, Unusable>,
         written_in_run: u64,
         run: String,
         /// The state directory, absolute: a call may not write into its own leash.
@@ -308,6 +322,7 @@ pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scop
 mod tests {
     use super::*;
     use crate::job::mandate::{JobLimits, JobMandate, PathRules};
+    use crate::job::state::ActiveError;
 
     fn mandate() -> Box<JobMandate> {
         Box::new(JobMandate {
@@ -323,7 +338,7 @@ mod tests {
         })
     }
 
-    fn enforce(m: Result<Box<JobMandate>, String>, written: u64) -> StateView {
+    fn enforce(m: Result<Box<JobMandate>, Unusable>, written: u64) -> StateView {
         StateView::Enforce { mandate: m, written_in_run: written, run: "r".into(), state_dir: Some("/w/.holon".into()) }
     }
 
@@ -346,8 +361,8 @@ mod tests {
             ("missing", || StateView::NoJob("no job".into()), [[true, true, false]; 3]),
             ("damaged", || StateView::Unreadable("bad json".into()), [[true, true, false]; 3]),
             ("observe", || StateView::Observe, [[false; 3]; 3]),
-            ("tampered", || enforce(Err("no longer hashes".into()), 0), [[true; 3]; 3]),
-            ("no active version", || enforce(Err("without an active version".into()), 0), [[true; 3]; 3]),
+            ("tampered", || enforce(Err(Unusable::Active(ActiveError::NoApproval)), 0), [[true; 3]; 3]),
+            ("no active version", || enforce(Err(Unusable::NoActiveVersion), 0), [[true; 3]; 3]),
             ("enforcing", || enforce(Ok(mandate()), 0), [[false; 3], [true; 3], [true; 3]]),
             ("budget spent", || enforce(Ok(mandate()), 1), [[false; 3], [true; 3], [true; 3]]),
         ];

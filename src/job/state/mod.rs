@@ -29,9 +29,10 @@ mod store;
 mod versions;
 mod widen;
 
-pub use check::{Outcome, StateView, decide};
+pub use check::{Outcome, StateView, Unusable, decide};
 pub use overview::Overview;
 pub use store::{Locked, atomic_write, sha256_hex};
+pub use versions::ActiveError;
 pub use widen::{Preview, Widened};
 
 /// Most drift records kept per job (the oldest are dropped; ids are never reused).

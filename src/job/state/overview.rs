@@ -38,11 +38,12 @@ impl Job {
                 mandate = Some(m);
             }
             Ok(None) => {}
-            Err(e) => integrity_error = Some(e),
+            Err(e) => integrity_error = Some(e.to_string()),
         }
         let mut pending_rules = BTreeMap::new();
         if let Some(p) = meta.pending
-            && let Ok(m) = self.version_text(p).map_err(|e| e.to_string()).and_then(|t| mandate::from_yaml(&t))
+            && let Ok(t) = self.version_text(p)
+            && let Ok(m) = mandate::from_yaml(&t)
         {
             let empty = JobMandate { tools: vec![], commands: vec![], hosts: vec![], ..m.clone() };
             let base = mandate.as_ref().unwrap_or(&empty);

@@ -41,7 +41,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 }
 
 /// Longest wait for the job's lock, in milliseconds.
-pub const LOCK_WAIT_MS_MAX: u64 = 5_000;
+pub(super) const LOCK_WAIT_MS_MAX: u64 = 5_000;
 /// Pause between two tries of the lock, in milliseconds.
 const LOCK_POLL_MS: u64 = 5;
 

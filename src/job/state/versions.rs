@@ -8,6 +8,21 @@ use crate::job::mandate::{self, JobMandate};
 use crate::job::propose;
 use crate::time::Timestamp;
 
+/// Why the active version cannot be used: enforce mode then blocks every call.
+#[derive(Debug, thiserror::Error)]
+pub enum ActiveError {
+    #[error(transparent)]
+    Unreadable(#[from] StateError),
+    #[error("the active version has no approval")]
+    NoApproval,
+    #[error(
+        "version {version} no longer hashes to its approval (sha256 {approved} approved, {actual} now): the mandate file was changed"
+    )]
+    Changed { version: u32, approved: String, actual: String },
+    #[error(transparent)]
+    Invalid(#[from] mandate::ReadError),
+}
+
 impl Job {
     /// Compiles the observations into a new pending version; returns it and its text.
     pub fn propose(&self) -> Result<(u32, String), StateError> {
@@ -81,18 +96,17 @@ impl Job {
     }
 
     /// The active version's mandate, after verifying its text against its approval hash.
-    pub fn active(&self, meta: &Meta) -> Result<Option<(u32, String, JobMandate)>, String> {
+    pub fn active(&self, meta: &Meta) -> Result<Option<(u32, String, JobMandate)>, ActiveError> {
         let Some(v) = meta.active else { return Ok(None) };
-        let text = self.version_text(v).map_err(|e| e.to_string())?;
-        let approved =
-            meta.approvals.iter().rev().find(|a| a.version == v).ok_or("the active version has no approval")?;
+        let text = self.version_text(v)?;
+        let approved = meta.approvals.iter().rev().find(|a| a.version == v).ok_or(ActiveError::NoApproval)?;
         let actual = sha256_hex(&text);
         if actual != approved.sha256 {
-            return Err(format!(
-                "version {v} no longer hashes to its approval (sha256 {} approved, {} now): the mandate file was changed",
-                short(&approved.sha256),
-                short(&actual)
-            ));
+            return Err(ActiveError::Changed {
+                version: v,
+                approved: short(&approved.sha256).to_owned(),
+                actual: short(&actual).to_owned(),
+            });
         }
         let m = mandate::from_yaml(&text)?;
         Ok(Some((v, text, m)))

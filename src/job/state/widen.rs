@@ -27,8 +27,10 @@ impl Job {
             ))
         })?;
         let base_text = self.version_text(base_v)?;
-        let base = mandate::from_yaml(&base_text)
-            .map_err(|e| StateError::Damaged { path: self.version_path(base_v).display().to_string(), message: e })?;
+        let base = mandate::from_yaml(&base_text).map_err(|e| StateError::Damaged {
+            path: self.version_path(base_v).display().to_string(),
+            message: e.to_string(),
+        })?;
         let mut ev = mandate::evidence_of(&base_text, &base);
         let mut next = base.clone();
         let mut added = Vec::new();
