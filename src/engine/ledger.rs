@@ -518,7 +518,7 @@ impl Ledger {
         // Step 1: `used`. Relaxed: see the module comment. A failed CAS backs off (spins a
         // little longer each time) so two threads on one hot mandate do not keep stealing
         // the line from each other.
-        let backoff = crossbeam::utils::Backoff::new();
+        let backoff = crossbeam_utils::Backoff::new();
         let mut used = self.used.load(Ordering::Relaxed);
         let extra = loop {
             let Some(left) = limits.total_micros.checked_sub(used).filter(|left| *left >= worst_micros) else {
