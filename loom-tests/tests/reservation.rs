@@ -80,7 +80,7 @@ fn three_reservers_never_overrun_and_end_exact() {
                                 }
                                 None => {
                                     granted.sub(worst);
-                                    ledger.release(charge);
+                                    ledger.refund(charge);
                                     0
                                 }
                             };
@@ -99,7 +99,7 @@ fn three_reservers_never_overrun_and_end_exact() {
             .collect();
         let kept: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(ledger.settled_micros(), kept);
-        assert_eq!(ledger.used_micros(), kept, "nothing stays reserved");
+        assert_eq!(ledger.spent_micros(), kept, "nothing stays reserved");
         audit(&ledger);
     });
 }
@@ -113,7 +113,7 @@ fn day_rollover_races_a_reservation() {
         let old_day = thread::spawn(move || {
             if let Ok(c) = l1.reserve(6, 10, LIMITS) {
                 within(&l1, 10);
-                l1.release(c);
+                l1.refund(c);
             }
             within(&l1, 10);
         });
@@ -124,10 +124,10 @@ fn day_rollover_races_a_reservation() {
             charge
         });
         old_day.join().unwrap();
-        let charge = new_day.join().unwrap().expect("4 always fits the total after the old day's release");
+        let charge = new_day.join().unwrap().expect("4 always fits the total after the old day's refund");
         assert_eq!(charge.day(), Some(11));
-        assert_eq!(ledger.used_micros(), 4);
-        assert_eq!(ledger.day_word(), (11, 4));
+        assert_eq!(ledger.spent_micros(), 4);
+        assert_eq!(ledger.spent_day_word(), (11, 4));
         ledger.audit(4).unwrap();
     });
 }
@@ -173,7 +173,7 @@ fn a_lease_is_taken_back_before_a_denial_and_the_totals_stay_exact() {
             Err(_) => ledger.reserve(63, 7, LEASING).expect("63 fits once A has ended"),
         };
         let kept_b = ledger.settle(b, 63);
-        ledger.return_all_leases();
+        ledger.refund_all_leases();
         assert_eq!(ledger.settled_micros(), kept_a + kept_b);
         assert_eq!(ledger.claimed_micros(), kept_a + kept_b, "nothing stays reserved or leased");
         assert_eq!(ledger.claimed_day_word(), (7, kept_a + kept_b));
@@ -193,7 +193,7 @@ fn a_new_day_never_spends_yesterdays_lease() {
             holon::engine::ledger::pin_lease_shard(0);
             let charge = l1.reserve(1, 7, LEASING).expect("day 7 has room");
             within_limits(&l1, 7, LEASING);
-            l1.release(charge);
+            l1.refund(charge);
             charge
         });
         holon::engine::ledger::pin_lease_shard(0);
@@ -202,8 +202,8 @@ fn a_new_day_never_spends_yesterdays_lease() {
         within_limits(&ledger, 8, LEASING);
         let old = yesterday.join().unwrap();
         assert!(old.day().is_some_and(|d| d >= 7));
-        ledger.release(today);
-        ledger.return_all_leases();
+        ledger.refund(today);
+        ledger.refund_all_leases();
         assert_eq!(ledger.claimed_micros(), 0, "every micro-unit came back");
         assert_eq!(ledger.claimed_day_word(), (8, 0));
         audit(&ledger);
@@ -228,7 +228,7 @@ fn one_shard_shared_by_two_threads_and_a_sweeper() {
                             granted.add_within(worst, 64);
                             within_limits(&ledger, 7, LEASING);
                             granted.sub(worst);
-                            ledger.release(charge);
+                            ledger.refund(charge);
                         }
                         Err(_) => within_limits(&ledger, 7, LEASING),
                     }
@@ -238,7 +238,7 @@ fn one_shard_shared_by_two_threads_and_a_sweeper() {
         for h in handles {
             h.join().unwrap();
         }
-        ledger.return_all_leases();
+        ledger.refund_all_leases();
         assert_eq!((ledger.claimed_micros(), ledger.settled_micros()), (0, 0), "every micro-unit came back");
         audit(&ledger);
     });
@@ -271,18 +271,18 @@ fn two_admissions_through_the_engine_never_overrun() {
                 thread::spawn(move || {
                     let kept = match engine.admit(&call) {
                         Admission::Allowed(r) => {
-                            assert!(ledger.used_micros() <= 1500);
+                            assert!(ledger.spent_micros() <= 1500);
                             r.settle(Amount::from_micros(100 * (i + 1)), call.at).unwrap().kept.micros()
                         }
                         _ => 0,
                     };
-                    assert!(ledger.used_micros() <= 1500);
+                    assert!(ledger.spent_micros() <= 1500);
                     kept
                 })
             })
             .collect();
         let kept: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-        assert_eq!((ledger.settled_micros(), ledger.used_micros()), (kept, kept));
+        assert_eq!((ledger.settled_micros(), ledger.spent_micros()), (kept, kept));
         audit(&ledger);
     });
 }
@@ -309,7 +309,7 @@ fn expiry_races_settle_and_exactly_one_wins() {
         let reclaimed = reaper.join().unwrap();
         assert_eq!(settled.late, reclaimed == 1, "exactly one of them ended the slot");
         assert!(worst >= 500);
-        assert_eq!((ledger.used_micros(), ledger.settled_micros()), (500, 500), "counted once, as the actual");
+        assert_eq!((ledger.spent_micros(), ledger.settled_micros()), (500, 500), "counted once, as the actual");
         audit(&ledger);
     });
 }
@@ -354,7 +354,7 @@ fn sub_call_against_reaper(old_reaper: bool) {
         let later = Timestamp::from_unix(net.at.unix() + 1_000_000);
         let reclaimed = if old_reaper { e2.reclaim_expired_racy(later, &l2, today) } else { e2.reclaim_expired(later) };
         // Reserved + settled (leases aside: the root ledger is quiet while this runs).
-        assert!(l2.used_micros() >= 700, "run spend left the mandate: {}", l2.used_micros());
+        assert!(l2.spent_micros() >= 700, "run spend left the mandate: {}", l2.spent_micros());
         reclaimed
     });
     let second = match r.sub_call(&sub) {
@@ -366,7 +366,7 @@ fn sub_call_against_reaper(old_reaper: bool) {
         Admission::Held(_) => panic!("held inside a run"),
     };
     let reclaimed = reaper.join().unwrap();
-    assert!(ledger.used_micros() >= 700 + second, "run spend left the mandate: {}", ledger.used_micros());
+    assert!(ledger.spent_micros() >= 700 + second, "run spend left the mandate: {}", ledger.spent_micros());
     let settled = r.settle(Amount::from_micros(2_000), net.at).unwrap();
     assert!(reclaimed >= usize::from(settled.late));
     assert_eq!(settled.kept.micros(), 2_000 + 700 + second, "own price plus the run, once");
@@ -439,7 +439,7 @@ fn publish_races_an_admission() {
         };
         assert_eq!(publisher.join().unwrap(), 2);
         let ledger = engine.ledger(call.mandate).unwrap();
-        assert_eq!((kept, ledger.settled_micros(), ledger.used_micros()), (300, 300, 300));
+        assert_eq!((kept, ledger.settled_micros(), ledger.spent_micros()), (300, 300, 300));
         let snap = engine.snapshot();
         assert!(Arc::ptr_eq(&snap.mandates().next().unwrap().ledger, &ledger), "the ledger was carried over");
         audit(&ledger);

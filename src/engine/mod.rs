@@ -262,11 +262,11 @@ impl Engine {
         self.cell.store(Arc::clone(&snapshot));
         // The epochs of the limits are committed only now that the publish succeeded (a
         // failed one compiled them and changed nothing). Leases taken under limits this
-        // publish changed go back, so none waits in an idle shard for its epoch to come
+        // publish changed are refunded, so none waits in an idle shard for its epoch to come
         // round again (calls check the epoch anyway).
         for m in snapshot.mandates() {
             m.ledger.commit_epoch(m.ledger_limits);
-            m.ledger.return_stale_leases(m.ledger_limits.epoch);
+            m.ledger.refund_stale_leases(m.ledger_limits.epoch);
         }
         *generation = next;
         Ok(next)
@@ -371,8 +371,8 @@ impl Engine {
             budget::check_limits(
                 &m.limits,
                 wc.worst,
-                Amount::from_micros(ledger.used_micros()),
-                Amount::from_micros(ledger.day_micros(today)),
+                Amount::from_micros(ledger.spent_micros()),
+                Amount::from_micros(ledger.spent_day_micros(today)),
             )
         };
         let in_run = |codes: CodeSet| if ask.run.is_some() { delegated_codes(codes) } else { codes };
@@ -619,8 +619,8 @@ impl Engine {
         let ctx = admission::CallContext {
             at: call.at,
             max_cost: call.max_cost,
-            spent_total: Amount::from_micros(m.ledger.used_micros()),
-            spent_today: Amount::from_micros(m.ledger.day_micros(today)),
+            spent_total: Amount::from_micros(m.ledger.spent_micros()),
+            spent_today: Amount::from_micros(m.ledger.spent_day_micros(today)),
             by_capability: call.by_capability,
             delegated: false,
         };
@@ -657,7 +657,7 @@ impl Engine {
     pub fn reclaim_expired_racy(&self, now: Timestamp, root: &Ledger, day: u64) -> usize {
         self.slots.reclaim_expired(now.unix(), |r| {
             if r.parent_id == 0 {
-                root.release(ledger::Charge::exact(r.worst_micros, Some(day)));
+                root.refund(ledger::Charge::exact(r.worst_micros, Some(day)));
             }
         })
     }

@@ -141,14 +141,14 @@ impl<'e> Reservation<'e> {
     /// What the run's sub-calls have reserved or settled so far (an estimate while they
     /// run; see [`Reservation::settle`] for the figure billed).
     pub fn run_spent(&self) -> Amount {
-        self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.used_micros()))
+        self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.spent_micros()))
     }
 
-    /// What the run's sub-calls claim: reserved + settled, with the run's leases returned
+    /// What the run's sub-calls claim: reserved + settled, with the run's leases refunded
     /// first, so sub-calls still in flight count at their worst case (never below).
     fn run_claimed(&self) -> Amount {
         self.run.as_ref().map_or(Amount::ZERO, |r| {
-            r.mandate.ledger.return_all_leases();
+            r.mandate.ledger.refund_all_leases();
             Amount::from_micros(r.mandate.ledger.claimed_micros())
         })
     }
@@ -180,7 +180,7 @@ impl<'e> Reservation<'e> {
     pub(crate) fn release_quietly(mut self) {
         self.ended = true;
         let _won = self.engine.slots().end(self.held.ticket);
-        self.held.ledger.release(self.held.charge);
+        self.held.ledger.refund(self.held.charge);
     }
 
     /// Ends the reservation with `billed` (settle) or nothing (release). Returns what was
@@ -194,7 +194,7 @@ impl<'e> Reservation<'e> {
         let kept = match billed {
             Some(billed) => Amount::from_micros(self.held.ledger.settle(self.held.charge, billed.micros())),
             None => {
-                self.held.ledger.release(self.held.charge);
+                self.held.ledger.refund(self.held.charge);
                 Amount::ZERO
             }
         };
@@ -265,7 +265,7 @@ impl Drop for Reservation<'_> {
             // Only if the holder still owns the slot: a reclaimed reservation dropped
             // without a word keeps the worst case the reaper kept (the call may have run).
             if self.engine.slots().end(self.held.ticket) {
-                self.held.ledger.release(self.held.charge);
+                self.held.ledger.refund(self.held.charge);
                 let now = self.engine.now();
                 self.engine.submit(&Receipt {
                     id: self.held.receipt_id,

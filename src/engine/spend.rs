@@ -52,9 +52,9 @@ impl Engine {
             .filter_map(|e| {
                 let mandate = self.names.mandates.name(*e.key())?.to_string();
                 let ledger = &e.value().1;
-                // Leases back first, so that at rest what is written is exactly reserved +
+                // Leases refunded first, so that at rest what is written is exactly reserved +
                 // settled; while calls run, the claimed words are an upper bound of it.
-                ledger.return_all_leases();
+                ledger.refund_all_leases();
                 let (day, day_micros) = ledger.claimed_day_word();
                 Some(LedgerSpend { mandate, spent_micros: ledger.claimed_micros(), day, day_micros })
             })
