@@ -4,6 +4,8 @@
 //! - [`snapshot`]: mandates and agents compiled into an immutable indexed [`Snapshot`],
 //!   published with one atomic swap ([`Engine::publish`]);
 //! - [`ledger`]: the per-mandate atomic ledger (CAS on reserved + settled, per day);
+//! - [`registry`]: the root ledgers, kept for the engine's life, and the [`LedgerKey`]
+//!   a compiled mandate names its ledger by;
 //! - [`slots`]: the reservation table that makes every reservation end exactly once;
 //! - [`reservation`]: the `#[must_use]` guard a gateway holds while the call runs, and
 //!   the delegated run of an orchestrator;
@@ -30,6 +32,7 @@
 
 pub mod ledger;
 pub mod receipt;
+pub mod registry;
 pub mod reservation;
 pub mod slots;
 pub mod snapshot;
@@ -47,11 +50,13 @@ use crate::time::Timestamp;
 
 pub use ledger::{Ledger, LedgerLimits};
 pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
+pub use registry::LedgerKey;
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
 
 use ledger::DAY_NUMBER_MAX;
+use registry::LedgerRegistry;
 use reservation::Run;
 use slots::{SlotRecord, Slots};
 
@@ -180,23 +185,14 @@ pub struct EngineStats {
     pub receipts_dropped: u64,
 }
 
-/// The ledger key of every delegated run's ledger; a root ledger's key is its index in the
-/// arena, always below this. (A run's ledger is held by `Arc` by its reservations; nothing
-/// looks it up by key: the reaper touches no ledger.)
-pub(crate) const RUN_KEY: u64 = u64::MAX;
-
 /// The engine. Share it by reference (or `Arc`) between the gateway's threads.
 pub struct Engine {
     cell: SnapshotCell<Snapshot>,
     slots: Slots,
     names: Arc<Names>,
-    /// Root ledgers, kept for the engine's life (a mandate that is removed and added back
-    /// keeps its spend) in an append-only arena, so that a reservation can hold
-    /// `&'e Ledger` instead of an `Arc`: two fewer atomic RMWs on a hot mandate per call.
-    /// A root ledger's key is its index here.
-    roots: boxcar::Vec<Arc<Ledger>>,
-    /// Mandate symbol → (key, ledger) of its root ledger. Slow paths only.
-    root_keys: DashMap<u32, (u64, Arc<Ledger>)>,
+    /// Root ledgers, kept for the engine's life in an append-only arena, so that a
+    /// reservation can hold `&'e Ledger` instead of an `Arc`.
+    ledgers: LedgerRegistry,
     pending: DashMap<u64, Pending>,
     /// Places of `pending` taken (reserved before an insert): the hard bound.
     pending_places: AtomicU64,
@@ -237,8 +233,7 @@ impl Engine {
             cell: SnapshotCell::new(Arc::new(Snapshot::default())),
             slots: Slots::new(config.in_flight_max),
             names: Arc::new(Names::default()),
-            roots: boxcar::Vec::new(),
-            root_keys: DashMap::new(),
+            ledgers: LedgerRegistry::default(),
             pending: DashMap::new(),
             pending_places: AtomicU64::new(0),
             sink,
@@ -258,7 +253,7 @@ impl Engine {
     pub fn publish(&self, input: &SnapshotInput) -> Result<u64, EngineError> {
         let mut generation = self.publish_lock.lock();
         let next = *generation + 1;
-        let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.root_ledger(sym))?);
+        let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.ledgers.root_ledger(sym))?);
         self.cell.store(Arc::clone(&snapshot));
         // The epochs of the limits are committed only now that the publish succeeded (a
         // failed one compiled them and changed nothing). Leases taken under limits this
@@ -270,21 +265,6 @@ impl Engine {
         }
         *generation = next;
         Ok(next)
-    }
-
-    /// The root ledger of a mandate symbol and its key, created on first use.
-    fn root_ledger(&self, sym: u32) -> (Arc<Ledger>, u64) {
-        let entry = self.root_keys.entry(sym).or_insert_with(|| {
-            let ledger = Arc::new(Ledger::new());
-            (self.roots.push(Arc::clone(&ledger)) as u64, ledger)
-        });
-        let (key, ledger) = entry.value();
-        (Arc::clone(ledger), *key)
-    }
-
-    /// A root ledger by key (its index in the arena), borrowed for the engine's life.
-    fn root_by_key(&self, key: u64) -> Option<&Arc<Ledger>> {
-        self.roots.get(usize::try_from(key).ok()?)
     }
 
     /// The live snapshot (for inspection; admission loads it itself).
@@ -302,7 +282,7 @@ impl Engine {
 
     /// The root ledger of a mandate, if it has one.
     pub fn ledger(&self, mandate: MandateIx) -> Option<Arc<Ledger>> {
-        self.root_keys.get(&mandate.0).map(|e| Arc::clone(&e.value().1))
+        self.ledgers.get(mandate.0)
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -399,13 +379,12 @@ impl Engine {
         }
         // The reservation holds its ledger: a root ledger by reference into the arena (no
         // reference count touched), a run's by `Arc` (the run may end first).
-        let held_ledger = if m.ledger_key != RUN_KEY {
-            match self.root_by_key(m.ledger_key) {
+        let held_ledger = match m.ledger_key {
+            LedgerKey::Root(ix) => match self.ledgers.root(ix) {
                 Some(root) => reservation::HeldLedger::Root(root),
                 None => return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst),
-            }
-        } else {
-            reservation::HeldLedger::Run(Arc::clone(ledger))
+            },
+            LedgerKey::Run => reservation::HeldLedger::Run(Arc::clone(ledger)),
         };
         // Ids never wrap: past the last one every call is denied.
         let Some(receipt_id) = sync::next_id() else {

@@ -18,6 +18,7 @@
 //! bills what the run took, the run's spend never leaves the mandate's accounting.
 
 use super::ledger::{Charge, Ledger};
+use super::registry::LedgerKey;
 use super::slots::Ticket;
 use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
 use super::{Admission, Ask, End, Engine, Receipt};
@@ -315,7 +316,7 @@ impl Run {
         let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap).map_err(|_| ())?;
         let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| ())?);
         let ledger = Arc::new(Ledger::new());
-        match snapshot::compile_mandate(ix, Arc::new(derived), ledger, super::RUN_KEY, &engine.names) {
+        match snapshot::compile_mandate(ix, Arc::new(derived), ledger, LedgerKey::Run, &engine.names) {
             Ok(mandate) => Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) }),
             Err(_) => Err(()),
         }

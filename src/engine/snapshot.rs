@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 
 use super::EngineError;
 use super::ledger::{DAY_MICROS_MAX, Ledger, LedgerLimits};
+use super::registry::LedgerKey;
 use super::symbols::{Names, Symbols};
 use crate::admission::{BudgetLimits, Code, CodeSet};
 use crate::catalog::{AgentLookup, newest_in_range};
@@ -135,7 +136,7 @@ pub struct CompiledMandate {
     pub ix: MandateIx,
     pub source: Arc<Mandate>,
     pub ledger: Arc<Ledger>,
-    pub ledger_key: u64,
+    pub ledger_key: LedgerKey,
     pub limits: BudgetLimits,
     pub ledger_limits: LedgerLimits,
     pub currency: Currency,
@@ -214,7 +215,7 @@ pub fn compile_mandate(
     ix: MandateIx,
     source: Arc<Mandate>,
     ledger: Arc<Ledger>,
-    ledger_key: u64,
+    ledger_key: LedgerKey,
     names: &Names,
 ) -> Result<CompiledMandate, EngineError> {
     let m = &*source;
@@ -528,7 +529,7 @@ pub fn compile(
     input: &SnapshotInput,
     generation: u64,
     names: &Names,
-    mut ledger_of: impl FnMut(u32) -> (Arc<Ledger>, u64),
+    mut ledger_of: impl FnMut(u32) -> (Arc<Ledger>, LedgerKey),
 ) -> Result<Snapshot, EngineError> {
     let versions = AgentVersions::of(input.agents.iter().map(|(m, _)| &**m));
     let mut snapshot = Snapshot { generation, ..Snapshot::default() };
