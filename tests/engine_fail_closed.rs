@@ -178,6 +178,10 @@ fn pending_max_is_a_hard_bound_under_parallel_holds() {
         // Empty the table for the next round.
         assert_eq!(engine.expire_pending(Timestamp::from_unix(i64::MAX)), held);
     }
+    // A held call reserves nothing: the mandate's ledger holds nothing.
+    let ledger = engine.ledger(pipeline.mandate).unwrap();
+    ledger.audit(0).unwrap();
+    assert_eq!(ledger.claimed_micros(), 0);
 }
 
 /// A publish that fails advanced the lease epoch, a `u8`: 256 of them wrapped it onto a
