@@ -63,7 +63,6 @@
 //! RMWs on two locations; in between, the amount is counted in the central words only
 //! (never in neither), so `claimed` never under-counts. What a reservation's holder must see
 //! of other memory travels through the reservation table (`slots.rs`), not through here.
-
 //!
 //! # Refunds: one verb family
 //! Money goes back only through `refund*`, each saying which words it moves:
