@@ -82,12 +82,20 @@ impl Ledger {
                 // nothing only if the word really is on another day. loom found this.
                 word
             } else {
-                debug_assert!(amount >= micros, "day {current} underflows: {amount} - {micros}");
                 DayWord::new(current, amount.saturating_sub(micros)).bits()
             };
             // Relaxed: as above.
             match self.central.day.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return,
+                Ok(_) => {
+                    // Checked only now that the RMW confirmed `word` (the plain load above
+                    // may be stale; loom found an assertion placed before the CAS firing on
+                    // a stale word): the day held what is refunded.
+                    debug_assert!(
+                        current != charged || amount >= micros,
+                        "day {current} underflows: {amount} - {micros}"
+                    );
+                    return;
+                }
                 Err(seen) => word = seen,
             }
         }
