@@ -8,12 +8,6 @@ pub mod catalog;
 pub mod delegation;
 pub mod doc;
 pub mod documents;
-// Temporary, until the rewrites of the engine (main) and of the ledger and sync (the
-// ledger branch) are merged: five intended truncations there still lack a comment
-// (engine/ledger.rs `Tag::new`, `leased_charge`; engine/mod.rs `(r.ids >> 32) as u32`;
-// sync.rs the thread number as usize, twice). Give each an `#[allow]` saying why it
-// cannot truncate, then drop these two allows.
-#[allow(clippy::cast_possible_truncation)]
 pub mod engine;
 #[cfg(feature = "job")]
 pub mod job;
@@ -27,6 +21,5 @@ pub mod record;
 pub mod scenario;
 pub mod settlement;
 pub mod store;
-#[allow(clippy::cast_possible_truncation)] // temporary: see `mod engine`
 pub(crate) mod sync;
 pub mod time;

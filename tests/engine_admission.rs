@@ -67,7 +67,7 @@ fn the_worked_example_through_the_engine() {
     let Admission::Held(p) = engine.admit(&capped) else { panic!("expected held") };
     assert_eq!(p.worst_case, a("0.60"));
     let ledger = engine.ledger(capped.mandate).unwrap();
-    assert_eq!(ledger.used_micros(), 0);
+    assert_eq!(ledger.spent_micros(), 0);
     let bob = Principal::parse("bob").unwrap();
     assert!(matches!(engine.approve(p.id, &bob, at()), Err(EngineError::Approval(_))));
     let agent = Principal::parse("alice/assistant").unwrap();
@@ -76,7 +76,7 @@ fn the_worked_example_through_the_engine() {
     let Admission::Allowed(r) = engine.approve(p.id, &alice, at()).unwrap() else { panic!("expected allowed") };
     assert!(matches!(engine.approve(p.id, &alice, at()), Err(EngineError::UnknownPending(_))));
     assert_eq!((r.worst_case(), r.sub_budget()), (a("0.60"), a("0.50")));
-    assert_eq!(ledger.used_micros(), a("0.60").micros());
+    assert_eq!(ledger.spent_micros(), a("0.60").micros());
     assert!(r.is_delegated_run());
     assert_eq!(r.sub_mandate().unwrap().id, "alice/m-2026-11/holon-labs/invoice-pipeline");
     // 3. Six sub-calls against the run's ledger.
@@ -105,7 +105,7 @@ fn the_worked_example_through_the_engine() {
     let parent_id = r.receipt_id();
     let settled = r.settle(a("0.10"), at()).unwrap();
     assert_eq!((settled.billed, settled.kept, settled.passthrough), (a("0.118"), a("0.118"), a("0.018")));
-    assert_eq!(ledger.used_micros(), a("0.118").micros());
+    assert_eq!(ledger.spent_micros(), a("0.118").micros());
     assert_eq!(ledger.settled_micros(), a("0.118").micros());
     // 5. Receipts: denied, held, six children + one refused sub-call, the parent.
     let receipts: Vec<_> = rx.try_iter().collect();
@@ -126,15 +126,15 @@ fn dropping_a_reservation_releases_it_and_every_path_ends_once() {
     let ledger = engine.ledger(c.mandate).unwrap();
     {
         let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
-        assert_eq!(ledger.used_micros(), 4_000);
+        assert_eq!(ledger.spent_micros(), 4_000);
         let _ = r; // dropped here, unsettled
     }
-    assert_eq!(ledger.used_micros(), 0);
+    assert_eq!(ledger.spent_micros(), 0);
     let ends: Vec<_> = rx.try_iter().map(|r| r.end).collect();
     assert_eq!(ends, vec![End::Released]);
     let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
     r.release(at()).unwrap();
-    assert_eq!((ledger.used_micros(), engine.stats().in_flight), (0, 0));
+    assert_eq!((ledger.spent_micros(), engine.stats().in_flight), (0, 0));
 }
 
 #[test]
@@ -146,9 +146,9 @@ fn an_expired_reservation_is_reclaimed_exactly_once_and_a_late_settle_reconciles
     assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 90)), 0, "not before the deadline");
     assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 91)), 1);
     assert_eq!(engine.reclaim_expired(Timestamp::from_unix(at().unix() + 1000)), 0, "only once");
-    assert_eq!(ledger.used_micros(), 4_000, "the worst case stays spent");
+    assert_eq!(ledger.spent_micros(), 4_000, "the worst case stays spent");
     assert!(r.settle(a("0.004"), at()).unwrap().late);
-    assert_eq!((ledger.used_micros(), ledger.settled_micros()), (4_000, 4_000), "counted once");
+    assert_eq!((ledger.spent_micros(), ledger.settled_micros()), (4_000, 4_000), "counted once");
     let ends: Vec<_> = rx.try_iter().map(|r| r.end).collect();
     assert_eq!(ends, vec![End::Expired, End::Reconciled]);
 }
@@ -180,7 +180,7 @@ fn lowered_limits_are_never_spent_through_an_old_lease() {
     let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
     r.settle(a("0.004"), at()).unwrap();
     let ledger = engine.ledger(c.mandate).unwrap();
-    assert!(ledger.claimed_micros() > ledger.used_micros(), "a lease waits under the old total");
+    assert!(ledger.claimed_micros() > ledger.spent_micros(), "a lease waits under the old total");
     // The issuer lowers the total to 0.010: 0.004 is spent, so one more call of 0.004 fits.
     engine.publish(&input_with(|m| m.budget.total = a("0.010"))).unwrap();
     assert_eq!(ledger.claimed_micros(), 4_000, "the old lease went back at publish");
@@ -191,7 +191,7 @@ fn lowered_limits_are_never_spent_through_an_old_lease() {
         })
         .count();
     assert_eq!(allowed, 1);
-    assert_eq!((ledger.used_micros(), ledger.claimed_micros()), (8_000, 8_000));
+    assert_eq!((ledger.spent_micros(), ledger.claimed_micros()), (8_000, 8_000));
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn a_bad_publish_changes_nothing() {
     let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
     r.settle(a("0.003"), at()).unwrap();
     let ledger = engine.ledger(c.mandate).unwrap();
-    let before = (ledger.claimed_micros(), ledger.used_micros(), ledger.claimed_day_word());
+    let before = (ledger.claimed_micros(), ledger.spent_micros(), ledger.claimed_day_word());
     assert!(before.0 > before.1, "a lease waits");
     let snapshot = engine.snapshot();
     let epoch = snapshot.mandate(c.mandate).unwrap().ledger_limits.epoch;
@@ -224,13 +224,13 @@ fn a_bad_publish_changes_nothing() {
     // Nothing changed: the snapshot, the ledger (spend and lease), the limits' epoch.
     assert_eq!(engine.stats().generation, 1);
     assert!(Arc::ptr_eq(&engine.snapshot(), &snapshot), "the live snapshot is the same");
-    assert_eq!((ledger.claimed_micros(), ledger.used_micros(), ledger.claimed_day_word()), before);
+    assert_eq!((ledger.claimed_micros(), ledger.spent_micros(), ledger.claimed_day_word()), before);
     ledger.audit(0).unwrap();
     // Publishing the same documents again keeps the epoch (the bad publishes did not
     // advance it) and so the lease.
     engine.publish(&input()).unwrap();
     assert_eq!(engine.snapshot().mandate(c.mandate).unwrap().ledger_limits.epoch, epoch);
-    assert_eq!((ledger.claimed_micros(), ledger.used_micros()), (before.0, before.1), "the lease was kept");
+    assert_eq!((ledger.claimed_micros(), ledger.spent_micros()), (before.0, before.1), "the lease was kept");
 }
 
 #[test]
@@ -241,15 +241,15 @@ fn spend_survives_a_restart_and_in_flight_counts_as_spent() {
     done.settle(a("0.003"), at()).unwrap();
     let Admission::Allowed(_in_flight) = engine.admit(&c) else { panic!() };
     let before = engine.ledger(c.mandate).unwrap();
-    assert!(before.claimed_micros() > before.used_micros(), "a lease waits: the export must leave it out");
+    assert!(before.claimed_micros() > before.spent_micros(), "a lease waits: the export must leave it out");
     let bytes = engine.export_spend().unwrap();
 
     let restarted = Engine::new(EngineConfig::default());
     assert_eq!(restarted.import_spend(&bytes).unwrap(), 1);
     restarted.publish(&input()).unwrap();
     let ledger = restarted.ledger(restarted.mandate_ix("alice/m-2026-11").unwrap()).unwrap();
-    assert_eq!(ledger.used_micros(), 3_000 + 4_000, "settled 0.003 + in flight 0.004");
-    assert_eq!(ledger.day_micros(u64::try_from(at().utc_day()).unwrap()), 7_000);
+    assert_eq!(ledger.spent_micros(), 3_000 + 4_000, "settled 0.003 + in flight 0.004");
+    assert_eq!(ledger.spent_day_micros(u64::try_from(at().utc_day()).unwrap()), 7_000);
 
     // Hostile bytes: a clear error, nothing changes.
     for bad in [&b""[..], &b"\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..], &bytes[..bytes.len() - 1]] {
@@ -259,7 +259,7 @@ fn spend_survives_a_restart_and_in_flight_counts_as_spent() {
     let mut trailing = bytes.clone();
     trailing.push(0);
     assert!(restarted.import_spend(&trailing).is_err());
-    assert_eq!(ledger.used_micros(), 7_000);
+    assert_eq!(ledger.spent_micros(), 7_000);
 }
 
 #[test]

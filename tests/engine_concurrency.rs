@@ -36,8 +36,8 @@ fn hammer(total: &str, leases: bool, keep: fn(u64) -> u64) {
     // Whether this budget is leased: one call, then what waits in a lease.
     let Admission::Allowed(r) = engine.admit(&call) else { panic!("the first call is allowed") };
     r.release(call.at).unwrap();
-    assert_eq!(ledger.claimed_micros() > ledger.used_micros(), leases, "a lease is taken iff the budget allows");
-    ledger.return_all_leases();
+    assert_eq!(ledger.claimed_micros() > ledger.spent_micros(), leases, "a lease is taken iff the budget allows");
+    ledger.refund_all_leases();
     let ops_per_thread: u64 = if cfg!(debug_assertions) { 1_000_000 } else { 2_000_000 };
     let kept_total = AtomicU64::new(0);
     let done = AtomicBool::new(false);
@@ -105,9 +105,9 @@ fn hammer(total: &str, leases: bool, keep: fn(u64) -> u64) {
     let kept = kept_total.load(Ordering::Relaxed);
     assert!(max_seen <= total.micros());
     assert_eq!(ledger.settled_micros(), kept, "settled is exactly the sum of kept actuals");
-    assert_eq!(ledger.used_micros(), kept, "nothing stays reserved");
+    assert_eq!(ledger.spent_micros(), kept, "nothing stays reserved");
     ledger.audit(0).unwrap();
-    ledger.return_all_leases();
+    ledger.refund_all_leases();
     ledger.audit(0).unwrap();
     assert_eq!(ledger.claimed_micros(), kept, "nothing stays leased either");
     assert!(kept >= 2 * (ops_per_thread / 1000) / 4, "kept {kept}");
@@ -173,7 +173,7 @@ struct Model {
 }
 
 /// Runs `ops` on a ledger and on the model: every decision, kept amount and counter must
-/// agree (leases are invisible: `used_micros` and `day_word` are reserved + settled).
+/// agree (leases are invisible: `spent_micros` and `spent_day_word` are reserved + settled).
 fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseError> {
     let ledger = Ledger::new();
     let mut model = Model::default();
@@ -214,7 +214,7 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
             }
             Op::Release { which } if !open.is_empty() => {
                 let (charge, worst) = open.remove(which % open.len());
-                ledger.release(charge);
+                ledger.refund(charge);
                 model.used -= worst;
                 if charge.day() == Some(model.day) {
                     model.day_amount -= worst;
@@ -222,11 +222,11 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
             }
             _ => {}
         }
-        prop_assert_eq!(ledger.used_micros(), model.used);
+        prop_assert_eq!(ledger.spent_micros(), model.used);
         prop_assert_eq!(ledger.settled_micros(), model.settled);
         prop_assert!(ledger.claimed_micros() <= limits.total_micros);
         if let Some(max) = limits.day_micros_max {
-            prop_assert_eq!(ledger.day_word(), (model.day, model.day_amount));
+            prop_assert_eq!(ledger.spent_day_word(), (model.day, model.day_amount));
             prop_assert!(ledger.claimed_day_word().1 <= max);
         }
         // One thread: quiescent after every step, with the open reservations reserved.
@@ -237,9 +237,9 @@ fn agrees_with_model(ops: Vec<Op>, limits: LedgerLimits) -> Result<(), TestCaseE
     }
     // Everything ended: nothing is reserved; returning the leases leaves exactly the settled.
     for (charge, _) in open.drain(..) {
-        ledger.release(charge);
+        ledger.refund(charge);
     }
-    ledger.return_all_leases();
+    ledger.refund_all_leases();
     prop_assert_eq!(ledger.claimed_micros(), model.settled);
     prop_assert!(ledger.audit(0).is_ok());
     Ok(())

@@ -79,7 +79,7 @@ fn a_reclaimed_orchestrator_admits_no_sub_call_and_its_run_stays_spent() {
     }
     // invoice-pipeline: timeout_s 300, grace 30.
     assert_eq!(engine.reclaim_expired(later(331)), 1);
-    ledger.return_all_leases();
+    ledger.refund_all_leases();
     assert!(
         ledger.claimed_micros() >= 8_000,
         "the run's settled sub-calls dropped out of the mandate: claimed {}",
@@ -106,9 +106,9 @@ fn an_expired_call_stays_spent_until_a_late_settle_reconciles_it_once() {
     let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
     assert_eq!(engine.reclaim_expired(later(91)), 1);
     assert_eq!(engine.reclaim_expired(later(1_000)), 0, "only once");
-    assert_eq!(ledger.used_micros(), 4_000, "the reaper keeps the worst case spent");
+    assert_eq!(ledger.spent_micros(), 4_000, "the reaper keeps the worst case spent");
     let late = r.settle(a("0.001"), at());
-    assert_eq!((ledger.used_micros(), ledger.settled_micros()), (1_000, 1_000), "reconciled to the actual, once");
+    assert_eq!((ledger.spent_micros(), ledger.settled_micros()), (1_000, 1_000), "reconciled to the actual, once");
     let settled = late.unwrap();
     assert!(settled.late, "the settle says it came after the reclaim");
     assert_eq!(settled.kept, a("0.001"));
@@ -118,7 +118,7 @@ fn an_expired_call_stays_spent_until_a_late_settle_reconciles_it_once() {
     let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
     assert_eq!(engine.reclaim_expired(later(91)), 1);
     drop(r);
-    assert_eq!(ledger.used_micros(), 5_000);
+    assert_eq!(ledger.spent_micros(), 5_000);
     ledger.audit(4_000).unwrap();
 }
 
@@ -178,6 +178,10 @@ fn pending_max_is_a_hard_bound_under_parallel_holds() {
         // Empty the table for the next round.
         assert_eq!(engine.expire_pending(Timestamp::from_unix(i64::MAX)), held);
     }
+    // A held call reserves nothing: the mandate's ledger holds nothing.
+    let ledger = engine.ledger(pipeline.mandate).unwrap();
+    ledger.audit(0).unwrap();
+    assert_eq!(ledger.claimed_micros(), 0);
 }
 
 /// A publish that fails advanced the lease epoch, a `u8`: 256 of them wrapped it onto a
@@ -189,7 +193,7 @@ fn failed_publishes_cannot_wrap_the_lease_epoch_onto_a_live_lease() {
     let ledger = engine.ledger(c.mandate).unwrap();
     let Admission::Allowed(r) = engine.admit(&c) else { panic!() };
     r.settle(a("0.004"), at()).unwrap();
-    assert!(ledger.claimed_micros() > ledger.used_micros(), "a lease waits in this thread's shard");
+    assert!(ledger.claimed_micros() > ledger.spent_micros(), "a lease waits in this thread's shard");
     for i in 0..255 {
         let total = if i % 2 == 0 { "90.00" } else { "80.00" };
         let mut bad = input_with(|m| m.budget.total = a(total));

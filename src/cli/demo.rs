@@ -168,7 +168,7 @@ fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
     let spent = Amount::from_micros(ledger.settled_micros());
     outln!(
         "  ledger: {spent} {cur} settled, {} {cur} in flight",
-        Amount::from_micros(ledger.used_micros().saturating_sub(ledger.settled_micros()))
+        Amount::from_micros(ledger.spent_micros().saturating_sub(ledger.settled_micros()))
     )?;
     drop(engine);
     let receipts: Vec<Receipt> = rx.try_iter().collect();

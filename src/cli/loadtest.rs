@@ -68,9 +68,11 @@ pub(super) struct Report {
     pub sub_calls: u64,
     pub overrun: bool,
     pub mandates_audited: usize,
-    /// The largest claimed amount (reserved + settled + leased, an upper bound of reserved
-    /// + settled) observed on any mandate, and that mandate's limit.
-    pub max_used_micros: u64,
+    /// The largest claimed amount (reserved + settled + leased, an upper bound of what is
+    /// reserved and settled) observed on any mandate, and that mandate's limit. Its JSON
+    /// name, `max_used_micros`, is kept for the readers of the report.
+    #[serde(rename = "max_used_micros")]
+    pub max_claimed_micros: u64,
     pub limit_micros: u64,
     pub publishes: u64,
     pub receipts: u64,
@@ -83,8 +85,8 @@ struct Worker {
     decisions: [u64; 3],
     sub_calls: u64,
     calls: u64,
-    /// Max observed used per mandate.
-    max_used: Vec<u64>,
+    /// Max observed claimed per mandate.
+    max_claimed: Vec<u64>,
 }
 
 /// Runs a load test. Errors only on impossible options.
@@ -178,7 +180,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let limit = total.micros();
     let mut hist = new_histogram()?;
     let (mut decisions, mut sub_calls, mut calls) = ([0u64; 3], 0, 0);
-    let mut max_used = vec![0u64; opts.mandates];
+    let mut max_claimed = vec![0u64; opts.mandates];
     for w in &workers {
         hist.add(&w.hist)?;
         for (d, x) in decisions.iter_mut().zip(w.decisions) {
@@ -186,17 +188,17 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         }
         sub_calls += w.sub_calls;
         calls += w.calls;
-        for (m, x) in max_used.iter_mut().zip(&w.max_used) {
+        for (m, x) in max_claimed.iter_mut().zip(&w.max_claimed) {
             *m = (*m).max(*x);
         }
     }
     // The final state counts too: every ledger, read once more after the threads stopped.
-    for (m, ledger) in max_used.iter_mut().zip(&ledgers) {
+    for (m, ledger) in max_claimed.iter_mut().zip(&ledgers) {
         *m = (*m).max(ledger.claimed_micros());
     }
     drop(engine);
     let receipts = drained.join().unwrap_or(0);
-    let max = max_used.iter().copied().max().unwrap_or(0);
+    let max = max_claimed.iter().copied().max().unwrap_or(0);
     let [allowed, held, denied] = decisions;
     Ok(Report {
         threads: opts.threads,
@@ -211,9 +213,9 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         },
         decisions: Decisions { allowed, held, denied },
         sub_calls,
-        overrun: max_used.iter().any(|m| *m > limit),
-        mandates_audited: max_used.len(),
-        max_used_micros: max,
+        overrun: max_claimed.iter().any(|m| *m > limit),
+        mandates_audited: max_claimed.len(),
+        max_claimed_micros: max,
         limit_micros: limit,
         // Relaxed: read after the scope joined the publisher thread.
         publishes: publishes.load(Ordering::Relaxed),
@@ -242,7 +244,7 @@ fn work(
     done_calls: &AtomicU64,
     hist: Histogram<u64>,
 ) -> Worker {
-    let mut w = Worker { hist, decisions: [0; 3], sub_calls: 0, calls: 0, max_used: vec![0; mandates.len()] };
+    let mut w = Worker { hist, decisions: [0; 3], sub_calls: 0, calls: 0, max_claimed: vec![0; mandates.len()] };
     let leaf = agents.get(1).copied();
     // Threads take disjoint mandates unless the test is hot (all on mandate 0).
     let mut m_cursor = t;
@@ -271,7 +273,7 @@ fn work(
                 // settled + leased), an upper bound of reserved + settled and the word the
                 // limit is enforced on. One load (the exact figure would read every lease
                 // shard, pulling the other threads' lines into this core).
-                if let (Some(ledger), Some(slot)) = (ledgers.get(mi), w.max_used.get_mut(mi)) {
+                if let (Some(ledger), Some(slot)) = (ledgers.get(mi), w.max_claimed.get_mut(mi)) {
                     *slot = (*slot).max(ledger.claimed_micros());
                 }
                 if synthetic::kind_of(ai) == Kind::Orchestrator
@@ -338,7 +340,7 @@ pub(super) fn print(report: &Report, json: bool, style: &super::style::Style) ->
     outln!(
         "  budgets   {} mandates audited: {audit}; largest claimed (reserved+settled+leased) {} of limit {}",
         report.mandates_audited,
-        Amount::from_micros(report.max_used_micros),
+        Amount::from_micros(report.max_claimed_micros),
         Amount::from_micros(report.limit_micros)
     )?;
     outln!(

@@ -4,11 +4,12 @@
 //! codes are explained in sentences (`admission::explain`). There is no second
 //! implementation of the rules to drift from the engine's.
 
+use super::EngineError;
 use super::judge::{self, CallFacts, KnownSpend, Step};
 use super::ledger::Ledger;
+use super::registry::LedgerKey;
 use super::snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, compile_agent, compile_mandate};
 use super::symbols::Names;
-use super::{EngineError, RUN_KEY};
 use crate::admission::explain::{self, Documents, Figures};
 use crate::admission::{Assessment, CallContext, Verdict};
 use crate::lookup::AgentLookup;
@@ -47,7 +48,7 @@ impl<'a> Assessor<'a> {
         let ix = MandateIx(names.mandates.intern(&mandate.id)?);
         // A ledger that is never written: the spend is given with each call.
         let ledger = Arc::new(Ledger::new());
-        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, RUN_KEY, &names)?;
+        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, LedgerKey::Run, &names)?;
         Ok(Assessor { names, mandate, lookup })
     }
 

@@ -58,8 +58,8 @@ impl SpendView for LedgerSpend<'_> {
         budget::check_limits(
             &mandate.limits,
             worst,
-            Amount::from_micros(self.0.used_micros()),
-            Amount::from_micros(self.0.day_micros(today)),
+            Amount::from_micros(self.0.spent_micros()),
+            Amount::from_micros(self.0.spent_day_micros(today)),
         )
     }
 }

@@ -4,6 +4,8 @@
 //! - [`snapshot`]: mandates and agents compiled into an immutable indexed [`Snapshot`],
 //!   published with one atomic swap ([`Engine::publish`]);
 //! - [`ledger`]: the per-mandate atomic ledger (CAS on reserved + settled, per day);
+//! - [`registry`]: the root ledgers, kept for the engine's life, and the [`LedgerKey`]
+//!   a compiled mandate names its ledger by;
 //! - [`slots`]: the reservation table that makes every reservation end exactly once;
 //! - [`reservation`]: the `#[must_use]` guard a gateway holds while the call runs, and
 //!   the delegated run of an orchestrator;
@@ -29,9 +31,13 @@
 //! ```
 
 pub mod assess;
+mod explain;
 pub mod judge;
 pub mod ledger;
+mod pending;
 pub mod receipt;
+mod reclaim;
+pub mod registry;
 pub mod reservation;
 pub mod slots;
 pub mod snapshot;
@@ -43,18 +49,21 @@ use dashmap::DashMap;
 
 use crate::admission::{self, Code, CodeSet, Verdict};
 use crate::money::Amount;
-use crate::pattern::Principal;
 use crate::sync::{self, Arc, AtomicU64, SnapshotCell};
 use crate::time::Timestamp;
 
 pub use assess::{Assessor, Callee};
 pub use ledger::{Ledger, LedgerLimits};
+use pending::Pending;
+pub use pending::PendingApproval;
 pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
+pub use registry::LedgerKey;
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
 
 use judge::SpendView;
+use registry::LedgerRegistry;
 use reservation::Run;
 use slots::{SlotRecord, Slots};
 
@@ -150,20 +159,6 @@ impl Admission<'_> {
     }
 }
 
-/// A call waiting for its mandate's issuer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PendingApproval {
-    pub id: u64,
-    pub worst_case: Amount,
-}
-
-/// A held call and when it expires (unix seconds, by the engine's clock).
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    call: Call,
-    expires: i64,
-}
-
 /// Every reason a call was denied. [`Engine::explain`] gives the sentences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Denial {
@@ -183,23 +178,14 @@ pub struct EngineStats {
     pub receipts_dropped: u64,
 }
 
-/// The ledger key of every delegated run's ledger; a root ledger's key is its index in the
-/// arena, always below this. (A run's ledger is held by `Arc` by its reservations; nothing
-/// looks it up by key: the reaper touches no ledger.)
-pub(crate) const RUN_KEY: u64 = u64::MAX;
-
 /// The engine. Share it by reference (or `Arc`) between the gateway's threads.
 pub struct Engine {
     cell: SnapshotCell<Snapshot>,
     slots: Slots,
     names: Arc<Names>,
-    /// Root ledgers, kept for the engine's life (a mandate that is removed and added back
-    /// keeps its spend) in an append-only arena, so that a reservation can hold
-    /// `&'e Ledger` instead of an `Arc`: two fewer atomic RMWs on a hot mandate per call.
-    /// A root ledger's key is its index here.
-    roots: boxcar::Vec<Arc<Ledger>>,
-    /// Mandate symbol → (key, ledger) of its root ledger. Slow paths only.
-    root_keys: DashMap<u32, (u64, Arc<Ledger>)>,
+    /// Root ledgers, kept for the engine's life in an append-only arena, so that a
+    /// reservation can hold `&'e Ledger` instead of an `Arc`.
+    ledgers: LedgerRegistry,
     pending: DashMap<u64, Pending>,
     /// Places of `pending` taken (reserved before an insert): the hard bound.
     pending_places: AtomicU64,
@@ -241,8 +227,7 @@ impl Engine {
             cell: SnapshotCell::new(Arc::new(Snapshot::default())),
             slots: Slots::new(config.in_flight_max),
             names: Arc::new(Names::default()),
-            roots: boxcar::Vec::new(),
-            root_keys: DashMap::new(),
+            ledgers: LedgerRegistry::default(),
             pending: DashMap::new(),
             pending_places: AtomicU64::new(0),
             sink,
@@ -262,33 +247,18 @@ impl Engine {
     pub fn publish(&self, input: &SnapshotInput) -> Result<u64, EngineError> {
         let mut generation = self.publish_lock.lock();
         let next = *generation + 1;
-        let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.root_ledger(sym))?);
+        let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.ledgers.root_ledger(sym))?);
         self.cell.store(Arc::clone(&snapshot));
         // The epochs of the limits are committed only now that the publish succeeded (a
         // failed one compiled them and changed nothing). Leases taken under limits this
-        // publish changed go back, so none waits in an idle shard for its epoch to come
+        // publish changed are refunded, so none waits in an idle shard for its epoch to come
         // round again (calls check the epoch anyway).
         for m in snapshot.mandates() {
             m.ledger.commit_epoch(m.ledger_limits);
-            m.ledger.return_stale_leases(m.ledger_limits.epoch);
+            m.ledger.refund_stale_leases(m.ledger_limits.epoch);
         }
         *generation = next;
         Ok(next)
-    }
-
-    /// The root ledger of a mandate symbol and its key, created on first use.
-    fn root_ledger(&self, sym: u32) -> (Arc<Ledger>, u64) {
-        let entry = self.root_keys.entry(sym).or_insert_with(|| {
-            let ledger = Arc::new(Ledger::new());
-            (self.roots.push(Arc::clone(&ledger)) as u64, ledger)
-        });
-        let (key, ledger) = entry.value();
-        (Arc::clone(ledger), *key)
-    }
-
-    /// A root ledger by key (its index in the arena), borrowed for the engine's life.
-    fn root_by_key(&self, key: u64) -> Option<&Arc<Ledger>> {
-        self.roots.get(usize::try_from(key).ok()?)
     }
 
     /// The live snapshot (for inspection; admission loads it itself).
@@ -306,7 +276,7 @@ impl Engine {
 
     /// The root ledger of a mandate, if it has one.
     pub fn ledger(&self, mandate: MandateIx) -> Option<Arc<Ledger>> {
-        self.root_keys.get(&mandate.0).map(|e| Arc::clone(&e.value().1))
+        self.ledgers.get(mandate.0)
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -374,13 +344,12 @@ impl Engine {
         let in_run = |codes: CodeSet| if ask.run.is_some() { judge::delegated_codes(codes) } else { codes };
         // The reservation holds its ledger: a root ledger by reference into the arena (no
         // reference count touched), a run's by `Arc` (the run may end first).
-        let held_ledger = if m.ledger_key != RUN_KEY {
-            match self.root_by_key(m.ledger_key) {
+        let held_ledger = match m.ledger_key {
+            LedgerKey::Root(ix) => match self.ledgers.root(ix) {
                 Some(root) => reservation::HeldLedger::Root(root),
                 None => return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst),
-            }
-        } else {
-            reservation::HeldLedger::Run(Arc::clone(ledger))
+            },
+            LedgerKey::Run => reservation::HeldLedger::Run(Arc::clone(ledger)),
         };
         // Ids never wrap: past the last one every call is denied.
         let Some(receipt_id) = sync::next_id() else {
@@ -432,10 +401,14 @@ impl Engine {
             // sub-mandate that would widen its parent denies the call before it runs.
             match Run::open(self, ask.snapshot, m, a, wc.sub_budget) {
                 Ok(run) => reservation.attach_run(run),
-                Err(()) => {
+                Err(refused) => {
                     // Never handed out: the call did not run, so its charge goes back.
                     reservation.release_quietly();
-                    return self.deny(ask, CodeSet::EMPTY.with(Code::SubMandateWidens), wc.worst);
+                    let code = match refused {
+                        reservation::RunRefused::Widens => Code::SubMandateWidens,
+                        reservation::RunRefused::Engine => Code::InternalError,
+                    };
+                    return self.deny(ask, CodeSet::EMPTY.with(code), wc.worst);
                 }
             }
         }
@@ -472,186 +445,6 @@ impl Engine {
             ended_at: at,
         });
         Admission::Denied(denial)
-    }
-
-    /// A slow path (it allocates): kept out of line so that `decide` stays small enough
-    /// for the allowed path's helpers to be inlined into it.
-    #[cold]
-    #[inline(never)]
-    fn hold<'e>(&'e self, ask: &Ask<'_>, worst: Amount) -> Admission<'e> {
-        let full = || self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), worst);
-        // A hard bound: a place is reserved by an RMW before the insert, so parallel holds
-        // can never together pass `pending_max` (a `len()` check could be passed by all).
-        if !self.take_pending_place() {
-            // Full: drop the expired ones (a slow path, only when full), then try once more.
-            self.expire_pending(self.now());
-            if !self.take_pending_place() {
-                return full();
-            }
-        }
-        let Some(id) = sync::next_id() else {
-            self.give_pending_place();
-            return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), worst);
-        };
-        let call = Call {
-            mandate: ask.mandate.ix,
-            agent: ask.agent.ix,
-            at: ask.call.at,
-            max_cost: ask.call.max_cost,
-            by_capability: ask.call.by_capability,
-        };
-        // The time to live runs on the engine's clock (a call's `at` is the caller's word).
-        let expires = self.now().unix().saturating_add_unsigned(self.config.pending_ttl_s);
-        self.pending.insert(id, Pending { call, expires });
-        self.sink.submit(&Receipt {
-            id,
-            parent: 0,
-            mandate: ask.mandate.ix,
-            agent: ask.agent.ix,
-            decision: Verdict::Held,
-            end: End::Decided,
-            codes: CodeSet::EMPTY.with(Code::ApprovalRequired),
-            worst_case: worst,
-            actual: Amount::ZERO,
-            at: ask.call.at,
-            ended_at: ask.call.at,
-        });
-        Admission::Held(PendingApproval { id, worst_case: worst })
-    }
-
-    /// Reserves one of the `pending_max` places, or says there is none.
-    fn take_pending_place(&self) -> bool {
-        // Relaxed: a counter bounding the map, a single-location RMW; the map's own locks
-        // order the entries. The RMW reads the latest count, so the bound is exact.
-        let before = self.pending_places.fetch_add(1, sync::Ordering::Relaxed);
-        if before >= self.config.pending_max as u64 {
-            self.give_pending_place();
-            return false;
-        }
-        debug_assert!(before < self.config.pending_max as u64);
-        true
-    }
-
-    /// Gives a place back: exactly once per place taken (by whoever removed its entry).
-    fn give_pending_place(&self) {
-        // Relaxed: as in `take_pending_place`.
-        let before = self.pending_places.fetch_sub(1, sync::Ordering::Relaxed);
-        debug_assert!(before > 0, "a pending place given back twice");
-    }
-
-    /// Removes a pending call; its place goes back only if this call removed it.
-    fn remove_pending(&self, id: u64) -> Option<Pending> {
-        let removed = self.pending.remove(&id).map(|(_, p)| p);
-        if removed.is_some() {
-            self.give_pending_place();
-        }
-        removed
-    }
-
-    /// Drops every held call whose time to live ([`EngineConfig::pending_ttl_s`]) has
-    /// passed by `now`; approving one later fails with
-    /// [`EngineError::UnknownPending`]. Returns how many. (The engine also does this when the
-    /// pending table is full.)
-    pub fn expire_pending(&self, now: Timestamp) -> usize {
-        let expired: Vec<u64> =
-            self.pending.iter().filter(|e| e.value().expires < now.unix()).map(|e| *e.key()).collect();
-        expired.into_iter().filter(|id| self.remove_pending(*id).is_some()).count()
-    }
-
-    /// The issuer approves a held call: it is admitted again at `at` (every other
-    /// condition is checked anew) and, if it still fits, reserved. Anyone but the
-    /// mandate's issuer is refused and the call stays pending. A call held longer than
-    /// `pending_ttl_s` (by the engine's clock) is gone: [`EngineError::PendingExpired`].
-    pub fn approve(&self, pending: u64, approver: &Principal, at: Timestamp) -> Result<Admission<'_>, EngineError> {
-        let held = *self.pending.get(&pending).ok_or(EngineError::UnknownPending(pending))?;
-        if held.expires < self.now().unix() {
-            self.remove_pending(pending);
-            return Err(EngineError::PendingExpired(pending));
-        }
-        let snap = self.cell.load();
-        if let Some(m) = snap.mandate(held.call.mandate) {
-            admission::check_approver(&m.source, approver)?;
-        }
-        if self.remove_pending(pending).is_none() {
-            return Err(EngineError::UnknownPending(pending));
-        }
-        Ok(self.admit_inner(&Call { at, ..held.call }, true))
-    }
-
-    /// The issuer (or the gateway on its behalf) refuses a held call.
-    pub fn refuse(&self, pending: u64) -> Result<(), EngineError> {
-        self.remove_pending(pending).map(|_| ()).ok_or(EngineError::UnknownPending(pending))
-    }
-
-    /// The decision with every reason as a sentence, from the documents and the live
-    /// spend (the slow path: for logs, CLIs and people).
-    pub fn explain(&self, call: &Call) -> Option<admission::Assessment> {
-        let guard = self.cell.load();
-        let snap: &Snapshot = &guard;
-        let m = snap.mandate(call.mandate)?;
-        let a = snap.agent(call.agent)?;
-        // The day the reservation would be charged on: a call cannot open a day ahead of
-        // the engine's clock, so its "today" is at most the clock's.
-        let clock_day = u64::try_from(self.now().utc_day()).unwrap_or(0);
-        let today = judge::day_number(call.at).unwrap_or(0).min(clock_day);
-        let ctx = admission::CallContext {
-            at: call.at,
-            max_cost: call.max_cost,
-            spent_total: Amount::from_micros(m.ledger.used_micros()),
-            spent_today: Amount::from_micros(m.ledger.day_micros(today)),
-            by_capability: call.by_capability,
-            delegated: false,
-        };
-        let facts = judge::CallFacts {
-            at: call.at,
-            max_cost: call.max_cost,
-            by_capability: call.by_capability,
-            approved: false,
-            sub_call: None,
-        };
-        let docs = admission::explain::Documents {
-            mandate: &m.source,
-            agent: &a.source,
-            record: a.record.as_deref(),
-            lookup: snap,
-            orchestrator: None,
-        };
-        Some(assess::judged(m, a, &facts, &ctx, &docs))
-    }
-
-    /// Reclaims every reservation whose callee's hard timeout plus the grace has passed
-    /// by `now`: each exactly once. Its slot is freed, but its **worst case stays spent**
-    /// (the call may have run; the spend export counts it the same way) until its holder's
-    /// late settle or release reconciles it, once. Returns how many.
-    pub fn reclaim_expired(&self, now: Timestamp) -> usize {
-        self.slots.reclaim_expired(now.unix(), |r| {
-            self.sink.submit(&Receipt {
-                id: r.receipt_id,
-                parent: r.parent_id,
-                mandate: MandateIx((r.ids >> 32) as u32),
-                agent: AgentIx(r.ids as u32),
-                decision: Verdict::Allowed,
-                end: End::Expired,
-                codes: CodeSet::EMPTY,
-                worst_case: Amount::from_micros(r.worst_micros),
-                actual: Amount::from_micros(r.worst_micros),
-                at: Timestamp::from_unix(r.at),
-                ended_at: now,
-            });
-        })
-    }
-
-    /// **Deliberately broken** (loom-tests only): the reaper before issue #10, which gave
-    /// a reclaimed root reservation's worst case back to its ledger (`root`, charged on
-    /// `day`) as if the call had cost nothing. The loom suite must catch it.
-    #[cfg(holon_loom)]
-    #[doc(hidden)]
-    pub fn reclaim_expired_racy(&self, now: Timestamp, root: &Ledger, day: u64) -> usize {
-        self.slots.reclaim_expired(now.unix(), |r| {
-            if r.parent_id == 0 {
-                root.release(ledger::Charge::exact(r.worst_micros, Some(day)));
-            }
-        })
     }
 
     pub(crate) fn submit(&self, receipt: &Receipt) {

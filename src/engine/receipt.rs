@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::thread::JoinHandle;
 
-use crossbeam::channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::json;
 
 use super::snapshot::{AgentIx, MandateIx};
@@ -191,12 +191,12 @@ pub fn drain<E>(
                         f(&r)?;
                         burst += 1;
                     }
-                    Err(crossbeam::channel::TryRecvError::Empty) => {
+                    Err(crossbeam_channel::TryRecvError::Empty) => {
                         open += 1;
                         break;
                     }
                     // Every sender is gone and this shard is empty.
-                    Err(crossbeam::channel::TryRecvError::Disconnected) => break,
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => break,
                 }
             }
         }

@@ -18,6 +18,7 @@
 //! bills what the run took, the run's spend never leaves the mandate's accounting.
 
 use super::ledger::{Charge, Ledger};
+use super::registry::LedgerKey;
 use super::slots::Ticket;
 use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
 use super::{Admission, Ask, End, Engine, Receipt};
@@ -141,14 +142,14 @@ impl<'e> Reservation<'e> {
     /// What the run's sub-calls have reserved or settled so far (an estimate while they
     /// run; see [`Reservation::settle`] for the figure billed).
     pub fn run_spent(&self) -> Amount {
-        self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.used_micros()))
+        self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.spent_micros()))
     }
 
-    /// What the run's sub-calls claim: reserved + settled, with the run's leases returned
+    /// What the run's sub-calls claim: reserved + settled, with the run's leases refunded
     /// first, so sub-calls still in flight count at their worst case (never below).
     fn run_claimed(&self) -> Amount {
         self.run.as_ref().map_or(Amount::ZERO, |r| {
-            r.mandate.ledger.return_all_leases();
+            r.mandate.ledger.refund_all_leases();
             Amount::from_micros(r.mandate.ledger.claimed_micros())
         })
     }
@@ -180,7 +181,7 @@ impl<'e> Reservation<'e> {
     pub(crate) fn release_quietly(mut self) {
         self.ended = true;
         let _won = self.engine.slots().end(self.held.ticket);
-        self.held.ledger.release(self.held.charge);
+        self.held.ledger.refund(self.held.charge);
     }
 
     /// Ends the reservation with `billed` (settle) or nothing (release). Returns what was
@@ -194,7 +195,7 @@ impl<'e> Reservation<'e> {
         let kept = match billed {
             Some(billed) => Amount::from_micros(self.held.ledger.settle(self.held.charge, billed.micros())),
             None => {
-                self.held.ledger.release(self.held.charge);
+                self.held.ledger.refund(self.held.charge);
                 Amount::ZERO
             }
         };
@@ -268,7 +269,7 @@ impl Drop for Reservation<'_> {
             // Only if the holder still owns the slot: a reclaimed reservation dropped
             // without a word keeps the worst case the reaper kept (the call may have run).
             if self.engine.slots().end(self.held.ticket) {
-                self.held.ledger.release(self.held.charge);
+                self.held.ledger.refund(self.held.charge);
                 let now = self.engine.now();
                 self.engine.submit(&Receipt {
                     id: self.held.receipt_id,
@@ -305,22 +306,32 @@ pub(crate) struct Run {
     pub orchestrator: Arc<Manifest>,
 }
 
+/// Why an orchestrator's run could not be opened (its call is denied before it runs).
+#[derive(Debug)]
+pub(crate) enum RunRefused {
+    /// The derived sub-mandate would widen its parent (`sub_mandate_widens`).
+    Widens,
+    /// The engine could not compile it (names exhausted, a limit out of range):
+    /// `internal_error`.
+    Engine,
+}
+
 impl Run {
-    /// Derives and compiles the sub-mandate (the table of what the gateway derives, docs/rulings.md, delegation) for
-    /// `orchestrator` under `parent`. `Err` when the derived mandate would widen its parent.
+    /// Derives and compiles the sub-mandate (the table of what the gateway derives,
+    /// docs/rulings.md, delegation) for `orchestrator` under `parent`.
     pub(crate) fn open(
         engine: &Engine,
         snap: &Snapshot,
         parent: &CompiledMandate,
         orchestrator: &CompiledAgent,
         sub_budget: Amount,
-    ) -> Result<Run, ()> {
-        let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap).map_err(|_| ())?;
-        let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| ())?);
+    ) -> Result<Run, RunRefused> {
+        let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap)
+            .map_err(|_| RunRefused::Widens)?;
+        let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| RunRefused::Engine)?);
         let ledger = Arc::new(Ledger::new());
-        match snapshot::compile_mandate(ix, Arc::new(derived), ledger, super::RUN_KEY, &engine.names) {
-            Ok(mandate) => Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) }),
-            Err(_) => Err(()),
-        }
+        let mandate = snapshot::compile_mandate(ix, Arc::new(derived), ledger, LedgerKey::Run, &engine.names)
+            .map_err(|_| RunRefused::Engine)?;
+        Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) })
     }
 }

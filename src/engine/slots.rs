@@ -97,11 +97,10 @@ impl Slots {
             let generation = seen >> 2;
             // Acquire on success: we must see the previous holder's field writes as
             // finished before we overwrite them (pairs with the Release in `end`).
-            if slot
-                .state
-                .compare_exchange(seen, state(generation, CLAIMED), Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+            if let Ok(before) =
+                slot.state.compare_exchange(seen, state(generation, CLAIMED), Ordering::Acquire, Ordering::Relaxed)
             {
+                debug_assert_eq!(before & STATUS_MASK, FREE, "a claim takes a free slot");
                 sync::set_cursor(index + 1);
                 return Some(Ticket { index: u32::try_from(index).ok()?, generation });
             }
@@ -113,6 +112,7 @@ impl Slots {
     /// Gives back a claimed slot that never became active (the ledger refused).
     pub fn unclaim(&self, t: Ticket) {
         if let Some(slot) = self.slots.get(t.index as usize) {
+            debug_assert_claimed(slot, t);
             // Release: orders our (unused) writes before the slot is free again.
             slot.state.store(state(t.generation.wrapping_add(1), FREE), Ordering::Release);
         }
@@ -121,10 +121,12 @@ impl Slots {
     /// Fills a claimed slot and makes it visible to the reaper.
     pub fn activate(&self, t: Ticket, r: &SlotRecord) {
         let Some(slot) = self.slots.get(t.index as usize) else { return };
+        debug_assert_claimed(slot, t);
         // Relaxed stores: published by the Release store of the state below.
         slot.worst_micros.store(r.worst_micros, Ordering::Relaxed);
         slot.deadline.store(r.deadline as u64, Ordering::Relaxed);
         slot.ids.store(r.ids, Ordering::Relaxed);
+        // Relaxed, as above: the state's Release store below publishes these too.
         slot.receipt_id.store(r.receipt_id, Ordering::Relaxed);
         slot.parent_id.store(r.parent_id, Ordering::Relaxed);
         slot.at.store(r.at as u64, Ordering::Relaxed);
@@ -138,14 +140,23 @@ impl Slots {
         let Some(slot) = self.slots.get(t.index as usize) else { return false };
         // AcqRel: Acquire pairs with `activate`'s Release (the reaper reads fields after
         // winning); Release pairs with `claim`'s Acquire (the next holder overwrites them).
-        slot.state
-            .compare_exchange(
-                state(t.generation, ACTIVE),
-                state(t.generation.wrapping_add(1), FREE),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
+        match slot.state.compare_exchange(
+            state(t.generation, ACTIVE),
+            state(t.generation.wrapping_add(1), FREE),
+            Ordering::AcqRel,  // see above
+            Ordering::Relaxed, // the loser reads nothing else and changes nothing
+        ) {
+            Ok(before) => {
+                debug_assert_eq!(before, state(t.generation, ACTIVE), "an end ends the ticket's active slot");
+                true
+            }
+            Err(seen) => {
+                // The other one of holder and reaper ended it: the slot has moved on to a
+                // later generation (free, claimed or active again), never back.
+                debug_assert_ne!(seen >> 2, t.generation, "a ticket's slot is ended, not unclaimed");
+                false
+            }
+        }
     }
 
     /// Whether the ticket's reservation is still active (not ended by its holder or the
@@ -189,13 +200,25 @@ impl Slots {
     }
 }
 
+/// Checks (debug builds, tests and loom) that the ticket's slot is still claimed by it:
+/// only the claimer changes a claimed slot (others CAS free slots, the reaper active ones).
+fn debug_assert_claimed(slot: &Slot, t: Ticket) {
+    if cfg!(debug_assertions) {
+        // Relaxed: the claimer's own earlier write, read back in the same thread.
+        let seen = slot.state.load(Ordering::Relaxed);
+        debug_assert_eq!(seen, state(t.generation, CLAIMED), "the slot is claimed by this ticket");
+    }
+}
+
 /// The fields of an active slot. Relaxed loads: the caller's Acquire load of the state
 /// made the activating thread's writes visible.
 fn read(slot: &Slot) -> SlotRecord {
     SlotRecord {
         worst_micros: slot.worst_micros.load(Ordering::Relaxed),
+        // Relaxed, as above.
         deadline: slot.deadline.load(Ordering::Relaxed) as i64,
         ids: slot.ids.load(Ordering::Relaxed),
+        // Relaxed, as above: ordered by the caller's Acquire load of the state.
         receipt_id: slot.receipt_id.load(Ordering::Relaxed),
         parent_id: slot.parent_id.load(Ordering::Relaxed),
         at: slot.at.load(Ordering::Relaxed) as i64,

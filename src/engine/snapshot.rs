@@ -10,15 +10,20 @@ use smallvec::SmallVec;
 
 use super::EngineError;
 use super::ledger::{DAY_MICROS_MAX, Ledger, LedgerLimits};
-use super::symbols::{Names, Symbols};
+use super::registry::LedgerKey;
+use super::symbols::Names;
 use crate::admission::{BudgetLimits, Code, CodeSet};
 use crate::lookup::{AgentLookup, newest_in_range};
 use crate::mandate::Mandate;
 use crate::manifest::{ChargeOn, Manifest, PricingModel, RuntimeKind};
 use crate::money::{Amount, Currency, FxRate};
-use crate::pattern::{AgentId, AgentPattern, ClassPattern};
+use crate::pattern::AgentId;
 use crate::record::AgentRecord;
 use crate::sync::Arc;
+
+mod matchers;
+
+pub use matchers::{AgentMatcher, ClassMatcher, ClassSet};
 
 /// A mandate's number in the engine (stable across snapshots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,99 +31,6 @@ pub struct MandateIx(pub u32);
 /// An agent's number in the engine (stable across snapshots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AgentIx(pub u32);
-
-type Syms = SmallVec<[u32; 4]>;
-
-fn sorted(mut v: Syms) -> Syms {
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
-/// Whether two sorted sets share an element.
-fn intersects(a: &[u32], b: &[u32]) -> bool {
-    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    small.iter().any(|x| large.binary_search(x).is_ok())
-}
-
-/// Classes as interned sets: the classes themselves and their strict ancestors
-/// (`a`, `a.b` for `a.b.c`), so `a.b.*` matches when `a.b` is among the ancestors.
-#[derive(Debug, Clone, Default)]
-pub struct ClassSet {
-    exact: Syms,
-    ancestors: Syms,
-}
-
-impl ClassSet {
-    fn of<'a>(classes: impl Iterator<Item = &'a str>, words: &Symbols) -> Result<Self, EngineError> {
-        let (mut exact, mut ancestors) = (Syms::new(), Syms::new());
-        for class in classes {
-            exact.push(words.intern(class)?);
-            for (i, b) in class.bytes().enumerate() {
-                if b == b'.' {
-                    ancestors.push(words.intern(class.get(..i).unwrap_or_default())?);
-                }
-            }
-        }
-        Ok(ClassSet { exact: sorted(exact), ancestors: sorted(ancestors) })
-    }
-}
-
-/// `allow.capabilities` compiled.
-#[derive(Debug, Clone, Default)]
-pub struct ClassMatcher {
-    any: bool,
-    exact: Syms,
-    subtree: Syms,
-}
-
-impl ClassMatcher {
-    fn of(patterns: &[ClassPattern], words: &Symbols) -> Result<Self, EngineError> {
-        let mut m = ClassMatcher::default();
-        for p in patterns {
-            match p {
-                ClassPattern::Any => m.any = true,
-                ClassPattern::Exact(c) => m.exact.push(words.intern(c)?),
-                ClassPattern::Subtree(root) => m.subtree.push(words.intern(root)?),
-            }
-        }
-        m.exact = sorted(m.exact);
-        m.subtree = sorted(m.subtree);
-        Ok(m)
-    }
-    #[inline]
-    fn matches(&self, set: &ClassSet) -> bool {
-        self.any || intersects(&self.exact, &set.exact) || intersects(&self.subtree, &set.ancestors)
-    }
-}
-
-/// Agent patterns compiled.
-#[derive(Debug, Clone, Default)]
-pub struct AgentMatcher {
-    any: bool,
-    namespaces: Syms,
-    ids: Syms,
-}
-
-impl AgentMatcher {
-    fn of(patterns: &[AgentPattern], names: &Names) -> Result<Self, EngineError> {
-        let mut m = AgentMatcher::default();
-        for p in patterns {
-            match p {
-                AgentPattern::Any => m.any = true,
-                AgentPattern::Namespace(ns) => m.namespaces.push(names.words.intern(ns)?),
-                AgentPattern::Exact(id) => m.ids.push(names.agents.intern(id.as_str())?),
-            }
-        }
-        m.namespaces = sorted(m.namespaces);
-        m.ids = sorted(m.ids);
-        Ok(m)
-    }
-    #[inline]
-    fn matches(&self, id: u32, ns: u32) -> bool {
-        self.any || self.ids.binary_search(&id).is_ok() || self.namespaces.binary_search(&ns).is_ok()
-    }
-}
 
 /// Measured thresholds in millionths (or runs).
 #[derive(Debug, Clone, Copy, Default)]
@@ -136,7 +48,7 @@ pub struct CompiledMandate {
     pub ix: MandateIx,
     pub source: Arc<Mandate>,
     pub ledger: Arc<Ledger>,
-    pub ledger_key: u64,
+    pub ledger_key: LedgerKey,
     pub limits: BudgetLimits,
     pub ledger_limits: LedgerLimits,
     pub currency: Currency,
@@ -198,7 +110,7 @@ pub struct CompiledAgent {
 impl CompiledAgent {
     /// Whether the agent has `class` (an interned word).
     pub fn has_class(&self, class: u32) -> bool {
-        self.classes.exact.binary_search(&class).is_ok()
+        self.classes.has(class)
     }
 }
 
@@ -215,7 +127,7 @@ pub fn compile_mandate(
     ix: MandateIx,
     source: Arc<Mandate>,
     ledger: Arc<Ledger>,
-    ledger_key: u64,
+    ledger_key: LedgerKey,
     names: &Names,
 ) -> Result<CompiledMandate, EngineError> {
     let m = &*source;
@@ -363,7 +275,7 @@ pub fn fit_codes(m: &CompiledMandate, a: &CompiledAgent, by_capability: bool) ->
         let agent_refused = a.call_agents.iter().any(|t| {
             m.deny.matches(t.id, t.ns)
                 || !(m.allow_agents.matches(t.id, t.ns)
-                    || (!t.classes.exact.is_empty() && m.allow_classes.matches(&t.classes)))
+                    || (!t.classes.is_empty() && m.allow_classes.matches(&t.classes)))
         });
         if class_refused || agent_refused {
             codes.insert(Code::DownstreamNotAllowed);
@@ -534,7 +446,7 @@ pub fn compile(
     input: &SnapshotInput,
     generation: u64,
     names: &Names,
-    mut ledger_of: impl FnMut(u32) -> (Arc<Ledger>, u64),
+    mut ledger_of: impl FnMut(u32) -> (Arc<Ledger>, LedgerKey),
 ) -> Result<Snapshot, EngineError> {
     let versions = AgentVersions::of(input.agents.iter().map(|(m, _)| &**m));
     let mut snapshot = Snapshot { generation, ..Snapshot::default() };

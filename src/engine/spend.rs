@@ -47,14 +47,13 @@ impl Engine {
     /// The spend of every mandate this engine has a ledger for.
     pub fn spend_state(&self) -> SpendState {
         let mut ledgers: Vec<LedgerSpend> = self
-            .root_keys
+            .ledgers
             .iter()
-            .filter_map(|e| {
-                let mandate = self.names.mandates.name(*e.key())?.to_string();
-                let ledger = &e.value().1;
-                // Leases back first, so that at rest what is written is exactly reserved +
+            .filter_map(|(sym, ledger)| {
+                let mandate = self.names.mandates.name(sym)?.to_string();
+                // Leases refunded first, so that at rest what is written is exactly reserved +
                 // settled; while calls run, the claimed words are an upper bound of it.
-                ledger.return_all_leases();
+                ledger.refund_all_leases();
                 let (day, day_micros) = ledger.claimed_day_word();
                 Some(LedgerSpend { mandate, spent_micros: ledger.claimed_micros(), day, day_micros })
             })
@@ -120,7 +119,7 @@ impl Engine {
         let syms =
             state.ledgers.iter().map(|l| self.names.mandates.intern(&l.mandate)).collect::<Result<Vec<_>, _>>()?;
         for (l, sym) in state.ledgers.iter().zip(syms) {
-            self.root_ledger(sym).0.absorb(l.spent_micros, l.day, l.day_micros);
+            self.ledgers.root_ledger(sym).0.absorb(l.spent_micros, l.day, l.day_micros);
         }
         Ok(state.ledgers.len())
     }

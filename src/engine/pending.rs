@@ -1,0 +1,137 @@
+//! Held calls: a call above `approval.above` waits for its mandate's issuer. Nothing is
+//! reserved while it waits; approving admits it again (every condition checked anew) and
+//! reserves. At most `pending_max` wait at once (a hard bound, reserved by an RMW before
+//! the insert), each for at most `pending_ttl_s` by the engine's clock.
+
+use super::receipt::{End, Receipt};
+use super::{Admission, Ask, Call, Engine, EngineError};
+use crate::admission::{self, Code, CodeSet, Verdict};
+use crate::money::Amount;
+use crate::pattern::Principal;
+use crate::sync;
+use crate::time::Timestamp;
+
+/// A call waiting for its mandate's issuer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingApproval {
+    pub id: u64,
+    pub worst_case: Amount,
+}
+
+/// A held call and when it expires (unix seconds, by the engine's clock).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pending {
+    pub(super) call: Call,
+    pub(super) expires: i64,
+}
+
+impl Engine {
+    /// A slow path (it allocates): kept out of line so that `decide` stays small enough
+    /// for the allowed path's helpers to be inlined into it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn hold<'e>(&'e self, ask: &Ask<'_>, worst: Amount) -> Admission<'e> {
+        let full = || self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), worst);
+        // A hard bound: a place is reserved by an RMW before the insert, so parallel holds
+        // can never together pass `pending_max` (a `len()` check could be passed by all).
+        if !self.take_pending_place() {
+            // Full: drop the expired ones (a slow path, only when full), then try once more.
+            self.expire_pending(self.now());
+            if !self.take_pending_place() {
+                return full();
+            }
+        }
+        let Some(id) = sync::next_id() else {
+            self.give_pending_place();
+            return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), worst);
+        };
+        let call = Call {
+            mandate: ask.mandate.ix,
+            agent: ask.agent.ix,
+            at: ask.call.at,
+            max_cost: ask.call.max_cost,
+            by_capability: ask.call.by_capability,
+        };
+        // The time to live runs on the engine's clock (a call's `at` is the caller's word).
+        let expires = self.now().unix().saturating_add_unsigned(self.config.pending_ttl_s);
+        self.pending.insert(id, Pending { call, expires });
+        self.sink.submit(&Receipt {
+            id,
+            parent: 0,
+            mandate: ask.mandate.ix,
+            agent: ask.agent.ix,
+            decision: Verdict::Held,
+            end: End::Decided,
+            codes: CodeSet::EMPTY.with(Code::ApprovalRequired),
+            worst_case: worst,
+            actual: Amount::ZERO,
+            at: ask.call.at,
+            ended_at: ask.call.at,
+        });
+        Admission::Held(PendingApproval { id, worst_case: worst })
+    }
+
+    /// Reserves one of the `pending_max` places, or says there is none.
+    fn take_pending_place(&self) -> bool {
+        // Relaxed: a counter bounding the map, a single-location RMW; the map's own locks
+        // order the entries. The RMW reads the latest count, so the bound is exact.
+        let before = self.pending_places.fetch_add(1, sync::Ordering::Relaxed);
+        if before >= self.config.pending_max as u64 {
+            self.give_pending_place();
+            return false;
+        }
+        debug_assert!(before < self.config.pending_max as u64);
+        true
+    }
+
+    /// Gives a place back: exactly once per place taken (by whoever removed its entry).
+    fn give_pending_place(&self) {
+        // Relaxed: as in `take_pending_place`.
+        let before = self.pending_places.fetch_sub(1, sync::Ordering::Relaxed);
+        debug_assert!(before > 0, "a pending place given back twice");
+    }
+
+    /// Removes a pending call; its place goes back only if this call removed it.
+    fn remove_pending(&self, id: u64) -> Option<Pending> {
+        let removed = self.pending.remove(&id).map(|(_, p)| p);
+        if removed.is_some() {
+            self.give_pending_place();
+        }
+        removed
+    }
+
+    /// Drops every held call whose time to live ([`EngineConfig::pending_ttl_s`]) has
+    /// passed by `now`; approving one later fails with
+    /// [`EngineError::UnknownPending`]. Returns how many. (The engine also does this when the
+    /// pending table is full.)
+    pub fn expire_pending(&self, now: Timestamp) -> usize {
+        let expired: Vec<u64> =
+            self.pending.iter().filter(|e| e.value().expires < now.unix()).map(|e| *e.key()).collect();
+        expired.into_iter().filter(|id| self.remove_pending(*id).is_some()).count()
+    }
+
+    /// The issuer approves a held call: it is admitted again at `at` (every other
+    /// condition is checked anew) and, if it still fits, reserved. Anyone but the
+    /// mandate's issuer is refused and the call stays pending. A call held longer than
+    /// `pending_ttl_s` (by the engine's clock) is gone: [`EngineError::PendingExpired`].
+    pub fn approve(&self, pending: u64, approver: &Principal, at: Timestamp) -> Result<Admission<'_>, EngineError> {
+        let held = *self.pending.get(&pending).ok_or(EngineError::UnknownPending(pending))?;
+        if held.expires < self.now().unix() {
+            self.remove_pending(pending);
+            return Err(EngineError::PendingExpired(pending));
+        }
+        let snap = self.cell.load();
+        if let Some(m) = snap.mandate(held.call.mandate) {
+            admission::check_approver(&m.source, approver)?;
+        }
+        if self.remove_pending(pending).is_none() {
+            return Err(EngineError::UnknownPending(pending));
+        }
+        Ok(self.admit_inner(&Call { at, ..held.call }, true))
+    }
+
+    /// The issuer (or the gateway on its behalf) refuses a held call.
+    pub fn refuse(&self, pending: u64) -> Result<(), EngineError> {
+        self.remove_pending(pending).map(|_| ()).ok_or(EngineError::UnknownPending(pending))
+    }
+}
