@@ -578,7 +578,16 @@ fn run(case: &Case) -> Outcome {
         by_capability: case.by_capability,
         delegated: false,
     };
-    let versions = holon::engine::snapshot::AgentVersions::of(agents.iter().map(|(m, _)| &**m));
+    let versions = holon::catalog::Catalog {
+        entries: agents
+            .iter()
+            .map(|(m, r)| holon::catalog::Entry {
+                manifest: (**m).clone(),
+                record: r.as_deref().cloned(),
+                path: std::path::PathBuf::new(),
+            })
+            .collect(),
+    };
     let assessed = Assessor::new(&mandate, &versions).unwrap().assess(manifest, record.as_deref(), &ctx).unwrap();
     assert!(assessed.reasons.iter().all(|r| !r.message.is_empty()));
     let cli_codes = assessed.reasons.iter().fold(CodeSet::EMPTY, |set, r| set.with(r.code));

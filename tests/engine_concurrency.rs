@@ -2,7 +2,7 @@
 //! (The exhaustive interleavings are in `loom-tests/`.)
 
 use holon::admission::Code;
-use holon::engine::ledger::{Charge, Ledger, LedgerLimits};
+use holon::engine::internals::{Charge, Ledger, LedgerLimits};
 use holon::engine::{Admission, Call, Engine, EngineConfig, synthetic};
 use holon::money::Amount;
 use proptest::prelude::*;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use holon::admission::Code;
-use holon::engine::ledger::{Ledger, LedgerLimits};
+use holon::engine::internals::{Ledger, LedgerLimits};
 use holon::engine::{Admission, Call, Engine, EngineConfig, SubCall, synthetic};
 use holon::money::Amount;
 use holon::time::Timestamp;
@@ -154,7 +154,7 @@ fn a_lease_is_taken_back_before_a_denial_and_the_totals_stay_exact() {
         let granted = Granted::new();
         let (la, ga) = (Arc::clone(&ledger), Arc::clone(&granted));
         let a = thread::spawn(move || {
-            holon::engine::ledger::pin_lease_shard(0);
+            holon::engine::internals::pin_lease_shard(0);
             let mut kept = 0;
             for actual in [0u64, 1] {
                 if let Ok(charge) = la.reserve(1, 7, LEASING) {
@@ -167,7 +167,7 @@ fn a_lease_is_taken_back_before_a_denial_and_the_totals_stay_exact() {
             }
             kept
         });
-        holon::engine::ledger::pin_lease_shard(1);
+        holon::engine::internals::pin_lease_shard(1);
         let first = ledger.reserve(63, 7, LEASING);
         if first.is_ok() {
             granted.add_within(63, 64);
@@ -197,13 +197,13 @@ fn a_new_day_never_spends_yesterdays_lease() {
         let ledger = Arc::new(Ledger::new());
         let l1 = Arc::clone(&ledger);
         let yesterday = thread::spawn(move || {
-            holon::engine::ledger::pin_lease_shard(0);
+            holon::engine::internals::pin_lease_shard(0);
             let charge = l1.reserve(1, 7, LEASING).expect("day 7 has room");
             within_limits(&l1, 7, LEASING);
             l1.refund(charge);
             charge
         });
-        holon::engine::ledger::pin_lease_shard(0);
+        holon::engine::internals::pin_lease_shard(0);
         let today = ledger.reserve(1, 8, LEASING).expect("day 8 has room");
         assert_eq!(today.day(), Some(8), "a day-8 call is charged to day 8");
         within_limits(&ledger, 8, LEASING);
@@ -229,7 +229,7 @@ fn one_shard_shared_by_two_threads_and_a_sweeper() {
             .map(|(shard, worst)| {
                 let (ledger, granted) = (Arc::clone(&ledger), Arc::clone(&granted));
                 thread::spawn(move || {
-                    holon::engine::ledger::pin_lease_shard(shard);
+                    holon::engine::internals::pin_lease_shard(shard);
                     match ledger.reserve(worst, 7, LEASING) {
                         Ok(charge) => {
                             granted.add_within(worst, 64);

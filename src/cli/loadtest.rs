@@ -234,7 +234,7 @@ fn new_histogram() -> Result<Histogram<u64>, hdrhistogram::CreationError> {
 fn work(
     engine: &Engine,
     mandates: &[holon::engine::MandateIx],
-    ledgers: &[Arc<holon::engine::Ledger>],
+    ledgers: &[Arc<holon::engine::internals::Ledger>],
     agents: &[holon::engine::AgentIx],
     t: usize,
     opts: &Options,

@@ -23,7 +23,7 @@ use crate::time::Timestamp;
 
 /// What one call brings besides its mandate and agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallFacts {
+pub(crate) struct CallFacts {
     pub at: Timestamp,
     /// The caller's ceiling for this call, in the mandate's currency.
     pub max_cost: Option<Amount>,
@@ -36,7 +36,7 @@ pub struct CallFacts {
 }
 
 impl CallFacts {
-    pub fn at(at: Timestamp) -> Self {
+    pub(crate) fn at(at: Timestamp) -> Self {
         CallFacts { at, max_cost: None, by_capability: false, approved: false, sub_call: None }
     }
 }
@@ -44,7 +44,7 @@ impl CallFacts {
 /// Where a judgement reads spend, only when a decision needs it (a denial lists every
 /// exceeded limit; a hold is refused when a limit is already exceeded). On the allowed path
 /// nothing is read: the reservation's compare-and-swap decides.
-pub trait SpendView {
+pub(super) trait SpendView {
     /// The limits (`total`, `per_day`) that `worst` more would exceed on UTC day `today`.
     fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> CodeSet;
 }
@@ -66,7 +66,7 @@ impl SpendView for LedgerSpend<'_> {
 
 /// Spend given as figures (the CLI's `--spent-total`, a simulation's running total).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct KnownSpend {
+pub(super) struct KnownSpend {
     /// Spent plus reserved against `total`.
     pub total: Amount,
     /// Spent plus reserved today (UTC) against `per_day`.
@@ -81,7 +81,7 @@ impl SpendView for KnownSpend {
 
 /// What the judgement says to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(super) enum Step {
     Deny,
     Hold,
     /// Reserve the worst case; the ledger's compare-and-swap may still refuse it.
@@ -91,7 +91,7 @@ pub enum Step {
 /// The judgement of one call: what to do, every code, the worst case, and the UTC day
 /// number the call is charged on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Judgement {
+pub(super) struct Judgement {
     pub step: Step,
     /// Every reason for a denial (empty for a reservation; `approval_required` when held).
     pub codes: CodeSet,
@@ -106,7 +106,7 @@ pub struct Judgement {
 /// `inline(always)`: it is the body of the hot path (`Engine::decide`); the bench gate
 /// counts its instructions.
 #[inline(always)]
-pub fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: &impl SpendView) -> Judgement {
+pub(super) fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: &impl SpendView) -> Judgement {
     let fit = snapshot::fit_codes(m, a, call.by_capability);
     let mut codes = fit.codes.union(snapshot::window_codes(m, call.at.unix()));
     let (worst, worst_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, call.max_cost);
@@ -142,7 +142,7 @@ pub fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: &i
 
 /// Judges one call against a spend given as figures: a [`Step::Reserve`] the ledger's
 /// compare-and-swap would refuse (the same limits, [`budget::check_limits`]) is a denial.
-pub fn judge_known(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: KnownSpend) -> Judgement {
+pub(super) fn judge_known(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: KnownSpend) -> Judgement {
     let mut judgement = judge(m, a, call, &spend);
     if judgement.step == Step::Reserve {
         let over = spend.over_limits(m, judgement.worst.worst, judgement.today);
@@ -173,7 +173,7 @@ pub(crate) fn delegated_codes(mut codes: CodeSet) -> CodeSet {
 /// orchestrator declared (by `capability`, or by naming the agent when `capability` is
 /// `None`), and its worst case within the declared `max_cost`, converted into the run's
 /// currency.
-pub fn declared_codes(
+pub(super) fn declared_codes(
     sub: &CompiledMandate,
     orchestrator: &Manifest,
     capability: Option<&str>,

@@ -91,26 +91,22 @@ use crate::admission::{Code, CodeSet};
 use crate::sync::{self, AtomicU64, Ordering};
 
 pub use audit::AuditError;
-pub use words::{DAY_MICROS_MAX, DAY_NUMBER_MAX};
+pub(super) use words::{DAY_MICROS_MAX, DAY_NUMBER_MAX};
 
 use lease::Shard;
 use words::{DAYLESS, DayWord, Tag};
-
-#[cfg(holon_loom)]
-#[doc(hidden)]
-pub use crate::sync::pin_lease_shard;
 
 /// Lease shards per ledger: threads are spread over them by thread number. Eight keeps a
 /// ledger at 1 KiB (10,000 mandates: 10 MiB); under loom two, which is enough for every
 /// interleaving between shards and keeps the models small.
 #[cfg(not(holon_loom))]
-pub const LEASE_SHARDS: usize = 8;
+pub(super) const LEASE_SHARDS: usize = 8;
 #[cfg(holon_loom)]
-pub const LEASE_SHARDS: usize = 2;
+pub(super) const LEASE_SHARDS: usize = 2;
 /// A lease holds at most this many worst cases of the call that takes it.
-pub const LEASE_CALLS: u64 = 32;
+pub(super) const LEASE_CALLS: u64 = 32;
 /// A lease takes at most this fraction (1/n) of what remains of the total and of the day.
-pub const LEASE_SHARE_DIVISOR: u64 = 32;
+pub(super) const LEASE_SHARE_DIVISOR: u64 = 32;
 
 /// The limits a reservation is checked against, in micro-units (from the live snapshot,
 /// so an updated mandate's new limits apply to the same ledger).

@@ -1,16 +1,18 @@
-//! The embedded admission engine: the decision logic of [`crate::admission`] turned into a
-//! hot path that is lock-free, allocation-free and cannot overrun a budget.
+//! The embedded admission engine: the admission rules, compiled, on a hot path that is
+//! lock-free, allocation-free and cannot overrun a budget.
 //!
-//! - [`snapshot`]: mandates and agents compiled into an immutable indexed [`Snapshot`],
-//!   published with one atomic swap ([`Engine::publish`]);
-//! - [`ledger`]: the per-mandate atomic ledger (CAS on reserved + settled, per day);
-//! - [`registry`]: the root ledgers, kept for the engine's life, and the [`LedgerKey`]
-//!   a compiled mandate names its ledger by;
-//! - [`slots`]: the reservation table that makes every reservation end exactly once;
-//! - [`reservation`]: the `#[must_use]` guard a gateway holds while the call runs, and
-//!   the delegated run of an orchestrator;
+//! - [`Engine::publish`]: mandates and agents compiled into an immutable indexed
+//!   [`Snapshot`], published with one atomic swap;
+//! - [`Engine::admit`]: the pure judgement of a call, then its effects: the worst case
+//!   reserved on the mandate's atomic ledger, a place in the reservation table that makes
+//!   every reservation end exactly once;
+//! - [`Reservation`]: the `#[must_use]` guard a gateway holds while the call runs, and
+//!   the delegated run of an orchestrator ([`Reservation::sub_call`]);
+//! - [`Assessor`]: the same rules for one mandate outside a running engine, explained;
 //! - [`receipt`]: one receipt per call, handed to a non-blocking sink;
 //! - [`spend`]: spend state export/import (bincode).
+//!
+//! docs/engine.md describes the inside (snapshot, ledger words, leases, slots, registry).
 //!
 //! ```
 //! use holon::engine::{Admission, Call, Engine, EngineConfig, synthetic};
@@ -30,20 +32,32 @@
 //! }
 //! ```
 
-pub mod assess;
+// The public face is what this module re-exports below plus `receipt`, `spend` and
+// `synthetic`; the rest is the engine's inside. What the loom models, the stress tests and
+// the benches must reach of the inside is in `internals`, hidden from the documentation.
+mod assess;
 mod explain;
-pub mod judge;
-pub mod ledger;
+mod judge;
+mod ledger;
 mod pending;
 pub mod receipt;
 mod reclaim;
-pub mod registry;
-pub mod reservation;
-pub mod slots;
-pub mod snapshot;
+mod registry;
+mod reservation;
+mod slots;
+mod snapshot;
 pub mod spend;
-pub mod symbols;
+mod symbols;
 pub mod synthetic;
+
+/// The engine's inside, for the loom models, the stress tests and the benches only: not an
+/// API, and it changes without notice.
+#[doc(hidden)]
+pub mod internals {
+    pub use super::ledger::{AuditError, Charge, Ledger, LedgerLimits};
+    #[cfg(holon_loom)]
+    pub use crate::sync::pin_lease_shard;
+}
 
 use dashmap::DashMap;
 
@@ -53,17 +67,16 @@ use crate::sync::{self, Arc, AtomicU64, SnapshotCell};
 use crate::time::Timestamp;
 
 pub use assess::{Assessor, Callee};
-pub use ledger::{Ledger, LedgerLimits};
+use ledger::Ledger;
 use pending::Pending;
 pub use pending::PendingApproval;
 pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
-pub use registry::LedgerKey;
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
 
 use judge::SpendView;
-use registry::LedgerRegistry;
+use registry::{LedgerKey, LedgerRegistry};
 use reservation::Run;
 use slots::{SlotRecord, Slots};
 
@@ -274,7 +287,9 @@ impl Engine {
         self.names.agents.get(id).map(AgentIx)
     }
 
-    /// The root ledger of a mandate, if it has one.
+    /// The root ledger of a mandate, if it has one (the engine's inside: for the stress
+    /// tests, the loom models and `loadtest`'s budget audit).
+    #[doc(hidden)]
     pub fn ledger(&self, mandate: MandateIx) -> Option<Arc<Ledger>> {
         self.ledgers.get(mandate.0)
     }

@@ -100,7 +100,7 @@ impl Engine {
         removed
     }
 
-    /// Drops every held call whose time to live ([`EngineConfig::pending_ttl_s`]) has
+    /// Drops every held call whose time to live ([`super::EngineConfig::pending_ttl_s`]) has
     /// passed by `now`; approving one later fails with
     /// [`EngineError::UnknownPending`]. Returns how many. (The engine also does this when the
     /// pending table is full.)

@@ -23,16 +23,16 @@ fn state(generation: u64, status: u64) -> u64 {
 }
 
 /// Most slots a table may have (the reservations in flight at once).
-pub const SLOTS_MAX: usize = 1 << 22;
+pub(super) const SLOTS_MAX: usize = 1 << 22;
 /// Most slots one claim looks at before the call is denied `in_flight_limit_reached`: a
 /// full (or nearly full) table costs every admit this many probes, not a sweep of the
 /// whole table. A thread that gives up moves its cursor past the slots it looked at, so
 /// its next claim searches the next stretch of the table.
-pub const SLOT_PROBES_MAX: usize = 64;
+pub(super) const SLOT_PROBES_MAX: usize = 64;
 
 /// What the engine needs to reclaim an expired reservation without its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SlotRecord {
+pub(crate) struct SlotRecord {
     /// For the expired receipt: the reaper keeps it spent and touches no ledger.
     pub worst_micros: u64,
     /// Unix seconds after which the reservation may be reclaimed.
@@ -58,31 +58,27 @@ struct Slot {
 
 /// A claimed slot: index and generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket {
+pub(crate) struct Ticket {
     pub index: u32,
     pub generation: u64,
 }
 
 #[derive(Debug)]
-pub struct Slots {
+pub(crate) struct Slots {
     slots: Box<[Slot]>,
 }
 
 impl Slots {
     /// A table of `capacity` slots (at least 1, at most [`SLOTS_MAX`]).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.clamp(1, SLOTS_MAX);
         let slots: Box<[Slot]> = (0..capacity).map(|_| Slot::default()).collect();
         Slots { slots }
     }
 
-    pub fn capacity(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Claims a free slot. `None` when none is free among the [`SLOT_PROBES_MAX`] slots
     /// from the thread's cursor (or the whole table, if smaller).
-    pub fn claim(&self) -> Option<Ticket> {
+    pub(crate) fn claim(&self) -> Option<Ticket> {
         let len = self.slots.len();
         let start = sync::cursor() % len;
         let probes = len.min(SLOT_PROBES_MAX);
@@ -110,7 +106,7 @@ impl Slots {
     }
 
     /// Gives back a claimed slot that never became active (the ledger refused).
-    pub fn unclaim(&self, t: Ticket) {
+    pub(crate) fn unclaim(&self, t: Ticket) {
         if let Some(slot) = self.slots.get(t.index as usize) {
             debug_assert_claimed(slot, t);
             // Release: orders our (unused) writes before the slot is free again.
@@ -119,7 +115,7 @@ impl Slots {
     }
 
     /// Fills a claimed slot and makes it visible to the reaper.
-    pub fn activate(&self, t: Ticket, r: &SlotRecord) {
+    pub(crate) fn activate(&self, t: Ticket, r: &SlotRecord) {
         let Some(slot) = self.slots.get(t.index as usize) else { return };
         debug_assert_claimed(slot, t);
         // Relaxed stores: published by the Release store of the state below.
@@ -136,7 +132,7 @@ impl Slots {
 
     /// Ends an active reservation: true for exactly one caller per ticket (the holder
     /// settling or releasing, or the reaper). The loser must change nothing.
-    pub fn end(&self, t: Ticket) -> bool {
+    pub(crate) fn end(&self, t: Ticket) -> bool {
         let Some(slot) = self.slots.get(t.index as usize) else { return false };
         // AcqRel: Acquire pairs with `activate`'s Release (the reaper reads fields after
         // winning); Release pairs with `claim`'s Acquire (the next holder overwrites them).
@@ -161,7 +157,7 @@ impl Slots {
 
     /// Whether the ticket's reservation is still active (not ended by its holder or the
     /// reaper). A generation compare: a slot reused since holds a later generation.
-    pub fn is_active(&self, t: Ticket) -> bool {
+    pub(crate) fn is_active(&self, t: Ticket) -> bool {
         let Some(slot) = self.slots.get(t.index as usize) else { return false };
         // Acquire: pairs with the AcqRel of `end`, so a reaper's end is not missed by a
         // load ordered after what the caller saw of it.
@@ -170,7 +166,7 @@ impl Slots {
 
     /// Calls `reclaim` once for every active slot whose deadline is before `now`, after
     /// winning it from its holder. Returns how many were reclaimed.
-    pub fn reclaim_expired(&self, now: i64, mut reclaim: impl FnMut(SlotRecord)) -> usize {
+    pub(crate) fn reclaim_expired(&self, now: i64, mut reclaim: impl FnMut(SlotRecord)) -> usize {
         let mut count = 0;
         for (index, slot) in self.slots.iter().enumerate() {
             // Acquire: pairs with `activate`'s Release, so the fields read below are the
@@ -195,7 +191,7 @@ impl Slots {
     }
 
     /// Reservations currently active (a diagnostic count, not a synchronised snapshot).
-    pub fn active(&self) -> usize {
+    pub(crate) fn active(&self) -> usize {
         self.slots.iter().filter(|s| s.state.load(Ordering::Relaxed) & STATUS_MASK == ACTIVE).count()
     }
 }

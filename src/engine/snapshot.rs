@@ -23,7 +23,7 @@ use crate::sync::Arc;
 
 mod matchers;
 
-pub use matchers::{AgentMatcher, ClassMatcher, ClassSet};
+pub(super) use matchers::{AgentMatcher, ClassMatcher, ClassSet};
 
 /// A mandate's number in the engine (stable across snapshots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,7 +123,7 @@ fn runtime_bit(kind: RuntimeKind) -> u8 {
 }
 
 /// Compiles one mandate. `ledger` is the mandate's ledger (carried over across snapshots).
-pub fn compile_mandate(
+pub(super) fn compile_mandate(
     ix: MandateIx,
     source: Arc<Mandate>,
     ledger: Arc<Ledger>,
@@ -183,7 +183,7 @@ pub fn compile_mandate(
 }
 
 /// Compiles one agent; `lookup` resolves its declared downstream agents.
-pub fn compile_agent(
+pub(super) fn compile_agent(
     ix: AgentIx,
     source: Arc<Manifest>,
     record: Option<Arc<AgentRecord>>,
@@ -242,7 +242,7 @@ pub fn compile_agent(
 
 /// What the fit of one agent under one mandate comes to, in the mandate's currency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FitFacts {
+pub(super) struct FitFacts {
     pub codes: CodeSet,
     pub own_ceiling: Amount,
     pub passthrough_cap: Amount,
@@ -256,7 +256,7 @@ pub struct FitFacts {
 /// collide, the clock-bounded day) LLVM stopped inlining it, which cost 43 instructions per
 /// allowed admit+settle in the bench gate (1,059 against 1,016 inlined; 1,011 before).
 #[inline(always)]
-pub fn fit_codes(m: &CompiledMandate, a: &CompiledAgent, by_capability: bool) -> FitFacts {
+pub(super) fn fit_codes(m: &CompiledMandate, a: &CompiledAgent, by_capability: bool) -> FitFacts {
     let mut codes = CodeSet::EMPTY;
     let id = a.ix.0;
     if m.deny.matches(id, a.ns) {
@@ -351,7 +351,7 @@ fn convert_prices(m: &CompiledMandate, a: &CompiledAgent, codes: &mut CodeSet) -
 
 /// `from <= at <= until`.
 #[inline]
-pub fn window_codes(m: &CompiledMandate, at: i64) -> CodeSet {
+pub(super) fn window_codes(m: &CompiledMandate, at: i64) -> CodeSet {
     if at < m.from {
         CodeSet::EMPTY.with(Code::MandateNotYetValid)
     } else if at > m.until {
@@ -417,10 +417,10 @@ pub struct SnapshotInput {
 
 /// Every version of every agent by id: what compilation resolves declared downstream calls
 /// against, with [`newest_in_range`], the lookup of the CLI's `Catalog` too.
-pub struct AgentVersions<'a>(HashMap<&'a AgentId, Vec<&'a Manifest>>);
+pub(super) struct AgentVersions<'a>(HashMap<&'a AgentId, Vec<&'a Manifest>>);
 
 impl<'a> AgentVersions<'a> {
-    pub fn of(agents: impl Iterator<Item = &'a Manifest>) -> Self {
+    pub(super) fn of(agents: impl Iterator<Item = &'a Manifest>) -> Self {
         let mut map: HashMap<&AgentId, Vec<&Manifest>> = HashMap::new();
         for m in agents {
             map.entry(&m.id).or_default().push(m);
@@ -429,7 +429,7 @@ impl<'a> AgentVersions<'a> {
     }
 
     /// The newest version of `id` (the one a call naming the agent is admitted against).
-    pub fn newest(&self, id: &AgentId) -> Option<&'a Manifest> {
+    pub(super) fn newest(&self, id: &AgentId) -> Option<&'a Manifest> {
         self.0.get(id).and_then(|v| v.iter().copied().max_by(|a, b| a.version.cmp(&b.version)))
     }
 }
@@ -442,7 +442,7 @@ impl AgentLookup for AgentVersions<'_> {
 
 /// Compiles a snapshot. `ledger_of(mandate symbol)` returns the mandate's ledger and its key
 /// (the engine carries ledgers over between snapshots this way).
-pub fn compile(
+pub(super) fn compile(
     input: &SnapshotInput,
     generation: u64,
     names: &Names,

@@ -13,7 +13,7 @@ use super::EngineError;
 use crate::sync::Arc;
 
 /// Most names one table holds.
-pub const SYMBOLS_MAX: usize = 4_000_000;
+pub(super) const SYMBOLS_MAX: usize = 4_000_000;
 
 #[derive(Debug, Default)]
 pub struct Symbols {

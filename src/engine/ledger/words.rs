@@ -15,9 +15,9 @@ const DAY_AMOUNT_BITS: u32 = 48;
 const DAY_NUMBER_BITS: u32 = 16;
 /// The largest per-day amount the day word holds (about 281 million units). A mandate
 /// with a larger `per_day` is refused when the snapshot is compiled.
-pub const DAY_MICROS_MAX: u64 = (1 << DAY_AMOUNT_BITS) - 1;
+pub(crate) const DAY_MICROS_MAX: u64 = (1 << DAY_AMOUNT_BITS) - 1;
 /// The largest UTC day number (days since 1970): 65535 is in the year 2149.
-pub const DAY_NUMBER_MAX: u64 = (1 << DAY_NUMBER_BITS) - 1;
+pub(crate) const DAY_NUMBER_MAX: u64 = (1 << DAY_NUMBER_BITS) - 1;
 
 // The day word's bit budget: day + amount = 64, each maximum is all ones of its field.
 const _: () = assert!(DAY_NUMBER_BITS + DAY_AMOUNT_BITS == u64::BITS);

@@ -25,7 +25,7 @@ fn intersects(a: &[u32], b: &[u32]) -> bool {
 /// Classes as interned sets: the classes themselves and their strict ancestors
 /// (`a`, `a.b` for `a.b.c`), so `a.b.*` matches when `a.b` is among the ancestors.
 #[derive(Debug, Clone, Default)]
-pub struct ClassSet {
+pub(crate) struct ClassSet {
     exact: Syms,
     ancestors: Syms,
 }
@@ -58,7 +58,7 @@ impl ClassSet {
 
 /// `allow.capabilities` compiled.
 #[derive(Debug, Clone, Default)]
-pub struct ClassMatcher {
+pub(crate) struct ClassMatcher {
     any: bool,
     exact: Syms,
     subtree: Syms,
@@ -86,7 +86,7 @@ impl ClassMatcher {
 
 /// Agent patterns compiled.
 #[derive(Debug, Clone, Default)]
-pub struct AgentMatcher {
+pub(crate) struct AgentMatcher {
     any: bool,
     namespaces: Syms,
     ids: Syms,

@@ -6,7 +6,7 @@
 //! 2. [`kinds`]: each plain command's arguments are judged by the command-kind table:
 //!    paths read or written, arguments pinned as learned, hosts, wrappers looked through,
 //!    code-running commands opaque.
-//!    [`args`] splits a path kind's arguments into flags, paths read and written and
+//!    `args` splits a path kind's arguments into flags, paths read and written and
 //!    pinned words.
 //! 3. Here: `cd`/`pushd`/`popd` are tracked (later relative paths are judged from every
 //!    directory the line may be in), and each command becomes a [`Segment`].
