@@ -79,13 +79,18 @@ fn bad_stores_are_clear_errors_with_exit_2() {
         ("mysql://x", "not a store URL"),
         ("sqlite:", "not a store URL"),
         ("postgres://postgres@127.0.0.1:1/postgres", "cannot be reached"),
-        (&format!("sqlite:{}", dir.join("no/such/dir/ledger.db").display()), "cannot be reached"),
+        (&format!("sqlite:{}", dir.join("no/such/dir/ledger.db").display()), "no store file"),
+        (&format!("sqlite:{}", dir.join("typo-ledger.db").display()), "no store file"),
+        ("memory", "lives inside one process"),
     ] {
         let (code, out, err) = holon(&["ledger", "status", "--store", url]);
         assert_eq!((code, out.as_str()), (2, ""), "{url}: {err}");
         assert!(err.contains(says), "{url}: {err}");
     }
+    // Nothing was created by the commands above.
+    assert!(!dir.join("typo-ledger.db").exists());
     // An unknown mandate in an existing store.
+    drop(SqliteStore::open(&dir.join("ledger.db")).unwrap());
     let url = format!("sqlite:{}", dir.join("ledger.db").display());
     let (code, _, err) = holon(&["ledger", "status", "--store", &url, "--mandate", "nope"]);
     assert_eq!(code, 2);

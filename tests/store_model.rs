@@ -279,3 +279,58 @@ fn bad_flushes_change_nothing() {
     assert!(store.grant(&GrantRequest { mandate: "d".into(), ..ask.clone() }).is_err());
     assert!(store.grant(&GrantRequest { mandate: "nope".into(), ..ask }).is_err());
 }
+
+fn request(node: &str, mandate: &str, want: u64, min: u64, now_unix: i64, day: Option<u64>) -> GrantRequest {
+    GrantRequest {
+        node: node.into(),
+        mandate: mandate.into(),
+        day,
+        want_micros: want,
+        min_micros: min,
+        ttl_s: 100_000,
+        now_unix,
+    }
+}
+
+/// Found by review: the store took the node's word for the day, so leases naming days 0..4
+/// at one moment drew five days' `per_day`; and a day lease outlived its day.
+#[test]
+fn a_per_day_lease_draws_on_the_day_of_its_time_and_ends_with_it() {
+    let store = MemoryStore::new();
+    store.publish_limits("d", Limits { total_micros: 10_000, per_day_micros: Some(100) }, false).unwrap();
+    let now = 86_400 * 3 + 600; // day 3
+    for wrong in [None, Some(0), Some(2), Some(4)] {
+        let err = store.grant(&request("a", "d", 100, 100, now, wrong)).unwrap_err().to_string();
+        assert!(err.contains("UTC day"), "{wrong:?}: {err}");
+    }
+    let lease = store.grant(&request("a", "d", 100, 100, now, Some(3))).unwrap().unwrap();
+    assert_eq!(lease.expires_unix, 86_400 * 4, "a day lease ends with its day");
+    assert_eq!(store.grant(&request("b", "d", 1, 1, now, Some(3))).unwrap(), None, "day 3 is spent");
+}
+
+/// Found by review: the cap was per grant, so one node asking 200 times held most of the
+/// budget. What a node holds in all stays within its share (plus one minimum).
+#[test]
+fn a_node_asking_again_and_again_holds_at_most_its_share() {
+    let store = MemoryStore::new();
+    store.publish_limits("m", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    for _ in 0..200 {
+        let _ = store.grant(&request("greedy", "m", 100_000, 1, 0, None)).unwrap();
+    }
+    let held = store.status(Some("m")).unwrap()[0].leased_micros;
+    assert!(held <= 1_000_000 / 100 + 1, "one node holds {held} of 1,000,000");
+}
+
+/// Found by review: the memory store accepted a batch that closed a lease and then settled
+/// on it again (ignoring the second settle) where the SQL stores refuse it whole.
+#[test]
+fn a_batch_that_uses_a_lease_it_closed_is_refused_whole() {
+    let store = MemoryStore::new();
+    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    let lease = store.grant(&request("a", "m", 100, 100, 0, None)).unwrap().unwrap();
+    let close = FlushEntry { lease: lease.id, settle_micros: 10, give_back_micros: 90, close: true, renew_ttl_s: None };
+    let again = FlushEntry { lease: lease.id, settle_micros: 5, ..FlushEntry::default() };
+    let before = store.status(None).unwrap();
+    assert!(store.flush("a", &[close, again], 0).is_err());
+    assert_eq!(store.status(None).unwrap(), before);
+}

@@ -68,6 +68,7 @@ fn the_postgres_store() {
     let server = Server::get();
     the_model_holds(&server);
     three_connections_share_one_budget(&server);
+    a_lease_renewed_while_a_reconcile_waits_is_left_alone(&server);
     bad_urls_and_newer_schemas_are_clear_errors(&server);
 }
 
@@ -147,4 +148,35 @@ fn bad_urls_and_newer_schemas_are_clear_errors(server: &Server) {
         .unwrap()
         .get(0);
     assert_eq!(tables_before, tables_after);
+}
+
+/// Found by review: `reconcile(expired_only)` chose the expired leases before it held the
+/// mandates' locks and never looked again, so a lease its node renewed in that gap was
+/// reconciled all the same. Another session holds the mandate's lock, the reconcile waits
+/// on it, the node renews its lease, and the reconcile must then leave the lease alone.
+fn a_lease_renewed_while_a_reconcile_waits_is_left_alone(server: &Server) {
+    let url = server.fresh("holon_race");
+    let store = PostgresStore::connect(&url).unwrap();
+    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    let mut request = ask("a", 10);
+    request.now_unix = 1_000;
+    request.ttl_s = 10;
+    request.min_micros = 10;
+    let lease = store.grant(&request).unwrap().unwrap();
+    assert_eq!(lease.expires_unix, 1_010);
+    let mut holder = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.query("SELECT id FROM holon_mandates WHERE id = 'm' FOR UPDATE", &[]).unwrap();
+    let reconciled = std::thread::scope(|s| {
+        let waiting = s.spawn(|| PostgresStore::connect(&url).unwrap().reconcile("a", 1_010, true).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // The node's flush renews the lease (as the holder of the lock, it commits first).
+        tx.execute("UPDATE holon_leases SET expires = 1070 WHERE id = $1", &[&i64::try_from(lease.id).unwrap()])
+            .unwrap();
+        tx.commit().unwrap();
+        waiting.join().unwrap()
+    });
+    assert_eq!(reconciled.counted_micros, 0, "{reconciled:?}");
+    let entry = FlushEntry { lease: lease.id, settle_micros: 1, ..FlushEntry::default() };
+    assert_eq!(store.flush("a", &[entry], 1_020).unwrap()[0].state, holon::store::LeaseState::Open);
 }

@@ -34,7 +34,7 @@ fn status_json(s: &MandateStatus) -> serde_json::Value {
 }
 
 pub(crate) fn status(url: &str, mandate: Option<&str>, json: bool, style: &Style) -> anyhow::Result<u8> {
-    let store = store::open(url)?;
+    let store = store::open_existing(url)?;
     let all = store.status(mandate)?;
     if json {
         outln!(
@@ -63,7 +63,7 @@ pub(crate) fn status(url: &str, mandate: Option<&str>, json: bool, style: &Style
 }
 
 pub(crate) fn reconcile(url: &str, node: &str, json: bool) -> anyhow::Result<u8> {
-    let store = store::open(url)?;
+    let store = store::open_existing(url)?;
     let now = Timestamp::now();
     let done = store.reconcile(node, now.unix(), true)?;
     if json {

@@ -55,6 +55,10 @@ pub enum EscrowError {
     #[error("a store total would overflow a u64 of micro-units")]
     Overflow,
     #[error(
+        "the mandate has a per_day limit, so a lease must name the UTC day it draws on (the node's request left it out)"
+    )]
+    DayRequired,
+    #[error(
         "the store's totals are inconsistent: {0}; run `holon ledger status` and restore the store from its backup"
     )]
     Inconsistent(&'static str),
@@ -81,10 +85,21 @@ impl DayRow {
 pub const LEASE_SHARE_DIVISOR: u64 = 100;
 
 /// The most one grant may take of `available` micro-units when `other_nodes` other nodes
-/// hold leases on the mandate (see [`LEASE_SHARE_DIVISOR`]).
-pub(crate) fn lease_cap(available_micros: u64, other_nodes: u64, min_micros: u64) -> u64 {
+/// hold leases on the mandate and the asker already holds `held` in open leases on it: what
+/// a node holds in all stays within its share, `(available + held) / (LEASE_SHARE_DIVISOR ×
+/// nodes)`, plus at most one `min`, however many grants it asks for; a node that holds less
+/// than `min` (one call's worst case) may always get it, so that the last of a budget can
+/// still be spent (see [`LEASE_SHARE_DIVISOR`]).
+pub(crate) fn lease_cap(available_micros: u64, held_micros: u64, other_nodes: u64, min_micros: u64) -> u64 {
     let share = LEASE_SHARE_DIVISOR.saturating_mul(other_nodes.saturating_add(1));
-    (available_micros / share).max(min_micros)
+    let quota = available_micros.saturating_add(held_micros) / share;
+    match quota.saturating_sub(held_micros) {
+        // Room in its share: at least one minimum, so a node holds at most quota + min.
+        room if room > 0 => room.max(min_micros),
+        // Its share is full: only a node that cannot take one more call gets its minimum.
+        _ if held_micros < min_micros => min_micros,
+        _ => 0,
+    }
 }
 
 /// Grants up to `want_micros` (at least `min_micros`, or nothing) against the mandate's
@@ -95,6 +110,7 @@ pub(crate) fn grant(
     day: Option<&mut DayRow>,
     want_micros: u64,
     min_micros: u64,
+    held_micros: u64,
     other_nodes: u64,
 ) -> Result<Option<u64>, EscrowError> {
     let mut available = mandate.available_micros();
@@ -102,9 +118,9 @@ pub(crate) fn grant(
     if let (Some(per_day), Some(row)) = (per_day, day.as_deref()) {
         available = available.min(row.available_micros(per_day));
     }
-    let amount = want_micros.min(lease_cap(available, other_nodes, min_micros)).min(available);
+    let amount = want_micros.min(lease_cap(available, held_micros, other_nodes, min_micros)).min(available);
     if per_day.is_some() && day.is_none() {
-        return Err(EscrowError::Inconsistent("a mandate with per_day was asked for a lease without a day"));
+        return Err(EscrowError::DayRequired);
     }
     if amount == 0 || amount < min_micros {
         return Ok(None);

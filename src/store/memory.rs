@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
 };
 
 #[derive(Debug, Default)]
@@ -26,8 +26,15 @@ struct Staged {
 }
 
 impl Staged {
+    /// A lease as the step sees it: a lease this step closed is gone, as it will be once
+    /// committed (the SQL stores delete it at once).
     fn lease(&self, rows: &Rows, id: u64) -> Result<LeaseRow, StoreError> {
-        self.leases.get(&id).or_else(|| rows.leases.get(&id)).cloned().ok_or(StoreError::UnknownLease(id))
+        self.leases
+            .get(&id)
+            .or_else(|| rows.leases.get(&id))
+            .filter(|l| l.state != LeaseState::Closed)
+            .cloned()
+            .ok_or(StoreError::UnknownLease(id))
     }
 
     /// Applies `change` to `lease` and copies of the rows it draws on, and stages them.
@@ -105,21 +112,22 @@ impl LedgerStore for MemoryStore {
         let mut rows = self.rows.lock();
         let mut mandate =
             *rows.mandates.get(&request.mandate).ok_or_else(|| StoreError::UnknownMandate(request.mandate.clone()))?;
-        let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
+        let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
         let mut day = day_key.map(|d| rows.days.get(&(request.mandate.clone(), d)).copied().unwrap_or_default());
-        let others = rows
-            .leases
-            .values()
-            .filter(|l| l.mandate == request.mandate && l.state == LeaseState::Open && l.node != request.node)
+        let open = || rows.leases.values().filter(|l| l.mandate == request.mandate && l.state == LeaseState::Open);
+        let others = open()
+            .filter(|l| l.node != request.node)
             .map(|l| l.node.as_str())
             .collect::<std::collections::BTreeSet<_>>()
             .len() as u64;
-        let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, others)?
+        let held =
+            open().filter(|l| l.node == request.node).fold(0u64, |sum, l| sum.saturating_add(l.outstanding_micros));
+        let Some(amount) =
+            escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, held, others)?
         else {
             return Ok(None);
         };
         let id = rows.next_lease.checked_add(1).ok_or(escrow::EscrowError::Overflow)?;
-        let expires_unix = request.now_unix.saturating_add_unsigned(request.ttl_s);
         rows.next_lease = id;
         rows.mandates.insert(request.mandate.clone(), mandate);
         if let (Some(d), Some(row)) = (day_key, day) {

@@ -144,6 +144,10 @@ pub enum StoreError {
     #[error("the store cannot be reached or used: {0}")]
     Unavailable(String),
     #[error(
+        "a lease on a per_day mandate draws on the UTC day of its time ({now_unix}); the request named {asked:?}: a node's clock and its day must agree"
+    )]
+    WrongDay { asked: Option<u64>, now_unix: i64 },
+    #[error(
         "the store was written by a newer holon (schema {found}, this build knows {known}); upgrade holon before using it"
     )]
     NewerSchema { found: i64, known: i64 },
@@ -175,6 +179,27 @@ pub(crate) fn check_name(what: &'static str, value: &str, max_bytes: usize) -> R
     Ok(())
 }
 
+/// Seconds in a UTC day.
+const DAY_S: i64 = 86_400;
+
+/// The UTC day a grant at `now_unix` draws on, checked against the node's `day`, and the
+/// lease's expiry: at most the end of that day for a day lease (a lease of day D must not
+/// serve calls on day D+1).
+pub(crate) fn grant_day(request: &GrantRequest, per_day: bool) -> Result<(Option<u64>, i64), StoreError> {
+    let expires = request.now_unix.saturating_add_unsigned(request.ttl_s);
+    if !per_day {
+        return Ok((None, expires));
+    }
+    let today = u64::try_from(request.now_unix.div_euclid(DAY_S))
+        .map_err(|_| StoreError::WrongDay { asked: request.day, now_unix: request.now_unix })?;
+    match request.day {
+        Some(day) if day == today => {}
+        asked => return Err(StoreError::WrongDay { asked, now_unix: request.now_unix }),
+    }
+    let day_end = i64::try_from(today).ok().and_then(|d| d.checked_add(1)?.checked_mul(DAY_S)).unwrap_or(i64::MAX);
+    Ok((Some(today), expires.min(day_end)))
+}
+
 pub(crate) fn check_flush(entries: &[FlushEntry]) -> Result<(), StoreError> {
     if entries.len() > FLUSH_ENTRIES_MAX {
         return Err(StoreError::FlushTooLarge { got: entries.len(), max: FLUSH_ENTRIES_MAX });
@@ -189,6 +214,14 @@ pub enum OpenError {
         "`{0}` is not a store URL; give `memory`, `sqlite:PATH` (a file, created if missing) or `postgres://USER@HOST:PORT/DB`"
     )]
     BadUrl(String),
+    #[error(
+        "no store file at `{0}`: check the path (a store is created by the node that first uses it, not by this command)"
+    )]
+    Missing(String),
+    #[error(
+        "the `memory` store lives inside one process and is empty anywhere else; name a `sqlite:PATH` or `postgres://…` store"
+    )]
+    NotShared,
     #[error("this build of holon has no `{feature}` store; rebuild with `--features {feature}`")]
     NotBuilt { feature: &'static str },
     #[error("the store at `{url}`: {source}")]
@@ -197,6 +230,22 @@ pub enum OpenError {
         #[source]
         source: StoreError,
     },
+}
+
+/// Opens a store that must already exist, for commands that inspect or repair one
+/// (`holon ledger`): `memory` is refused (it is empty outside its process) and a
+/// `sqlite:PATH` whose file is missing is an error rather than a fresh, empty store.
+pub fn open_existing(url: &str) -> Result<Box<dyn LedgerStore>, OpenError> {
+    if url == "memory" {
+        return Err(OpenError::NotShared);
+    }
+    if let Some(path) = url.strip_prefix("sqlite:")
+        && !path.is_empty()
+        && !std::path::Path::new(path).is_file()
+    {
+        return Err(OpenError::Missing(path.to_owned()));
+    }
+    open(url)
 }
 
 /// Opens the store a URL names: `memory`, `sqlite:PATH`, or `postgres://…`

@@ -12,7 +12,7 @@ use postgres::{Client, NoTls, Transaction};
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
 };
 
 /// The schema this build writes (table `holon_schema`).
@@ -251,28 +251,28 @@ impl LedgerStore for PostgresStore {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
         self.write(|tx| {
             let mut mandate = load_mandate(tx, &request.mandate)?;
-            let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
+            let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
             let mut day = match day_key {
                 Some(d) => Some(load_day(tx, &request.mandate, d)?),
                 None => None,
             };
-            let others: i64 = tx
+            let row = tx
                 .query_one(
-                    "SELECT COUNT(DISTINCT node) FROM holon_leases WHERE mandate = $1 AND state = 'open' AND node <> $2",
+                    "SELECT COUNT(DISTINCT CASE WHEN node <> $2 THEN node END),
+                            COALESCE(SUM(CASE WHEN node = $2 THEN outstanding ELSE 0 END), 0)::BIGINT
+                     FROM holon_leases WHERE mandate = $1 AND state = 'open'",
                     &[&request.mandate, &request.node],
                 )
-                .map_err(unavailable)?
-                .get(0);
-            let Some(amount) =
-                escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, uint(others)?)?
-            else {
+                .map_err(unavailable)?;
+            let (others, held): (i64, i64) = (row.get(0), row.get(1));
+            let (want, min) = (request.want_micros, request.min_micros);
+            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), want, min, uint(held)?, uint(others)?)? else {
                 return Ok(None);
             };
             save_mandate(tx, &request.mandate, &mandate)?;
             if let (Some(d), Some(row)) = (day_key, day) {
                 save_day(tx, &request.mandate, d, &row)?;
             }
-            let expires_unix = request.now_unix.saturating_add_unsigned(request.ttl_s);
             let day_value = day_key.map(int).transpose()?;
             let id: i64 = tx
                 .query_one(
@@ -314,6 +314,19 @@ impl LedgerStore for PostgresStore {
                 .map(|r| r.get(0))
                 .collect();
             lock_mandates_of(tx, &ids)?;
+            // Read again under the mandates' locks: a flush that renewed or closed one of
+            // these leases before we got the locks has committed, and that lease is no
+            // longer ours to reconcile.
+            let ids: Vec<i64> = tx
+                .query(
+                    "SELECT id FROM holon_leases WHERE id = ANY($1) AND node = $2 AND state = 'open'
+                     AND (NOT $3 OR expires <= $4) ORDER BY id FOR UPDATE",
+                    &[&ids, &node, &expired_only, &now_unix],
+                )
+                .map_err(unavailable)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
             let mut done = Reconciled::default();
             for id in ids {
                 let (counted, lease) = with_lease_rows(tx, uint(id)?, escrow::reconcile)?;

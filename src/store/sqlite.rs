@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
@@ -230,25 +230,25 @@ impl LedgerStore for SqliteStore {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
         self.write(|tx| {
             let mut mandate = load_mandate(tx, &request.mandate)?;
-            let day_key = request.day.filter(|_| mandate.limits.per_day_micros.is_some());
+            let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
             let mut day = day_key.map(|d| load_day(tx, &request.mandate, d)).transpose()?;
-            let others: i64 = tx
+            let (others, held): (i64, i64) = tx
                 .query_row(
-                    "SELECT COUNT(DISTINCT node) FROM leases WHERE mandate = ?1 AND state = 'open' AND node <> ?2",
+                    "SELECT COUNT(DISTINCT CASE WHEN node <> ?2 THEN node END),
+                            COALESCE(SUM(CASE WHEN node = ?2 THEN outstanding ELSE 0 END), 0)
+                     FROM leases WHERE mandate = ?1 AND state = 'open'",
                     params![request.mandate, request.node],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .map_err(unavailable)?;
-            let Some(amount) =
-                escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, uint(others)?)?
-            else {
+            let (want, min) = (request.want_micros, request.min_micros);
+            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), want, min, uint(held)?, uint(others)?)? else {
                 return Ok(None);
             };
             save_mandate(tx, &request.mandate, &mandate)?;
             if let (Some(d), Some(row)) = (day_key, day) {
                 save_day(tx, &request.mandate, d, &row)?;
             }
-            let expires_unix = request.now_unix.saturating_add_unsigned(request.ttl_s);
             tx.execute(
                 "INSERT INTO leases (node, mandate, day, outstanding, settled, expires, state)
                  VALUES (?1, ?2, ?3, ?4, 0, ?5, 'open')",
