@@ -11,7 +11,7 @@
 //! gives a dead node's remainder back) is caught.
 
 mod common;
-use common::store_model::{op, run};
+use common::store_model::{op, run, share_one_budget};
 use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits, MemoryStore};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -64,46 +64,9 @@ mod sqlite {
         let (first, dir) = temp_store("shared");
         first.publish_limits("m", Limits { total_micros: 50_000, per_day_micros: None }, false).unwrap();
         let path = dir.join("ledger.db");
-        let settled: Vec<u64> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..2)
-                .map(|n| {
-                    let path = path.clone();
-                    s.spawn(move || {
-                        let store = SqliteStore::open(&path).unwrap();
-                        let node = format!("node-{n}");
-                        let mut settled = 0;
-                        for _ in 0..60 {
-                            let request = GrantRequest {
-                                node: node.clone(),
-                                mandate: "m".into(),
-                                day: None,
-                                want_micros: 1_000,
-                                min_micros: 1,
-                                ttl_s: 30,
-                                now_unix: 0,
-                            };
-                            let Some(lease) = store.grant(&request).unwrap() else { break };
-                            let settle = lease.amount_micros / 2;
-                            let entry = FlushEntry {
-                                lease: lease.id,
-                                settle_micros: settle,
-                                give_back_micros: lease.amount_micros - settle,
-                                close: true,
-                                renew_ttl_s: None,
-                            };
-                            store.flush(&node, &[entry], 0).unwrap();
-                            settled += settle;
-                            let s = &store.status(Some("m")).unwrap()[0];
-                            assert!(s.spent_micros + s.leased_micros <= s.limits.total_micros);
-                        }
-                        settled
-                    })
-                })
-                .collect();
-            workers.into_iter().map(|w| w.join().unwrap()).collect()
-        });
+        let settled = share_one_budget(2, 1_000, 60, || SqliteStore::open(&path).unwrap());
         let s = &first.status(Some("m")).unwrap()[0];
-        assert_eq!((s.spent_micros, s.leased_micros), (settled.iter().sum::<u64>(), 0));
+        assert_eq!((s.spent_micros, s.leased_micros), (settled, 0));
         drop(first);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -4,7 +4,7 @@
 #![cfg(feature = "postgres")]
 
 mod common;
-use common::store_model::{op, run};
+use common::store_model::{op, run, share_one_budget};
 use holon::store::postgres::PostgresStore;
 use holon::store::{FlushEntry, GrantRequest, LedgerStore, Limits, StoreError};
 use proptest::strategy::{Strategy, ValueTree};
@@ -92,37 +92,10 @@ fn three_connections_share_one_budget(server: &Server) {
         .unwrap()
         .publish_limits("m", Limits { total_micros: 90_000, per_day_micros: None }, false)
         .unwrap();
-    let settled: Vec<u64> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..3)
-            .map(|n| {
-                let url = url.clone();
-                s.spawn(move || {
-                    let store = PostgresStore::connect(&url).unwrap();
-                    let node = format!("node-{n}");
-                    let mut settled = 0;
-                    while let Some(lease) = store.grant(&ask(&node, 700)).unwrap() {
-                        let settle = lease.amount_micros - lease.amount_micros / 3;
-                        let entry = FlushEntry {
-                            lease: lease.id,
-                            settle_micros: settle,
-                            give_back_micros: lease.amount_micros - settle,
-                            close: true,
-                            renew_ttl_s: None,
-                        };
-                        store.flush(&node, &[entry], 0).unwrap();
-                        settled += settle;
-                        let s = &store.status(Some("m")).unwrap()[0];
-                        assert!(s.spent_micros + s.leased_micros <= s.limits.total_micros, "{s:?}");
-                    }
-                    settled
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).collect()
-    });
+    let settled = share_one_budget(3, 700, usize::MAX, || PostgresStore::connect(&url).unwrap());
     let store = PostgresStore::connect(&url).unwrap();
     let s = &store.status(Some("m")).unwrap()[0];
-    assert_eq!((s.spent_micros, s.leased_micros), (settled.iter().sum::<u64>(), 0));
+    assert_eq!((s.spent_micros, s.leased_micros), (settled, 0));
     assert!(s.spent_micros >= 90_000 - 700, "the budget ran down to less than one lease: {s:?}");
 }
 

@@ -14,6 +14,8 @@ pub mod escrow;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -52,6 +54,11 @@ impl LeaseState {
             LeaseState::Closed => "closed",
             LeaseState::Reconciled => "reconciled",
         }
+    }
+
+    /// The state [`LeaseState::as_str`] names, or `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        [LeaseState::Open, LeaseState::Closed, LeaseState::Reconciled].into_iter().find(|s| s.as_str() == text)
     }
 }
 

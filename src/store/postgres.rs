@@ -10,6 +10,7 @@
 use postgres::{Client, NoTls, Transaction};
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
+use super::sql::{LEASE_COLUMNS, int, lease_row, uint};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
     MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
@@ -49,23 +50,6 @@ impl std::fmt::Debug for PostgresStore {
 
 fn unavailable(e: postgres::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
-}
-
-fn int(micros: u64) -> Result<i64, StoreError> {
-    i64::try_from(micros).map_err(|_| StoreError::Escrow(EscrowError::Overflow))
-}
-
-fn uint(value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Escrow(EscrowError::Inconsistent("a negative amount in the store")))
-}
-
-fn state_of(text: &str) -> Result<LeaseState, StoreError> {
-    match text {
-        "open" => Ok(LeaseState::Open),
-        "closed" => Ok(LeaseState::Closed),
-        "reconciled" => Ok(LeaseState::Reconciled),
-        _ => Err(StoreError::Escrow(EscrowError::Inconsistent("a lease in an unknown state"))),
-    }
 }
 
 impl PostgresStore {
@@ -156,19 +140,8 @@ fn save_day(tx: &mut Transaction<'_>, mandate: &str, day: u64, d: &DayRow) -> Re
     Ok(())
 }
 
-const LEASE_COLUMNS: &str = "id, node, mandate, day, outstanding, settled, expires, state";
-
-fn lease_row(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
-    Ok(LeaseRow {
-        id: uint(r.get(0))?,
-        node: r.get(1),
-        mandate: r.get(2),
-        day: r.get::<_, Option<i64>>(3).map(uint).transpose()?,
-        outstanding_micros: uint(r.get(4))?,
-        settled_micros: uint(r.get(5))?,
-        expires_unix: r.get(6),
-        state: state_of(r.get(7))?,
-    })
+fn lease_of(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
+    lease_row((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)))
 }
 
 fn save_lease(tx: &mut Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
@@ -216,7 +189,7 @@ fn with_lease_rows<T>(
         .query_opt(&format!("SELECT {LEASE_COLUMNS} FROM holon_leases WHERE id = $1 FOR UPDATE"), &[&int(lease_id)?])
         .map_err(unavailable)?
         .ok_or(StoreError::UnknownLease(lease_id))?;
-    let mut lease = lease_row(&found)?;
+    let mut lease = lease_of(&found)?;
     let mut day = match lease.day {
         Some(d) => Some(load_day(tx, &lease.mandate, d)?),
         None => None,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
+use super::sql::{LEASE_COLUMNS, LeaseColumns, int, lease_row, uint};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
     MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
@@ -47,24 +48,6 @@ impl std::fmt::Debug for SqliteStore {
 
 fn unavailable(e: rusqlite::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
-}
-
-/// A micro-unit amount as SQLite's signed integer.
-fn int(micros: u64) -> Result<i64, StoreError> {
-    i64::try_from(micros).map_err(|_| StoreError::Escrow(EscrowError::Overflow))
-}
-
-fn uint(value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Escrow(EscrowError::Inconsistent("a negative amount in the store")))
-}
-
-fn state_of(text: &str) -> Result<LeaseState, StoreError> {
-    match text {
-        "open" => Ok(LeaseState::Open),
-        "closed" => Ok(LeaseState::Closed),
-        "reconciled" => Ok(LeaseState::Reconciled),
-        _ => Err(StoreError::Escrow(EscrowError::Inconsistent("a lease in an unknown state"))),
-    }
 }
 
 impl SqliteStore {
@@ -155,26 +138,8 @@ fn save_day(tx: &rusqlite::Transaction<'_>, mandate: &str, day: u64, d: &DayRow)
     Ok(())
 }
 
-/// A lease as SQLite returns it: (id, node, mandate, day, outstanding, settled, expires, state).
-type LeaseTuple = (i64, String, String, Option<i64>, i64, i64, i64, String);
-
-const LEASE_COLUMNS: &str = "id, node, mandate, day, outstanding, settled, expires, state";
-
-fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseTuple> {
+fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseColumns> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
-}
-
-fn lease_row(t: LeaseTuple) -> Result<LeaseRow, StoreError> {
-    Ok(LeaseRow {
-        id: uint(t.0)?,
-        node: t.1,
-        mandate: t.2,
-        day: t.3.map(uint).transpose()?,
-        outstanding_micros: uint(t.4)?,
-        settled_micros: uint(t.5)?,
-        expires_unix: t.6,
-        state: state_of(&t.7)?,
-    })
 }
 
 fn save_lease(tx: &rusqlite::Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {

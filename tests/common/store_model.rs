@@ -186,3 +186,54 @@ pub(crate) fn run(store: &dyn LedgerStore, ops: &[Op]) -> Result<(), String> {
     }
     world.finish()
 }
+
+/// `nodes` threads, each with its own handle from `open` (as separate processes would
+/// have), take leases of up to `want` micro-units on mandate "m" and settle two thirds of
+/// each, giving the rest back, for at most `rounds_max` leases each or until the store
+/// grants nothing more. After every flush `spent + leased <= limit` is checked. Returns
+/// what they settled in all.
+pub(crate) fn share_one_budget<S: LedgerStore>(
+    nodes: usize,
+    want: u64,
+    rounds_max: usize,
+    open: impl Fn() -> S + Sync,
+) -> u64 {
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..nodes)
+            .map(|n| {
+                let open = &open;
+                s.spawn(move || {
+                    let store = open();
+                    let node = format!("node-{n}");
+                    let mut settled = 0;
+                    for _ in 0..rounds_max {
+                        let request = GrantRequest {
+                            node: node.clone(),
+                            mandate: "m".into(),
+                            day: None,
+                            want_micros: want,
+                            min_micros: 1,
+                            ttl_s: 30,
+                            now_unix: 0,
+                        };
+                        let Some(lease) = store.grant(&request).unwrap() else { break };
+                        let settle = lease.amount_micros - lease.amount_micros / 3;
+                        let entry = FlushEntry {
+                            lease: lease.id,
+                            settle_micros: settle,
+                            give_back_micros: lease.amount_micros - settle,
+                            close: true,
+                            renew_ttl_s: None,
+                        };
+                        store.flush(&node, &[entry], 0).unwrap();
+                        settled += settle;
+                        let s = &store.status(Some("m")).unwrap()[0];
+                        assert!(s.spent_micros + s.leased_micros <= s.limits.total_micros, "{s:?}");
+                    }
+                    settled
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    })
+}
