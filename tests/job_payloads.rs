@@ -46,24 +46,6 @@ fn learned_passes_attacks_block(name: &str, benign: &str, attacks: &[String]) {
     }
 }
 
-/// Every file under the state directory, as text.
-fn state_files(s: &State) -> Vec<(String, String)> {
-    let mut files = Vec::new();
-    let mut stack = vec![s.0.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
-                files.push((p.display().to_string(), text));
-            }
-        }
-    }
-    files
-}
-
 #[test]
 fn header_password_flag_name_and_fragment_secrets_never_reach_the_state_directory() {
     let s = State::new("payload-secrets");
@@ -91,7 +73,7 @@ fn header_password_flag_name_and_fragment_secrets_never_reach_the_state_director
     ] {
         assert_eq!(check(&s, &terminal(leak)).0, 2, "{leak}");
     }
-    let files = state_files(&s);
+    let files = s.files();
     assert!(files.iter().any(|(p, _)| p.ends_with("drift.json")), "a drift record was written");
     let mut found = Vec::new();
     for (path, text) in &files {
@@ -130,7 +112,7 @@ fn secrets_in_argv_forms_never_reach_the_state_directory() {
         assert_eq!(check(&s, &leak).0, 2, "{leak}");
     }
     let mut found = Vec::new();
-    for (path, text) in &state_files(&s) {
+    for (path, text) in &s.files() {
         for n in ["D1", "D2", "D3", "E1", "E2", "E3"] {
             if text.contains(&format!("SECRET{n}")) {
                 found.push(format!("SECRET{n} in {path}"));

@@ -7,6 +7,24 @@ use std::process::{Command, Stdio};
 pub(crate) struct State(pub PathBuf);
 
 impl State {
+    /// Every file under the state directory, as (path, text).
+    pub(crate) fn files(&self) -> Vec<(String, String)> {
+        let mut files = Vec::new();
+        let mut stack = vec![self.0.clone()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+                    files.push((p.display().to_string(), text));
+                }
+            }
+        }
+        files
+    }
+
     pub(crate) fn new(name: &str) -> State {
         let dir = std::env::temp_dir().join(format!("holon-job-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
