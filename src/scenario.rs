@@ -164,8 +164,10 @@ pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, C
 pub fn run(s: &Scenario, mandate: &Mandate, catalog: &Catalog) -> Result<Report, ScenarioError> {
     let mut spent = Amount::ZERO;
     let mut receipts = Vec::new();
+    // The mandate compiled once for every top-level call.
+    let assessor = Assessor::new(mandate, catalog)?;
     for call in &s.calls {
-        let receipt = run_top(s, mandate, catalog, call, spent)?;
+        let receipt = run_top(s, &assessor, catalog, call, spent)?;
         spent = spent.checked_add(receipt.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
         receipts.push(receipt);
     }
@@ -195,11 +197,12 @@ fn denied(agent: &str, mandate: &str, code: Code, message: String) -> Receipt {
 
 fn run_top(
     s: &Scenario,
-    mandate: &Mandate,
+    assessor: &Assessor<'_>,
     catalog: &Catalog,
     call: &TopCall,
     spent: Amount,
 ) -> Result<Receipt, ScenarioError> {
+    let mandate = assessor.mandate();
     let Some(entry) = catalog.get(&call.agent) else {
         return Ok(denied(
             call.agent.as_str(),
@@ -211,7 +214,7 @@ fn run_top(
     let outcome = parse_outcome(&call.outcome)
         .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", call.outcome)))?;
     let ctx = CallContext { max_cost: call.max_cost, spent_total: spent, spent_today: spent, ..CallContext::at(s.at) };
-    let a = Assessor::new(mandate, catalog)?.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
+    let a = assessor.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
     let mut receipt =
         Receipt::decided(entry.manifest.id.to_string(), mandate.id.clone(), a.verdict, a.worst_case, a.reasons.clone());
     match a.verdict {
@@ -244,10 +247,14 @@ fn run_top(
                 return Ok(receipt);
             }
         };
-        for sc in &call.sub_calls {
-            let child = run_sub(s, &sub, entry, catalog, sc, downstream)?;
-            downstream = downstream.checked_add(child.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
-            receipt.children.push(child);
+        // The derived sub-mandate compiled once for the run's sub-calls (if it has any).
+        if !call.sub_calls.is_empty() {
+            let sub_assessor = Assessor::new(&sub, catalog)?;
+            for sc in &call.sub_calls {
+                let child = run_sub(s, &sub_assessor, entry, catalog, sc, downstream)?;
+                downstream = downstream.checked_add(child.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+                receipt.children.push(child);
+            }
         }
     } else if !call.sub_calls.is_empty() {
         for sc in &call.sub_calls {
@@ -275,7 +282,7 @@ fn run_top(
 
 fn run_sub(
     s: &Scenario,
-    sub: &Mandate,
+    assessor: &Assessor<'_>,
     orchestrator: &Entry,
     catalog: &Catalog,
     sc: &SubCall,
@@ -283,7 +290,7 @@ fn run_sub(
 ) -> Result<Receipt, ScenarioError> {
     let outcome = parse_outcome(&sc.outcome)
         .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", sc.outcome)))?;
-    let assessor = Assessor::new(sub, catalog)?;
+    let sub = assessor.mandate();
     let ctx = CallContext { spent_total: sub_spent, spent_today: sub_spent, delegated: true, ..CallContext::at(s.at) };
     let assess = |target: Callee<'_>, callee: &Entry| {
         assessor.assess_sub_call(&orchestrator.manifest, target, &callee.manifest, callee.record.as_ref(), &ctx)
