@@ -42,11 +42,11 @@ pub struct Figures {
 pub fn reasons(codes: CodeSet, docs: &Documents<'_>, ctx: &CallContext, figures: Figures) -> Vec<Reason> {
     let mut out = Vec::new();
     for code in codes.iter() {
-        if code == Code::DownstreamNotAllowed {
-            downstream(docs, &mut out);
-        } else {
+        let culprits = if code == Code::DownstreamNotAllowed { refused_calls(docs) } else { Vec::new() };
+        if culprits.is_empty() {
             out.push(Reason::new(code, sentence(code, docs, ctx, figures)));
         }
+        out.extend(culprits.into_iter().map(|message| Reason::new(code, message)));
     }
     out
 }
@@ -83,7 +83,10 @@ fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figure
             agent.calls.len(),
             m.delegation.max_depth
         ),
-        Code::DownstreamNotAllowed => "a declared downstream call is not allowed by the mandate".to_owned(),
+        // Said only when no refused declared call can be named (`refused_calls`).
+        Code::DownstreamNotAllowed => {
+            format!("a downstream call {} declares is not allowed by the mandate", agent.id)
+        }
         Code::ChargeOnSuccessRequired => {
             format!("{} charges on attempt; the mandate requires `charge_on: success`", agent.id)
         }
@@ -215,20 +218,19 @@ fn currency_without_rate(docs: &Documents<'_>) -> String {
 }
 
 /// One sentence per refused declared call.
-fn downstream(docs: &Documents<'_>, out: &mut Vec<Reason>) {
+fn refused_calls(docs: &Documents<'_>) -> Vec<String> {
     let m = docs.mandate;
     let class_allowed = |class: &str| m.allow.capabilities.iter().any(|p| p.matches(class));
-    let before = out.len();
-    let mut add = |message: String| out.push(Reason::new(Code::DownstreamNotAllowed, message));
+    let mut out = Vec::new();
     for call in &docs.agent.calls {
         if let Some(class) = &call.capability
             && !m.allow.capabilities.iter().any(|p| p.covers(&ClassPattern::Exact(class.as_str().to_owned())))
         {
-            add(format!("declared call to capability `{class}` is not within `allow.capabilities`"));
+            out.push(format!("declared call to capability `{class}` is not within `allow.capabilities`"));
         }
         if let Some(target) = &call.agent {
             if let Some(p) = m.deny.agents.iter().find(|p| p.matches(&target.id)) {
-                add(format!("declared call to `{target}` matches deny pattern `{p}`"));
+                out.push(format!("declared call to `{target}` matches deny pattern `{p}`"));
                 continue;
             }
             let by_id = m.allow.agents.iter().any(|p| p.matches(&target.id));
@@ -237,17 +239,11 @@ fn downstream(docs: &Documents<'_>, out: &mut Vec<Reason>) {
                 .find(&target.id, &target.range)
                 .is_some_and(|found| found.classes().any(|c| class_allowed(c.as_str())));
             if !by_id && !by_class {
-                add(format!(
+                out.push(format!(
                     "declared call to `{target}` matches no `allow.agents` pattern, and no known manifest of it has an allowed class"
                 ));
             }
         }
     }
-    if out.len() == before {
-        out.push(Reason::new(Code::DownstreamNotAllowed, sentence_generic_downstream(docs)));
-    }
-}
-
-fn sentence_generic_downstream(docs: &Documents<'_>) -> String {
-    format!("a downstream call {} declares is not allowed by the mandate", docs.agent.id)
+    out
 }

@@ -126,9 +126,10 @@ pub(crate) fn judged(
     docs: &Documents<'_>,
 ) -> Assessment {
     let spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
-    let judgement = judge::judge_known(mandate, agent, facts, spend);
+    let fit = super::snapshot::fit_codes(mandate, agent, facts.by_capability);
     // The agent's own ceiling in the mandate's currency, for the sentences and the caller.
-    let own_ceiling = super::snapshot::fit_codes(mandate, agent, facts.by_capability).own_ceiling;
+    let own_ceiling = fit.own_ceiling;
+    let judgement = judge::judge_known(mandate, fit, facts, spend);
     let figures = Figures { worst: judgement.worst.worst, own_ceiling };
     let explained = CallContext { delegated: facts.sub_call.is_some(), by_capability: facts.by_capability, ..*ctx };
     Assessment {

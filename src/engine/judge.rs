@@ -15,7 +15,7 @@
 //!    ledger enforces `total` and `per_day` against the spend of that instant.
 
 use super::ledger::{DAY_NUMBER_MAX, Ledger};
-use super::snapshot::{self, CompiledAgent, CompiledMandate};
+use super::snapshot::{self, CompiledAgent, CompiledMandate, FitFacts};
 use crate::admission::{Code, CodeSet, WorstCase, budget};
 use crate::manifest::Manifest;
 use crate::money::Amount;
@@ -38,6 +38,17 @@ pub(crate) struct CallFacts {
 impl CallFacts {
     pub(crate) fn at(at: Timestamp) -> Self {
         CallFacts { at, max_cost: None, by_capability: false, approved: false, sub_call: None }
+    }
+
+    /// `codes` as this call reports them: inside a delegated run, the run's total is the
+    /// downstream cap (`total_exceeded` reads `downstream_cap_exceeded`).
+    #[inline]
+    pub(crate) fn in_run(&self, mut codes: CodeSet) -> CodeSet {
+        if self.sub_call.is_some() && codes.contains(Code::TotalExceeded) {
+            codes = CodeSet::from_bits(codes.bits() & !CodeSet::EMPTY.with(Code::TotalExceeded).bits())
+                .with(Code::DownstreamCapExceeded);
+        }
+        codes
     }
 }
 
@@ -107,7 +118,12 @@ pub(super) struct Judgement {
 /// counts its instructions.
 #[inline(always)]
 pub(super) fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: &impl SpendView) -> Judgement {
-    let fit = snapshot::fit_codes(m, a, call.by_capability);
+    judge_fit(m, snapshot::fit_codes(m, a, call.by_capability), call, spend)
+}
+
+/// [`judge`] from the agent's fit already computed (`fit_codes` of this call).
+#[inline(always)]
+fn judge_fit(m: &CompiledMandate, fit: FitFacts, call: &CallFacts, spend: &impl SpendView) -> Judgement {
     let mut codes = fit.codes.union(snapshot::window_codes(m, call.at.unix()));
     let (worst, worst_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, call.max_cost);
     codes = codes.union(worst_codes);
@@ -115,7 +131,6 @@ pub(super) fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, sp
         return Judgement { step: Step::Deny, codes: codes.with(Code::InternalError), worst, today: 0 };
     };
     let judged = |step, codes| Judgement { step, codes, worst, today };
-    let in_run = |codes: CodeSet| if call.sub_call.is_some() { delegated_codes(codes) } else { codes };
     // `per_call` depends on the call alone.
     if m.limits.per_call.is_some_and(|cap| worst.worst > cap) {
         codes.insert(Code::PerCallExceeded);
@@ -124,13 +139,13 @@ pub(super) fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, sp
         codes = codes.union(extra);
     }
     if !codes.is_empty() {
-        return judged(Step::Deny, in_run(codes.union(spend.over_limits(m, worst.worst, today))));
+        return judged(Step::Deny, call.in_run(codes.union(spend.over_limits(m, worst.worst, today))));
     }
     if !call.approved && budget::needs_approval(&m.limits, worst.worst) {
         // Over budget is a denial, not a question for the issuer.
         let over = spend.over_limits(m, worst.worst, today);
         if !over.is_empty() {
-            return judged(Step::Deny, in_run(over));
+            return judged(Step::Deny, call.in_run(over));
         }
         if call.sub_call.is_some() {
             return judged(Step::Deny, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation));
@@ -142,13 +157,14 @@ pub(super) fn judge(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, sp
 
 /// Judges one call against a spend given as figures: a [`Step::Reserve`] the ledger's
 /// compare-and-swap would refuse (the same limits, [`budget::check_limits`]) is a denial.
-pub(super) fn judge_known(m: &CompiledMandate, a: &CompiledAgent, call: &CallFacts, spend: KnownSpend) -> Judgement {
-    let mut judgement = judge(m, a, call, &spend);
+/// `fit` is the agent's fit for this call (`fit_codes`), which the caller also reads.
+pub(super) fn judge_known(m: &CompiledMandate, fit: FitFacts, call: &CallFacts, spend: KnownSpend) -> Judgement {
+    let mut judgement = judge_fit(m, fit, call, &spend);
     if judgement.step == Step::Reserve {
         let over = spend.over_limits(m, judgement.worst.worst, judgement.today);
         if !over.is_empty() {
             judgement.step = Step::Deny;
-            judgement.codes = if call.sub_call.is_some() { delegated_codes(over) } else { over };
+            judgement.codes = call.in_run(over);
         }
     }
     judgement
@@ -158,15 +174,6 @@ pub(super) fn judge_known(m: &CompiledMandate, a: &CompiledAgent, call: &CallFac
 #[inline]
 pub(crate) fn day_number(at: Timestamp) -> Option<u64> {
     u64::try_from(at.utc_day()).ok().filter(|d| *d <= DAY_NUMBER_MAX)
-}
-
-/// Inside a delegated run, the run's total is the downstream cap.
-pub(crate) fn delegated_codes(mut codes: CodeSet) -> CodeSet {
-    if codes.contains(Code::TotalExceeded) {
-        codes = CodeSet::from_bits(codes.bits() & !CodeSet::EMPTY.with(Code::TotalExceeded).bits())
-            .with(Code::DownstreamCapExceeded);
-    }
-    codes
 }
 
 /// The checks of a delegated run beyond its sub-mandate: the sub-call must be one the

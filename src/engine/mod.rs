@@ -222,8 +222,6 @@ pub(crate) struct Ask<'a> {
     pub snapshot: &'a Snapshot,
     /// The call's facts (with a sub-call's run checks in `sub_call`).
     pub call: judge::CallFacts,
-    /// Set for a sub-call: the run it belongs to.
-    pub run: Option<&'a Run>,
     /// The receipt id of the orchestrator's call for a sub-call, 0 for a root call.
     pub parent_receipt: u64,
 }
@@ -334,7 +332,6 @@ impl Engine {
                 approved,
                 sub_call: None,
             },
-            run: None,
             parent_receipt: 0,
         })
     }
@@ -356,7 +353,6 @@ impl Engine {
             judge::Step::Hold => return self.hold(ask, wc.worst),
             judge::Step::Reserve => {}
         }
-        let in_run = |codes: CodeSet| if ask.run.is_some() { judge::delegated_codes(codes) } else { codes };
         // The reservation holds its ledger: a root ledger by reference into the arena (no
         // reference count touched), a run's by `Arc` (the run may end first).
         let held_ledger = match m.ledger_key {
@@ -381,7 +377,7 @@ impl Engine {
                 Err(refused) => {
                     self.slots.unclaim(ticket);
                     let over = judge::LedgerSpend(ledger).over_limits(m, wc.worst, today);
-                    return self.deny(ask, in_run(refused.union(over)), wc.worst);
+                    return self.deny(ask, ask.call.in_run(refused.union(over)), wc.worst);
                 }
             };
         let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));

@@ -255,7 +255,6 @@ impl<'e> Reservation<'e> {
                 approved: false,
                 sub_call: Some(extra),
             },
-            run: Some(run),
             parent_receipt: self.held.receipt_id,
         })
     }
