@@ -15,6 +15,7 @@ pub mod lookup;
 pub mod mandate;
 pub mod manifest;
 pub mod money;
+pub mod node;
 pub mod pattern;
 pub mod ranking;
 pub mod record;

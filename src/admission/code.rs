@@ -70,6 +70,12 @@ codes! {
     /// The engine: a sub-call of a delegated run whose orchestrator's reservation has
     /// ended (reclaimed after its deadline): the run admits nothing more.
     ParentReservationEnded = 33 => "parent_reservation_ended",
+    /// A store-backed node: the call does not fit the budget this node holds in leases,
+    /// and the store may have more; a refill is on its way. Retry shortly.
+    LeasePending = 34 => "lease_pending",
+    /// A store-backed node: the call does not fit the budget this node holds in leases, and
+    /// the ledger store cannot be reached to grant more (fail closed).
+    StoreUnavailable = 35 => "store_unavailable",
 }
 
 impl fmt::Display for Code {

@@ -184,6 +184,12 @@ fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figure
         Code::ParentReservationEnded => {
             "the orchestrator's reservation has ended (its deadline passed), so its run admits nothing more".to_owned()
         }
+        Code::LeasePending => format!(
+            "this gateway node holds too little of the budget in leases for worst case {worst} {cur}; it is asking the ledger store for more, so retry shortly"
+        ),
+        Code::StoreUnavailable => format!(
+            "this gateway node holds too little of the budget in leases for worst case {worst} {cur}, and the ledger store cannot be reached to grant more"
+        ),
     }
 }
 

@@ -78,6 +78,7 @@
 //! (no underflow, nothing above its limit, the expected lease transitions): they fire in
 //! tests, proptests and loom models and compile out of release builds.
 
+mod allowance;
 mod audit;
 mod lease;
 mod refund;
@@ -90,6 +91,7 @@ use crossbeam_utils::CachePadded;
 use crate::admission::{Code, CodeSet};
 use crate::sync::{self, AtomicU64, Ordering};
 
+pub use allowance::{ALLOWANCE_CAP_MICROS, AllowanceError, StoreState};
 pub use audit::AuditError;
 pub(super) use words::{DAY_MICROS_MAX, DAY_NUMBER_MAX};
 
@@ -167,6 +169,8 @@ struct Central {
     day: AtomicU64,
     /// The limits last compiled for this ledger and their epoch (publish only).
     terms: parking_lot::Mutex<Option<(u64, Option<u64>, u16)>>,
+    /// A store-backed ledger's allowance bookkeeping (`allowance.rs`): off the hot path.
+    allowance: allowance::Words,
 }
 
 /// Reserved and settled amounts of one mandate (or of one delegated run).
@@ -179,6 +183,9 @@ struct Central {
 pub struct Ledger {
     central: CachePadded<Central>,
     shards: [CachePadded<Shard>; LEASE_SHARDS],
+    /// Admits only what a node's store leases granted it (`allowance.rs`): its words start
+    /// full of what is withheld, and its limits are the allowance caps.
+    store_backed: bool,
 }
 
 impl Default for Ledger {
@@ -207,14 +214,20 @@ fn saturating_add(word: &AtomicU64, micros: u64) {
 
 impl Ledger {
     pub fn new() -> Self {
+        Ledger::with_claimed(0, false)
+    }
+
+    fn with_claimed(claimed_micros: u64, store_backed: bool) -> Self {
         Ledger {
             central: CachePadded::new(Central {
-                claimed: AtomicU64::new(0),
+                claimed: AtomicU64::new(claimed_micros),
                 settled: AtomicU64::new(0),
                 day: AtomicU64::new(0),
                 terms: parking_lot::Mutex::new(None),
+                allowance: allowance::Words::new(claimed_micros),
             }),
             shards: std::array::from_fn(|_| CachePadded::new(Shard::default())),
+            store_backed,
         }
     }
 
@@ -268,7 +281,7 @@ impl Ledger {
     /// [`Ledger::claimed_micros`].
     pub fn spent_micros(&self) -> u64 {
         let claimed = self.claimed_micros();
-        claimed.saturating_sub(self.leased(|_| true))
+        claimed.saturating_sub(self.leased(|_| true)).saturating_sub(self.withheld_micros())
     }
 
     /// Reserved + settled + leased: the word the total limit is enforced on. Never above
@@ -298,7 +311,8 @@ impl Ledger {
     /// reports.
     pub fn spent_day_word(&self) -> (u64, u64) {
         let (day, micros) = self.claimed_day_word();
-        (day, micros.saturating_sub(self.leased(|tag| tag.charged_day() == Some(day))))
+        let leased = self.leased(|tag| tag.charged_day() == Some(day));
+        (day, micros.saturating_sub(leased).saturating_sub(self.withheld_day_micros(day)))
     }
 
     /// The day word with what waits in leases (the word `per_day` is enforced on).
@@ -365,6 +379,9 @@ impl Ledger {
         lease_into: Option<usize>,
         clock_day: &impl Fn() -> u64,
     ) -> Result<Charge, CodeSet> {
+        if self.store_backed {
+            self.central.allowance.note_worst(worst_micros);
+        }
         // Day 0 cannot tag a lease under a daily limit (it means `DAYLESS`).
         let lease_into = lease_into.filter(|_| limits.day_micros_max.is_none() || today != DAYLESS);
         // Step 1: `claimed`. A failed CAS backs off (spins a little longer each time) so
@@ -441,7 +458,7 @@ impl Ledger {
             // keeps its day and takes our amount (never let a lagging clock open a fresh day).
             let (charge_day, base) = if today > day {
                 let open = today.min(*clock.get_or_insert_with(|| clock_day().min(DAY_NUMBER_MAX)));
-                if open > day { (open, 0) } else { (day, micros) }
+                if open > day { (open, self.fresh_day_base()) } else { (day, micros) }
             } else {
                 (day, micros)
             };

@@ -54,6 +54,7 @@ pub mod synthetic;
 /// API, and it changes without notice.
 #[doc(hidden)]
 pub mod internals {
+    pub use super::ledger::{ALLOWANCE_CAP_MICROS, AllowanceError, StoreState};
     pub use super::ledger::{AuditError, Charge, Ledger, LedgerLimits};
     #[cfg(holon_loom)]
     pub use crate::sync::pin_lease_shard;
@@ -79,6 +80,20 @@ use judge::SpendView;
 use registry::{LedgerKey, LedgerRegistry};
 use reservation::Run;
 use slots::{SlotRecord, Slots};
+
+/// The codes of a call the ledger refused: every exceeded limit; or, on a store-backed
+/// ledger (which refuses what does not fit the node's leases), the code of the store's last
+/// answer (its limits are enforced on its grants). Off the allowed path (cold).
+#[cold]
+#[inline(never)]
+fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount, today: u64) -> CodeSet {
+    let ledger = &m.ledger;
+    if ledger.is_store_backed() {
+        ledger.allowance_refused(worst.micros())
+    } else {
+        refused.union(judge::LedgerSpend(ledger).over_limits(m, worst, today))
+    }
+}
 
 /// Why the engine refused an operation (not a call: calls are denied, never errors).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +135,10 @@ pub struct EngineConfig {
     /// The clock for what has no call time (a dropped reservation's receipt). Injected so
     /// tests are deterministic.
     pub clock: fn() -> Timestamp,
+    /// Root ledgers admit only what a ledger store granted this node in leases
+    /// ([`crate::node::Node`] grants them; docs/store.md). Without a node running, a
+    /// store-backed engine denies every call that needs budget (`lease_pending`).
+    pub store_backed: bool,
 }
 
 impl Default for EngineConfig {
@@ -130,6 +149,7 @@ impl Default for EngineConfig {
             pending_ttl_s: 86_400,
             grace_s: 30,
             clock: Timestamp::now,
+            store_backed: false,
         }
     }
 }
@@ -238,7 +258,7 @@ impl Engine {
             cell: SnapshotCell::new(Arc::new(Snapshot::default())),
             slots: Slots::new(config.in_flight_max),
             names: Arc::new(Names::default()),
-            ledgers: LedgerRegistry::default(),
+            ledgers: LedgerRegistry::new(config.store_backed),
             pending: DashMap::new(),
             pending_places: AtomicU64::new(0),
             sink,
@@ -270,6 +290,12 @@ impl Engine {
         }
         *generation = next;
         Ok(next)
+    }
+
+    /// Whether root ledgers admit only what a ledger store granted
+    /// ([`EngineConfig::store_backed`]).
+    pub fn is_store_backed(&self) -> bool {
+        self.config.store_backed
     }
 
     /// The live snapshot (for inspection; admission loads it itself).
@@ -376,8 +402,7 @@ impl Engine {
                 Ok(charge) => charge,
                 Err(refused) => {
                     self.slots.unclaim(ticket);
-                    let over = judge::LedgerSpend(ledger).over_limits(m, wc.worst, today);
-                    return self.deny(ask, ask.call.in_run(refused.union(over)), wc.worst);
+                    return self.deny(ask, ask.call.in_run(refused_codes(m, refused, wc.worst, today)), wc.worst);
                 }
             };
         let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));

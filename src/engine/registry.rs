@@ -29,6 +29,8 @@ pub enum LedgerKey {
 /// The root ledgers: the arena, and the map from mandate symbols to their ledgers.
 #[derive(Default)]
 pub(crate) struct LedgerRegistry {
+    /// New root ledgers admit only what a store grants ([`Ledger::new_store_backed`]).
+    store_backed: bool,
     /// Root ledgers in creation order, never removed: a [`RootIx`] stays valid (and
     /// `&Ledger` borrowed from here lives) as long as the registry.
     roots: boxcar::Vec<Arc<Ledger>>,
@@ -37,10 +39,14 @@ pub(crate) struct LedgerRegistry {
 }
 
 impl LedgerRegistry {
+    pub(crate) fn new(store_backed: bool) -> Self {
+        LedgerRegistry { store_backed, ..LedgerRegistry::default() }
+    }
+
     /// The root ledger of a mandate symbol and its key, created on first use.
     pub(crate) fn root_ledger(&self, sym: u32) -> (Arc<Ledger>, LedgerKey) {
         let entry = self.by_mandate.entry(sym).or_insert_with(|| {
-            let ledger = Arc::new(Ledger::new());
+            let ledger = Arc::new(if self.store_backed { Ledger::new_store_backed() } else { Ledger::new() });
             (RootIx(self.roots.push(Arc::clone(&ledger))), ledger)
         });
         let (ix, ledger) = entry.value();

@@ -144,7 +144,9 @@ pub(super) fn compile_mandate(
     }
     let req = &m.require;
     let milli = |v: Option<crate::money::Fixed6>| v.map(|f| f.millionths());
-    let (total_micros, day_micros_max) = (m.budget.total.micros(), m.budget.per_day.map(|d| d.micros()));
+    // A store-backed ledger is checked against its allowance caps: the store enforces the
+    // mandate's own limits on the leases it grants.
+    let (total_micros, day_micros_max) = ledger.enforced(m.budget.total.micros(), m.budget.per_day.map(|d| d.micros()));
     let compiled = CompiledMandate {
         ix,
         limits: BudgetLimits::of(m),

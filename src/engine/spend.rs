@@ -79,6 +79,13 @@ impl Engine {
     /// seen yet, so they apply when the mandate is published). Validates everything first:
     /// on any error nothing is imported. Returns how many ledgers were restored.
     pub fn import_spend(&self, bytes: &[u8]) -> Result<usize, EngineError> {
+        if self.config.store_backed {
+            return Err(EngineError::SpendInvalid(
+                "this engine keeps its budgets in a ledger store, which is their source of truth; \
+                 an exported copy cannot be added to it"
+                    .to_owned(),
+            ));
+        }
         if bytes.len() > SPEND_BYTES_MAX {
             return Err(EngineError::SpendDecode(format!("{} bytes is more than {SPEND_BYTES_MAX}", bytes.len())));
         }

@@ -14,7 +14,8 @@ use {
 /// What [`Ledger::audit`] found wrong: a broken invariant of the words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AuditError {
-    /// The conservation rule `claimed = reserved + settled + leased` does not hold.
+    /// The conservation rule `claimed = reserved + settled + leased (+ withheld, for a
+    /// store-backed ledger)` does not hold.
     #[error(
         "claimed {claimed_micros} != reserved {reserved_micros} + settled {settled_micros} + leased {leased_micros}"
     )]
@@ -39,7 +40,10 @@ impl Ledger {
         let claimed_micros = self.claimed_micros();
         let settled_micros = self.settled_micros();
         let leased_micros = self.leased(|_| true);
-        let sum = reserved_micros.checked_add(settled_micros).and_then(|n| n.checked_add(leased_micros));
+        let sum = reserved_micros
+            .checked_add(settled_micros)
+            .and_then(|n| n.checked_add(leased_micros))
+            .and_then(|n| n.checked_add(self.withheld_micros()));
         if sum != Some(claimed_micros) {
             return Err(AuditError::Unbalanced { claimed_micros, reserved_micros, settled_micros, leased_micros });
         }

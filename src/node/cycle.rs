@@ -1,0 +1,425 @@
+//! One pass of a node's thread: publish limits, refill each mandate ahead of need, flush
+//! what was settled (a group commit), give back what is idle; and the drain at the end.
+
+use std::time::{Duration, Instant};
+
+use super::book::{Book, GiveBackFrom, Plan};
+use super::{Counters, NodeConfig, NodeError, Shared};
+use crate::engine::Engine;
+use crate::engine::internals::{Ledger, StoreState};
+use crate::store::{FLUSH_ENTRIES_MAX, GrantRequest, LedgerStore, Limits, StoreError};
+use crate::sync::Arc;
+
+/// A lease holds at least this many of the largest worst case seen on the mandate.
+pub const LEASE_CALLS_MIN: u64 = 1_000;
+/// A lease holds at least this long of the mandate's recent use, in milliseconds.
+pub const LEASE_USE_MS: u64 = 1_000;
+/// A refill starts when what is left is below this many worst cases ...
+pub const LOW_WATER_CALLS: u64 = 250;
+/// ... or below this long of recent use, in milliseconds (far above a store round trip).
+pub const LOW_WATER_MS: u64 = 250;
+/// A mandate with no use for this long gives back its leases but [`IDLE_KEEP_CALLS`]
+/// worst cases, in milliseconds.
+pub const IDLE_MS: u64 = 2_000;
+/// What an idle mandate keeps, in worst cases, so its next call does not wait for a refill.
+pub const IDLE_KEEP_CALLS: u64 = 10;
+/// After the store failed or granted nothing, the next try on that mandate waits this
+/// long, in milliseconds (a refused call asks again sooner: it sets the need).
+pub const RETRY_MS: u64 = 100;
+
+/// One mandate as the node follows it.
+struct Tracked {
+    id: String,
+    ledger: Arc<Ledger>,
+    /// The documents' limits, and those last published to the store.
+    documents: Limits,
+    published: Option<Limits>,
+    book: Book,
+    /// Recent use, in micro-units per second (smoothed), and when it was last measured.
+    rate_micros_per_s: u64,
+    used_seen_micros: u64,
+    seen_at: Instant,
+    last_use_at: Instant,
+    retry_at: Option<Instant>,
+    /// The UTC day whose past leases were last given back.
+    rolled_day: u64,
+}
+
+pub(super) struct Runner {
+    engine: Arc<Engine>,
+    store: Box<dyn LedgerStore>,
+    config: NodeConfig,
+    shared: Arc<Shared>,
+    generation: u64,
+    mandates: Vec<Tracked>,
+    flushed_at: Instant,
+    renewed_at: Instant,
+}
+
+impl Runner {
+    pub(super) fn new(
+        engine: Arc<Engine>,
+        store: Box<dyn LedgerStore>,
+        config: NodeConfig,
+        shared: Arc<Shared>,
+    ) -> Self {
+        let now = Instant::now();
+        Runner {
+            engine,
+            store,
+            config,
+            shared,
+            generation: u64::MAX,
+            mandates: Vec::new(),
+            flushed_at: now,
+            renewed_at: now,
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+
+    fn unix(&self) -> i64 {
+        (self.config.clock)().unix()
+    }
+
+    fn today(&self) -> u64 {
+        u64::try_from((self.config.clock)().utc_day()).unwrap_or(0)
+    }
+
+    /// The first pass, in `Node::start`: the store must answer.
+    pub(super) fn first_cycle(&mut self) -> Result<(), NodeError> {
+        self.refresh();
+        let now = Instant::now();
+        for ix in 0..self.mandates.len() {
+            self.publish(ix)?;
+            if let Some(request) = self.refill_due(ix, now, true) {
+                self.grant(ix, &request, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A pass that flushes now (the node model test steps the node with it).
+    pub(super) fn cycle_now(&mut self) {
+        self.flushed_at =
+            self.flushed_at.checked_sub(Duration::from_millis(self.config.flush_ms)).unwrap_or(self.flushed_at);
+        self.cycle();
+    }
+
+    /// One pass of the thread. Store errors are counted and retried; the ledgers say
+    /// `store_unavailable` meanwhile.
+    pub(super) fn cycle(&mut self) {
+        self.refresh();
+        let now = Instant::now();
+        let mut refills = Vec::new();
+        for ix in 0..self.mandates.len() {
+            if self.publish(ix).is_ok()
+                && let Some(request) = self.refill_due(ix, now, false)
+            {
+                refills.push((ix, request));
+            }
+        }
+        // A refill is preceded by the flush (one group commit for every mandate), so the
+        // store sees what this node really holds when it sizes the lease.
+        let renew = now.duration_since(self.renewed_at) >= Duration::from_millis(self.config.lease_ttl_s * 1_000 / 3);
+        let due = now.duration_since(self.flushed_at) >= Duration::from_millis(self.config.flush_ms);
+        if renew || due || !refills.is_empty() {
+            self.flush(renew);
+        }
+        for (ix, request) in refills {
+            let _ = self.grant(ix, &request, now);
+        }
+    }
+
+    /// Follows the live snapshot's mandates (a mandate removed from it keeps its book: its
+    /// leases are still flushed and, idle, given back).
+    fn refresh(&mut self) {
+        let snapshot = self.engine.snapshot();
+        if snapshot.generation == self.generation {
+            return;
+        }
+        self.generation = snapshot.generation;
+        let now = Instant::now();
+        for m in snapshot.mandates() {
+            let budget = &m.source.budget;
+            let documents =
+                Limits { total_micros: budget.total.micros(), per_day_micros: budget.per_day.map(|d| d.micros()) };
+            match self.mandates.iter_mut().find(|t| t.id == m.source.id) {
+                Some(t) => t.documents = documents,
+                None => self.mandates.push(Tracked {
+                    id: m.source.id.clone(),
+                    ledger: Arc::clone(&m.ledger),
+                    documents,
+                    published: None,
+                    book: Book::default(),
+                    rate_micros_per_s: 0,
+                    used_seen_micros: m.ledger.used_micros(),
+                    seen_at: now,
+                    last_use_at: now,
+                    retry_at: None,
+                    rolled_day: 0,
+                }),
+            }
+        }
+    }
+
+    /// Sends a mandate's limits to the store when the documents changed them (a publish
+    /// can only lower the store's copy; docs/store.md, "Limits that disagree").
+    fn publish(&mut self, ix: usize) -> Result<(), NodeError> {
+        let Some(t) = self.mandates.get(ix) else { return Ok(()) };
+        if t.published == Some(t.documents) {
+            return Ok(());
+        }
+        let result = self.store.publish_limits(&t.id, t.documents, false);
+        self.answered(ix, result.as_ref().err())?;
+        if let Some(t) = self.mandates.get_mut(ix) {
+            t.published = Some(t.documents);
+        }
+        Ok(())
+    }
+
+    /// Counts a round trip; on an error marks the mandate (or, `ix` past the end, every
+    /// mandate) `store_unavailable` and returns the error.
+    fn answered(&self, ix: usize, error: Option<&StoreError>) -> Result<(), NodeError> {
+        Counters::add(&self.counters().round_trips, 1);
+        let Some(error) = error else { return Ok(()) };
+        Counters::add(&self.counters().store_errors, 1);
+        let targets: Vec<&Tracked> = match self.mandates.get(ix) {
+            Some(t) => vec![t],
+            None => self.mandates.iter().collect(),
+        };
+        for t in targets {
+            t.ledger.set_store_state(StoreState::Unavailable);
+        }
+        Err(NodeError::Store(StoreError::Unavailable(error.to_string())))
+    }
+
+    /// Whether the mandate needs a lease (its allowance runs low, or a call was refused),
+    /// and the request; gives back what a past day or an idle spell left.
+    fn refill_due(&mut self, ix: usize, now: Instant, first: bool) -> Option<GrantRequest> {
+        let today = self.today();
+        let now_unix = self.unix();
+        let t = self.mandates.get_mut(ix)?;
+        let per_day = t.documents.per_day_micros.is_some();
+        let ledger = Arc::clone(&t.ledger);
+        // Past days' leases serve no new call: give back what no call of theirs holds.
+        if per_day && t.rolled_day != today {
+            let past = t.book.outstanding_before(today);
+            let taken = ledger.withdraw_allowance(past, None);
+            t.book.give_back(GiveBackFrom::Before(today), taken);
+            t.rolled_day = today;
+        }
+        // Recent use, smoothed.
+        let used = ledger.used_micros();
+        let elapsed_ms = u64::try_from(now.duration_since(t.seen_at).as_millis()).unwrap_or(u64::MAX).max(1);
+        let fresh = used.saturating_sub(t.used_seen_micros);
+        if fresh > 0 {
+            t.last_use_at = now;
+        }
+        let sample = fresh.saturating_mul(1_000) / elapsed_ms;
+        t.rate_micros_per_s = t.rate_micros_per_s / 2 + sample / 2;
+        (t.used_seen_micros, t.seen_at) = (used, now);
+        let need = ledger.take_need_micros();
+        // The lease unit: the largest worst case seen. Before any call, a first lease as
+        // large as the store grants (it caps a grant at its share of what is left).
+        let seen = ledger.worst_max_micros().max(need);
+        let unit = seen.max(1);
+        let day = per_day.then_some(today);
+        let mut free = ledger.allowance_free_micros();
+        if per_day {
+            free = free.min(ledger.allowance_day().filter(|(d, _)| *d == today).map_or(0, |(_, room)| room));
+        }
+        let low = if seen == 0 {
+            1
+        } else {
+            unit.saturating_mul(LOW_WATER_CALLS).max(t.rate_micros_per_s.saturating_mul(LOW_WATER_MS) / 1_000)
+        };
+        let idle = !first && now.duration_since(t.last_use_at) >= Duration::from_millis(IDLE_MS) && need == 0;
+        if idle {
+            let keep = unit.saturating_mul(IDLE_KEEP_CALLS);
+            if free > keep {
+                let taken = ledger.withdraw_allowance(free - keep, day);
+                t.book.give_back(GiveBackFrom::Day(day), taken);
+            }
+            return None;
+        }
+        let waiting = t.retry_at.is_some_and(|at| now < at) && need == 0;
+        if (free >= low && need <= free) || waiting {
+            return None;
+        }
+        let want = if seen == 0 {
+            t.documents.per_day_micros.unwrap_or(u64::MAX).min(t.documents.total_micros)
+        } else {
+            unit.saturating_mul(LEASE_CALLS_MIN).max(t.rate_micros_per_s.saturating_mul(LEASE_USE_MS) / 1_000)
+        };
+        Some(GrantRequest {
+            node: self.config.node.clone(),
+            mandate: t.id.clone(),
+            day,
+            want_micros: want,
+            min_micros: unit,
+            ttl_s: self.config.lease_ttl_s,
+            now_unix,
+        })
+    }
+
+    /// Asks the store for a lease and adds it to the mandate's allowance.
+    fn grant(&mut self, ix: usize, request: &GrantRequest, now: Instant) -> Result<(), NodeError> {
+        let granted = self.store.grant(request);
+        let retry = now + Duration::from_millis(RETRY_MS);
+        if granted.is_err()
+            && let Some(t) = self.mandates.get_mut(ix)
+        {
+            t.retry_at = Some(retry);
+        }
+        let granted = match granted {
+            Ok(g) => {
+                self.answered(ix, None)?;
+                g
+            }
+            Err(e) => return self.answered(ix, Some(&e)),
+        };
+        let Some(lease) = granted else {
+            self.refused(ix, request, retry);
+            return Ok(());
+        };
+        let Some(t) = self.mandates.get_mut(ix) else { return Ok(()) };
+        let (ledger, day) = (Arc::clone(&t.ledger), request.day);
+        t.retry_at = None;
+        t.book.add(&lease, day);
+        Counters::add(&self.shared.counters.grants, 1);
+        Counters::add(&self.shared.counters.granted_micros, lease.amount_micros);
+        if ledger.grant_allowance(lease.amount_micros, day).is_err() {
+            // Cannot be used (its day passed meanwhile, say): straight back to the store.
+            t.book.give_back(GiveBackFrom::Day(day), lease.amount_micros);
+        }
+        ledger.set_store_state(StoreState::Leasing);
+        Ok(())
+    }
+
+    /// The store granted nothing: says why in the mandate's state, so refused calls get
+    /// the right code. With the escrow rules ([`lease_cap`](crate::store::escrow)), a
+    /// grant of at least one call is refused only when (a) the total has less than that
+    /// left, (b) this node already holds its share (its leases are busy: `lease_pending`,
+    /// the next flush frees them), or (c) the day has less than that left.
+    fn refused(&mut self, ix: usize, request: &GrantRequest, retry: Instant) {
+        let Some(t) = self.mandates.get(ix) else { return };
+        let status = self.store.status(Some(&t.id));
+        let _ = self.answered(ix, status.as_ref().err());
+        let Some(t) = self.mandates.get_mut(ix) else { return };
+        t.retry_at = Some(retry);
+        let Ok(status) = status else { return };
+        let left = status
+            .first()
+            .map_or(0, |s| s.limits.total_micros.saturating_sub(s.spent_micros).saturating_sub(s.leased_micros));
+        let state = if left < request.min_micros {
+            StoreState::TotalExhausted
+        } else if t.book.outstanding_micros() >= request.min_micros {
+            StoreState::Leasing
+        } else if request.day.is_some() {
+            StoreState::DayExhausted
+        } else {
+            StoreState::Leasing
+        };
+        t.ledger.set_store_state(state);
+    }
+
+    /// One group commit of every mandate's settled amounts and give-backs, renewing every
+    /// lease's time to live when `renew`.
+    fn flush(&mut self, renew: bool) -> bool {
+        let ttl = renew.then_some(self.config.lease_ttl_s);
+        let plans: Vec<(usize, Plan)> = self
+            .mandates
+            .iter()
+            .enumerate()
+            .filter_map(|(ix, t)| {
+                let settled = t.ledger.settled_micros();
+                (renew || t.book.has_work(settled)).then(|| (ix, t.book.plan(settled, ttl)))
+            })
+            .filter(|(_, plan)| !plan.entries.is_empty())
+            .collect();
+        self.flushed_at = Instant::now();
+        if renew {
+            self.renewed_at = self.flushed_at;
+        }
+        // Batches of whole mandates, each within the store's limit per flush.
+        let mut batch: Vec<(usize, Plan)> = Vec::new();
+        let mut entries = 0usize;
+        let mut committed = true;
+        for (ix, plan) in plans {
+            if entries + plan.entries.len() > FLUSH_ENTRIES_MAX && !batch.is_empty() {
+                committed &= self.commit(std::mem::take(&mut batch));
+                entries = 0;
+            }
+            entries += plan.entries.len();
+            batch.push((ix, plan));
+        }
+        if !batch.is_empty() {
+            committed &= self.commit(batch);
+        }
+        let (leases, leased) = self.mandates.iter().fold((0u64, 0u64), |(n, m), t| {
+            let count = u64::try_from(t.book.lease_count()).unwrap_or(u64::MAX);
+            (n.saturating_add(count), m.saturating_add(t.book.outstanding_micros()))
+        });
+        Counters::set(&self.shared.counters.leases, leases);
+        Counters::set(&self.shared.counters.leased_micros, leased);
+        committed
+    }
+
+    fn commit(&mut self, batch: Vec<(usize, Plan)>) -> bool {
+        let entries: Vec<_> = batch.iter().flat_map(|(_, plan)| plan.entries.iter().copied()).collect();
+        let result = self.store.flush(&self.config.node, &entries, self.unix());
+        let outcomes = match result {
+            Ok(outcomes) => {
+                let _ = self.answered(usize::MAX, None);
+                outcomes
+            }
+            // Nothing was written: the same amounts go in the next flush.
+            Err(e) => {
+                let _ = self.answered(usize::MAX, Some(&e));
+                return false;
+            }
+        };
+        Counters::add(&self.shared.counters.flushes, 1);
+        for (ix, plan) in batch {
+            let Some(t) = self.mandates.get_mut(ix) else { continue };
+            let done = t.book.commit(plan, &outcomes);
+            Counters::add(&self.shared.counters.settled_micros, done.settled_micros);
+            Counters::add(&self.shared.counters.given_back_micros, done.given_back_micros);
+            Counters::add(&self.shared.counters.reconciled_micros, done.reconciled_micros);
+            if t.ledger.store_state() == StoreState::Unavailable {
+                t.ledger.set_store_state(StoreState::Leasing);
+            }
+        }
+        true
+    }
+
+    /// The end: withdraws every unused allowance, flushes everything, gives it back and
+    /// closes what is left with nothing outstanding.
+    pub(super) fn drain(mut self) -> Result<(), NodeError> {
+        let today = self.today();
+        for t in &mut self.mandates {
+            let ledger = &t.ledger;
+            ledger.refund_all_leases();
+            let day = t.documents.per_day_micros.map(|_| today);
+            let taken = ledger.withdraw_allowance(u64::MAX, day);
+            t.book.give_back(GiveBackFrom::Day(day), taken);
+            let rest = ledger.withdraw_allowance(u64::MAX, None);
+            t.book.give_back(if day.is_some() { GiveBackFrom::Before(today) } else { GiveBackFrom::Day(None) }, rest);
+            // Nothing reserved any more: no call will spend through any lease, so what is
+            // owed may come from any of them.
+            if ledger.used_micros() == ledger.settled_micros() {
+                t.book.owe_anywhere();
+            }
+        }
+        if self.flush(false) {
+            Ok(())
+        } else {
+            Err(NodeError::Store(StoreError::Unavailable(
+                "the drain's last flush failed; the leases stay open until their time to live passes".to_owned(),
+            )))
+        }
+    }
+}

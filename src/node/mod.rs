@@ -1,0 +1,304 @@
+//! The node side of the ledger store (issue #12; docs/store.md, "The node side"): a
+//! gateway node's engine admits only what the store granted it, and a background thread
+//! keeps it supplied.
+//!
+//! - The engine is built **store-backed** ([`EngineConfig::store_backed`](crate::engine::EngineConfig)):
+//!   each root ledger starts with its whole budget withheld, and admits only what a grant
+//!   adds to its allowance. The hot path does not change: the allowance lives in the words
+//!   the reservation's compare-and-swap already checks (`engine/ledger/allowance.rs`).
+//! - [`Node::start`] counts as spent whatever this node's previous run left in leases
+//!   (a crash), publishes the mandates' limits to the store, takes the first leases, and
+//!   starts the thread that, every `poll_ms`: refills each mandate ahead of need (below a
+//!   low watermark, or when a call was refused), flushes what calls settled every
+//!   `flush_ms` in one batch (a group commit) that also renews the leases' time to live, and
+//!   gives back what an idle mandate or a past day no longer uses.
+//! - A call that does not fit the node's leases is denied at once, never kept waiting:
+//!   `lease_pending` while the store may have more (the thread is refilling), the budget's
+//!   own code once the store granted nothing, `store_unavailable` while the store cannot be
+//!   reached.
+//! - [`Node::drain`] (and dropping the node) flushes everything and gives back every
+//!   unused lease.
+
+mod book;
+mod cycle;
+
+pub use cycle::{IDLE_KEEP_CALLS, IDLE_MS, LEASE_CALLS_MIN, LEASE_USE_MS, LOW_WATER_CALLS, LOW_WATER_MS, RETRY_MS};
+
+use crate::engine::Engine;
+use crate::store::{LedgerStore, NODE_NAME_BYTES_MAX, StoreError};
+use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::time::Timestamp;
+
+/// Shortest and longest flush interval, in milliseconds.
+pub const FLUSH_MS_MIN: u64 = 1;
+pub const FLUSH_MS_MAX: u64 = 60_000;
+/// Shortest and longest poll interval (how often the thread looks at the ledgers), in
+/// milliseconds.
+pub const POLL_MS_MIN: u64 = 1;
+pub const POLL_MS_MAX: u64 = 1_000;
+/// Longest lease time to live, in seconds (a day).
+pub const LEASE_TTL_S_MAX: u64 = 86_400;
+
+/// A node's settings.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's name in the store: unique among the nodes running at once (a node that
+    /// starts counts what its name's previous run left in leases as spent).
+    pub node: String,
+    /// How often what calls settled is flushed to the store, at most, in milliseconds.
+    pub flush_ms: u64,
+    /// A lease's time to live, in seconds: renewed by every flush; once it has passed
+    /// without one, anyone may count the lease's remainder as spent (`holon ledger
+    /// reconcile`). At least three flush intervals.
+    pub lease_ttl_s: u64,
+    /// How often the thread looks at the ledgers, in milliseconds.
+    pub poll_ms: u64,
+    /// The clock for the store's times and the UTC day (injected for tests).
+    pub clock: fn() -> Timestamp,
+}
+
+impl NodeConfig {
+    pub fn new(node: &str) -> Self {
+        NodeConfig { node: node.to_owned(), flush_ms: 200, lease_ttl_s: 30, poll_ms: 2, clock: Timestamp::now }
+    }
+
+    fn check(&self) -> Result<(), NodeError> {
+        let bad = |what: String| Err(NodeError::BadConfig(what));
+        if self.node.is_empty() || self.node.len() > NODE_NAME_BYTES_MAX || self.node.chars().any(char::is_control) {
+            return bad(format!("a node name is 1 to {NODE_NAME_BYTES_MAX} bytes with no control characters"));
+        }
+        if !(FLUSH_MS_MIN..=FLUSH_MS_MAX).contains(&self.flush_ms) {
+            return bad(format!("flush_ms {} is outside {FLUSH_MS_MIN}..={FLUSH_MS_MAX}", self.flush_ms));
+        }
+        if !(POLL_MS_MIN..=POLL_MS_MAX).contains(&self.poll_ms) {
+            return bad(format!("poll_ms {} is outside {POLL_MS_MIN}..={POLL_MS_MAX}", self.poll_ms));
+        }
+        let ttl_ms = self.lease_ttl_s.saturating_mul(1_000);
+        if self.lease_ttl_s > LEASE_TTL_S_MAX || ttl_ms < self.flush_ms.saturating_mul(3) {
+            return bad(format!(
+                "lease_ttl_s {} must be at most {LEASE_TTL_S_MAX} and at least three flush intervals ({} ms)",
+                self.lease_ttl_s, self.flush_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a node cannot start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("node settings: {0}")]
+    BadConfig(String),
+    #[error("the engine keeps its budgets in memory; build it with `EngineConfig::store_backed` to run a node")]
+    NotStoreBacked,
+    #[error("the ledger store: {0}")]
+    Store(#[from] StoreError),
+    #[error("the node's thread cannot be started: {0}")]
+    Thread(String),
+    #[error("the node's thread stopped unexpectedly")]
+    ThreadPanicked,
+}
+
+/// What a node did, for operators and `loadtest --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeStats {
+    /// Store operations (each one transaction, one round trip).
+    pub round_trips: u64,
+    pub grants: u64,
+    pub flushes: u64,
+    /// Store operations that failed (the store was unreachable or refused).
+    pub store_errors: u64,
+    pub granted_micros: u64,
+    /// Flushed to the store as settled.
+    pub settled_micros: u64,
+    pub given_back_micros: u64,
+    /// Counted as spent at start: what this node's previous run left in leases.
+    pub recovered_micros: u64,
+    /// Counted as spent by a reconcile while this node held the leases (their time to live
+    /// passed without a flush).
+    pub reconciled_micros: u64,
+    /// Open leases now, and what they hold outstanding.
+    pub leases: u64,
+    pub leased_micros: u64,
+}
+
+/// The counters behind [`NodeStats`], written by the node's thread.
+#[derive(Debug, Default)]
+struct Counters {
+    round_trips: AtomicU64,
+    grants: AtomicU64,
+    flushes: AtomicU64,
+    store_errors: AtomicU64,
+    granted_micros: AtomicU64,
+    settled_micros: AtomicU64,
+    given_back_micros: AtomicU64,
+    recovered_micros: AtomicU64,
+    reconciled_micros: AtomicU64,
+    leases: AtomicU64,
+    leased_micros: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        // Relaxed: statistics; nothing else is read through them.
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn set(counter: &AtomicU64, n: u64) {
+        // Relaxed: as above.
+        counter.store(n, Ordering::Relaxed);
+    }
+
+    fn stats(&self) -> NodeStats {
+        // Relaxed: as above (a moment's figures).
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        NodeStats {
+            round_trips: get(&self.round_trips),
+            grants: get(&self.grants),
+            flushes: get(&self.flushes),
+            store_errors: get(&self.store_errors),
+            granted_micros: get(&self.granted_micros),
+            settled_micros: get(&self.settled_micros),
+            given_back_micros: get(&self.given_back_micros),
+            recovered_micros: get(&self.recovered_micros),
+            reconciled_micros: get(&self.reconciled_micros),
+            leases: get(&self.leases),
+            leased_micros: get(&self.leased_micros),
+        }
+    }
+}
+
+/// What the node's thread and its handle share.
+#[derive(Debug, Default)]
+struct Shared {
+    counters: Counters,
+    /// Set to stop the thread (it drains first).
+    stop: parking_lot::Mutex<bool>,
+    /// Set with `stop` to stop without the drain (tests play a crash with it).
+    skip_drain: parking_lot::Mutex<bool>,
+    wake: parking_lot::Condvar,
+}
+
+/// A running node. Dropping it drains it.
+#[derive(Debug)]
+pub struct Node {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<Result<(), NodeError>>>,
+}
+
+impl Node {
+    /// Starts a node for a store-backed `engine`: counts as spent what this node's name
+    /// left in leases before (a crash), publishes the live mandates' limits, takes the
+    /// first leases, then keeps the engine supplied from a thread of its own. An
+    /// unreachable store is an error here (a node that cannot start does not run).
+    pub fn start(engine: Arc<Engine>, store: Box<dyn LedgerStore>, config: NodeConfig) -> Result<Node, NodeError> {
+        config.check()?;
+        if !engine.is_store_backed() {
+            return Err(NodeError::NotStoreBacked);
+        }
+        let poll = std::time::Duration::from_millis(config.poll_ms);
+        let Stepper { mut runner, shared } = Stepper::start(engine, store, config)?;
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("holon-node".to_owned())
+            .spawn(move || {
+                loop {
+                    {
+                        let mut stop = thread_shared.stop.lock();
+                        if !*stop {
+                            thread_shared.wake.wait_for(&mut stop, poll);
+                        }
+                        if *stop {
+                            break;
+                        }
+                    }
+                    runner.cycle();
+                }
+                if *thread_shared.skip_drain.lock() { Ok(()) } else { runner.drain() }
+            })
+            .map_err(|e| NodeError::Thread(e.to_string()))?;
+        Ok(Node { shared, thread: Some(thread) })
+    }
+
+    /// What the node has done so far.
+    pub fn stats(&self) -> NodeStats {
+        self.shared.counters.stats()
+    }
+
+    /// Wakes the thread now (after a publish, say), instead of at its next poll.
+    pub fn wake(&self) {
+        self.shared.wake.notify_one();
+    }
+
+    /// Stops the node: flushes what was settled, gives back every unused lease and closes
+    /// the leases left with nothing outstanding. Stop admitting calls and end their
+    /// reservations first: a lease still holding a reservation stays open until its time
+    /// to live passes (then `holon ledger reconcile` counts it).
+    pub fn drain(mut self) -> Result<NodeStats, NodeError> {
+        self.stop()?;
+        Ok(self.stats())
+    }
+
+    /// Stops the thread **without** the drain, as a crash would (tests only): what was
+    /// settled since the last flush and every lease stay as they are in the store.
+    #[doc(hidden)]
+    pub fn halt_without_drain(mut self) {
+        *self.shared.skip_drain.lock() = true;
+        let _ = self.stop();
+    }
+
+    fn stop(&mut self) -> Result<(), NodeError> {
+        *self.shared.stop.lock() = true;
+        self.shared.wake.notify_one();
+        match self.thread.take() {
+            Some(thread) => thread.join().map_err(|_| NodeError::ThreadPanicked)?,
+            None => Ok(()),
+        }
+    }
+}
+
+/// A node without its thread, stepped by hand (the node model test drives the real
+/// protocol deterministically with it): not an API.
+#[doc(hidden)]
+pub struct Stepper {
+    runner: cycle::Runner,
+    shared: Arc<Shared>,
+}
+
+impl Stepper {
+    /// What [`Node::start`] does before it starts the thread.
+    pub fn start(engine: Arc<Engine>, store: Box<dyn LedgerStore>, config: NodeConfig) -> Result<Stepper, NodeError> {
+        config.check()?;
+        if !engine.is_store_backed() {
+            return Err(NodeError::NotStoreBacked);
+        }
+        let shared = Arc::new(Shared::default());
+        let recovered = store.reconcile(&config.node, (config.clock)().unix(), false)?;
+        Counters::add(&shared.counters.round_trips, 1);
+        Counters::add(&shared.counters.recovered_micros, recovered.counted_micros);
+        let mut runner = cycle::Runner::new(engine, store, config, Arc::clone(&shared));
+        runner.first_cycle()?;
+        Ok(Stepper { runner, shared })
+    }
+
+    /// One pass of the thread's loop, flushing whether or not the flush interval passed.
+    pub fn step(&mut self) {
+        self.runner.cycle_now();
+    }
+
+    pub fn stats(&self) -> NodeStats {
+        self.shared.counters.stats()
+    }
+
+    pub fn drain(self) -> Result<NodeStats, NodeError> {
+        let shared = Arc::clone(&self.shared);
+        self.runner.drain()?;
+        Ok(shared.counters.stats())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}

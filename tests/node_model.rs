@@ -1,0 +1,382 @@
+//! The node-level protocol as a state machine, on the **real** engine and node (stepped by
+//! hand, `holon::node::Stepper`) over a shared store: random sequences of calls admitted,
+//! settled and released on three nodes, node passes (refill, flush, give-back), crashes,
+//! restarts, leases expired and reconciled by anyone, a limit lowered by one node, and a
+//! new UTC day. After every step the oracle of money granted to calls is checked:
+//!
+//! - what the nodes' calls hold (settled + reserved, crashed nodes' included) never exceeds
+//!   what the store counts as spent + leased (a node admits only inside its leases);
+//! - spent + leased never exceeds the limit the mandate started with; spent never goes down,
+//!   and never below what the nodes flushed as settled;
+//! - at the end, with every node drained or reconciled: nothing leased, spent at least
+//!   everything any node settled (exactly that when no node crashed and no lease expired),
+//!   and at most the limit.
+//!
+//! `a_store_whose_reconcile_gives_back_is_caught` shows the oracle catching a broken store.
+
+use holon::admission::Code;
+use holon::engine::{Admission, Call, Engine, EngineConfig, Reservation, synthetic};
+use holon::money::Amount;
+use holon::node::{NodeConfig, Stepper};
+use holon::store::memory::MemoryStore;
+use holon::store::{
+    FlushEntry, FlushOutcome, GrantRequest, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
+};
+use holon::time::Timestamp;
+use proptest::prelude::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+const NODES: usize = 3;
+const LIMIT_MICROS: u64 = 300_000;
+const TTL_S: u64 = 30;
+
+static CLOCK: AtomicI64 = AtomicI64::new(synthetic::AT_UNIX);
+/// The tests of this file share the clock: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+fn clock() -> Timestamp {
+    Timestamp::from_unix(CLOCK.load(Ordering::SeqCst))
+}
+
+/// One store shared by every node of a case (each node gets its own handle).
+struct Shared(Arc<MemoryStore>);
+
+impl LedgerStore for Shared {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        self.0.publish_limits(mandate, limits, raise)
+    }
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        self.0.grant(request)
+    }
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        self.0.flush(node, entries, now_unix)
+    }
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        self.0.reconcile(node, now_unix, expired_only)
+    }
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        self.0.status(mandate)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Admit { node: usize, agent: usize },
+    Settle { node: usize, pick: usize, pct: u64 },
+    Release { node: usize, pick: usize },
+    Step { node: usize },
+    Crash { node: usize },
+    Restart { node: usize },
+    Expire { node: usize },
+    Lower { node: usize, pct: u64 },
+    NextDay,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let node = 0..NODES;
+    prop_oneof![
+        8 => (node.clone(), 0usize..4).prop_map(|(node, agent)| Op::Admit { node, agent }),
+        5 => (node.clone(), any::<usize>(), 0u64..=100).prop_map(|(node, pick, pct)| Op::Settle { node, pick, pct }),
+        1 => (node.clone(), any::<usize>()).prop_map(|(node, pick)| Op::Release { node, pick }),
+        6 => node.clone().prop_map(|node| Op::Step { node }),
+        1 => node.clone().prop_map(|node| Op::Crash { node }),
+        1 => node.clone().prop_map(|node| Op::Restart { node }),
+        1 => node.clone().prop_map(|node| Op::Expire { node }),
+        1 => (node, 50u64..=99).prop_map(|(node, pct)| Op::Lower { node, pct }),
+        1 => Just(Op::NextDay),
+    ]
+}
+
+/// One incarnation of a node: its engine (leaked, so reservations can live in the model),
+/// its stepper and its calls in flight.
+struct Live {
+    engine: &'static Engine,
+    stepper: Stepper,
+    open: Vec<Reservation<'static>>,
+}
+
+struct Model {
+    store: Arc<MemoryStore>,
+    nodes: Vec<Option<Live>>,
+    total_micros: u64,
+    /// Settled by every incarnation of every node so far (crashed ones included).
+    settled_gone_micros: u64,
+    /// Held by calls of crashed incarnations when they crashed (settled + reserved).
+    held_gone_micros: u64,
+    /// Flushed as settled by incarnations that are gone.
+    flushed_gone_micros: u64,
+    spent_seen_micros: u64,
+    exact: bool,
+    seen: Seen,
+}
+
+/// What the sequences reached (the coverage test requires each at least once).
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    admitted: u64,
+    lease_pending: u64,
+    exhausted: u64,
+    recovered: u64,
+    reconciled_live: u64,
+    given_back: u64,
+}
+
+fn start(store: &Arc<MemoryStore>, node: usize, total_micros: u64) -> Live {
+    let shape = synthetic::Shape { agents: 4, mandates: 1, total: Amount::from_micros(total_micros) };
+    let net = synthetic::network(&shape).unwrap();
+    let engine = Arc::new(Engine::new(EngineConfig { store_backed: true, clock, ..EngineConfig::default() }));
+    engine.publish(&net.input).unwrap();
+    let leaked: &'static Arc<Engine> = Box::leak(Box::new(Arc::clone(&engine)));
+    let config = NodeConfig { flush_ms: 1, lease_ttl_s: TTL_S, clock, ..NodeConfig::new(&format!("n{node}")) };
+    let stepper = Stepper::start(engine, Box::new(Shared(Arc::clone(store))), config).unwrap();
+    Live { engine: leaked, stepper, open: Vec::new() }
+}
+
+impl Live {
+    fn ledger_settled(&self) -> u64 {
+        let m = self.engine.mandate_ix("m0").unwrap();
+        self.engine.ledger(m).unwrap().settled_micros()
+    }
+
+    /// What this incarnation's calls hold: settled + reserved.
+    fn held(&self) -> u64 {
+        self.ledger_settled() + self.open.iter().map(|r| r.worst_case().micros()).sum::<u64>()
+    }
+}
+
+impl Model {
+    fn new(store: MemoryStore) -> Model {
+        CLOCK.store(synthetic::AT_UNIX, Ordering::SeqCst);
+        let store = Arc::new(store);
+        let nodes = (0..NODES).map(|n| Some(start(&store, n, LIMIT_MICROS))).collect();
+        Model {
+            store,
+            nodes,
+            total_micros: LIMIT_MICROS,
+            settled_gone_micros: 0,
+            held_gone_micros: 0,
+            flushed_gone_micros: 0,
+            spent_seen_micros: 0,
+            exact: true,
+            seen: Seen::default(),
+        }
+    }
+
+    fn status(&self) -> MandateStatus {
+        self.store.status(Some("m0")).unwrap().remove(0)
+    }
+
+    fn apply(&mut self, op: &Op) {
+        let at = clock();
+        match *op {
+            Op::Admit { node, agent } => {
+                if let Some(live) = self.nodes[node].as_mut() {
+                    let call = Call::new(
+                        live.engine.mandate_ix("m0").unwrap(),
+                        live.engine.agent_ix(&format!("syn/a{agent}")).unwrap(),
+                        at,
+                    );
+                    match live.engine.admit(&call) {
+                        Admission::Allowed(r) => {
+                            self.seen.admitted += 1;
+                            live.open.push(r);
+                        }
+                        Admission::Denied(d) if d.codes.contains(Code::LeasePending) => self.seen.lease_pending += 1,
+                        Admission::Denied(d)
+                            if d.codes.contains(Code::TotalExceeded) || d.codes.contains(Code::PerDayExceeded) =>
+                        {
+                            self.seen.exhausted += 1
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Op::Settle { node, pick, pct } => {
+                if let Some(live) = self.nodes[node].as_mut().filter(|l| !l.open.is_empty()) {
+                    let r = live.open.swap_remove(pick % live.open.len());
+                    let actual = r.worst_case().micros() * pct / 100;
+                    r.settle(Amount::from_micros(actual), at).unwrap();
+                }
+            }
+            Op::Release { node, pick } => {
+                if let Some(live) = self.nodes[node].as_mut().filter(|l| !l.open.is_empty()) {
+                    let r = live.open.swap_remove(pick % live.open.len());
+                    r.release(at).unwrap();
+                }
+            }
+            Op::Step { node } => {
+                if let Some(live) = self.nodes[node].as_mut() {
+                    live.stepper.step();
+                }
+            }
+            Op::Crash { node } => {
+                if let Some(live) = self.nodes[node].take() {
+                    self.exact = false;
+                    self.held_gone_micros += live.held();
+                    self.settled_gone_micros += live.ledger_settled();
+                    self.flushed_gone_micros += live.stepper.stats().settled_micros;
+                    // The process is gone: its calls are neither settled nor released.
+                    for r in live.open {
+                        std::mem::forget(r);
+                    }
+                    drop(live.stepper);
+                }
+            }
+            Op::Restart { node } => {
+                if self.nodes[node].is_none() {
+                    let live = start(&self.store, node, self.total_micros);
+                    self.seen.recovered += u64::from(live.stepper.stats().recovered_micros > 0);
+                    self.nodes[node] = Some(live);
+                }
+            }
+            Op::Expire { node } => {
+                // Time to live passes for every lease not renewed since; anyone reconciles
+                // the node's expired leases (its next flush learns they are gone).
+                let now = CLOCK.fetch_add(TTL_S as i64 + 1, Ordering::SeqCst) + TTL_S as i64 + 1;
+                let done = self.store.reconcile(&format!("n{node}"), now, true).unwrap();
+                if done.counted_micros > 0 {
+                    self.exact = false;
+                }
+            }
+            Op::Lower { node, pct } => {
+                // The node restarts with documents that lower the total (a rolling deploy).
+                self.total_micros = self.total_micros * pct / 100;
+                if let Some(live) = self.nodes[node].as_mut() {
+                    let shape =
+                        synthetic::Shape { agents: 4, mandates: 1, total: Amount::from_micros(self.total_micros) };
+                    live.engine.publish(&synthetic::network(&shape).unwrap().input).unwrap();
+                    live.stepper.step();
+                }
+            }
+            Op::NextDay => {
+                CLOCK.fetch_add(86_400, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The oracle, after every step.
+    fn check(&mut self) -> Result<(), String> {
+        let s = self.status();
+        let live_held: u64 = self.nodes.iter().flatten().map(Live::held).sum();
+        let held = live_held + self.held_gone_micros;
+        let counted = s.spent_micros + s.leased_micros;
+        if held > counted {
+            return Err(format!("calls hold {held}, above spent {} + leased {}", s.spent_micros, s.leased_micros));
+        }
+        if counted > LIMIT_MICROS {
+            return Err(format!("spent + leased {counted} above the limit {LIMIT_MICROS}"));
+        }
+        if s.spent_micros < self.spent_seen_micros {
+            return Err(format!("spent went down from {} to {}", self.spent_seen_micros, s.spent_micros));
+        }
+        self.spent_seen_micros = s.spent_micros;
+        let flushed: u64 = self.nodes.iter().flatten().map(|l| l.stepper.stats().settled_micros).sum::<u64>()
+            + self.flushed_gone_micros;
+        if s.spent_micros < flushed {
+            return Err(format!("spent {} below what the nodes flushed as settled {flushed}", s.spent_micros));
+        }
+        Ok(())
+    }
+
+    /// The end: every call ends, every live node drains, every crashed node is reconciled.
+    fn finish(mut self) -> Result<Seen, String> {
+        let at = clock();
+        let mut settled = self.settled_gone_micros;
+        for (n, slot) in self.nodes.iter_mut().enumerate() {
+            match slot.take() {
+                Some(mut live) => {
+                    for r in live.open.drain(..) {
+                        let worst = r.worst_case().micros();
+                        r.settle(Amount::from_micros(worst / 2), at).unwrap();
+                    }
+                    settled += live.ledger_settled();
+                    let stats = live.stepper.drain().map_err(|e| e.to_string())?;
+                    self.seen.reconciled_live += u64::from(stats.reconciled_micros > 0);
+                    self.seen.given_back += u64::from(stats.given_back_micros > 0);
+                }
+                None => {
+                    self.store.reconcile(&format!("n{n}"), at.unix(), false).unwrap();
+                }
+            }
+        }
+        let s = self.status();
+        if s.leased_micros != 0 {
+            return Err(format!("{} still leased after every node drained or was reconciled", s.leased_micros));
+        }
+        if s.spent_micros < settled {
+            return Err(format!("spent {} below everything the nodes settled {settled}", s.spent_micros));
+        }
+        if s.spent_micros > LIMIT_MICROS {
+            return Err(format!("spent {} above the limit", s.spent_micros));
+        }
+        if self.exact && s.spent_micros != settled {
+            return Err(format!("no crash, no expiry: spent {} should be exactly {settled}", s.spent_micros));
+        }
+        Ok(self.seen)
+    }
+}
+
+fn run(store: MemoryStore, ops: &[Op]) -> Result<Seen, String> {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut model = Model::new(store);
+    model.check()?;
+    for (i, op) in ops.iter().enumerate() {
+        model.apply(op);
+        model.check().map_err(|e| format!("after step {i} ({op:?}): {e}"))?;
+    }
+    model.finish()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_node_protocol_never_grants_calls_more_than_the_store_counts(ops in proptest::collection::vec(op(), 1..200)) {
+        if let Err(e) = run(MemoryStore::new(), &ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+#[test]
+fn a_store_whose_reconcile_gives_back_is_caught() {
+    // A node settles a call, crashes before its flush, and restarts: a store that gives
+    // the crashed node's lease back instead of counting it loses the settlement.
+    let ops = [
+        Op::Admit { node: 0, agent: 0 },
+        Op::Settle { node: 0, pick: 0, pct: 100 },
+        Op::Crash { node: 0 },
+        Op::Restart { node: 0 },
+    ];
+    assert!(run(MemoryStore::new(), &ops).is_ok());
+    let err = run(MemoryStore::broken_reconcile_gives_back(), &ops).unwrap_err();
+    assert!(err.contains("below"), "{err}");
+}
+
+#[test]
+fn the_sequences_reach_every_outcome() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut total = Seen::default();
+    for _ in 0..48 {
+        let ops = proptest::collection::vec(op(), 100..200).new_tree(&mut runner).unwrap().current();
+        let seen = run(MemoryStore::new(), &ops).unwrap();
+        total.admitted += seen.admitted;
+        total.lease_pending += seen.lease_pending;
+        total.exhausted += seen.exhausted;
+        total.recovered += seen.recovered;
+        total.reconciled_live += seen.reconciled_live;
+        total.given_back += seen.given_back;
+    }
+    eprintln!("{total:?}");
+    assert!(total.admitted >= 300, "{total:?}");
+    for (what, n) in [
+        ("lease_pending denials", total.lease_pending),
+        ("exhausted denials", total.exhausted),
+        ("restarts that recovered a crashed node's leases", total.recovered),
+        ("leases reconciled under a live node", total.reconciled_live),
+        ("drains that gave back", total.given_back),
+    ] {
+        assert!(n > 0, "no {what}: {total:?}");
+    }
+}

@@ -1,0 +1,262 @@
+//! The node side of the ledger store (docs/store.md, "The node side"): a store-backed
+//! engine admits only what its node's leases hold; nodes on one store never spend more
+//! than the limit together; a crash, a store that goes away, a new UTC day and a limit
+//! lowered by another node each end as the document says.
+#![cfg(feature = "sqlite")]
+
+use holon::admission::Code;
+use holon::engine::{Admission, Call, Engine, EngineConfig, synthetic};
+use holon::money::Amount;
+use holon::node::{Node, NodeConfig};
+use holon::store::memory::MemoryStore;
+use holon::store::sqlite::SqliteStore;
+use holon::store::{
+    FlushEntry, FlushOutcome, GrantRequest, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
+};
+use holon::time::Timestamp;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+fn at() -> Timestamp {
+    Timestamp::from_unix(synthetic::AT_UNIX)
+}
+
+fn engine(total: &str, clock: fn() -> Timestamp) -> (Arc<Engine>, Call) {
+    let total = Amount::parse(total).unwrap();
+    let net = synthetic::network(&synthetic::Shape { agents: 4, mandates: 1, total }).unwrap();
+    let engine = Arc::new(Engine::new(EngineConfig { store_backed: true, clock, ..EngineConfig::default() }));
+    engine.publish(&net.input).unwrap();
+    let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), clock());
+    (engine, call)
+}
+
+fn config(node: &str, clock: fn() -> Timestamp) -> NodeConfig {
+    NodeConfig { flush_ms: 20, poll_ms: 1, clock, ..NodeConfig::new(node) }
+}
+
+fn sqlite(dir: &tempfile::TempDir) -> Box<dyn LedgerStore> {
+    Box::new(SqliteStore::open(&dir.path().join("ledger.db")).unwrap())
+}
+
+fn status(store: &dyn LedgerStore) -> MandateStatus {
+    store.status(Some("m0")).unwrap().into_iter().next().unwrap()
+}
+
+/// Admits and settles up to `calls_max` calls (each settled at `keep` micro-units) until
+/// the budget is spent, retrying a call that waits for a lease for up to two seconds. Returns the
+/// micro-units settled and the last denial's codes.
+fn spend_until_refused(engine: &Engine, call: &Call, keep: u64, calls_max: u64) -> (u64, Vec<Code>) {
+    let mut settled = 0;
+    let mut waiting_since: Option<Instant> = None;
+    let mut admitted = 0;
+    while admitted < calls_max {
+        match engine.admit(call) {
+            Admission::Allowed(r) => {
+                waiting_since = None;
+                admitted += 1;
+                settled += r.settle(Amount::from_micros(keep), call.at).unwrap().kept.micros();
+            }
+            Admission::Denied(d) if d.codes.contains(Code::LeasePending) => {
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(2) {
+                    return (settled, d.codes.iter().collect());
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Admission::Denied(d) => return (settled, d.codes.iter().collect()),
+            Admission::Held(_) => panic!("a leaf call is never held"),
+        }
+    }
+    (settled, Vec::new())
+}
+
+#[test]
+fn a_store_backed_engine_admits_nothing_without_a_node() {
+    let (engine, call) = engine("10", at);
+    match engine.admit(&call) {
+        Admission::Denied(d) => assert_eq!(d.codes.iter().collect::<Vec<_>>(), [Code::LeasePending]),
+        other => panic!("expected lease_pending, got {other:?}"),
+    }
+    let store = Box::new(MemoryStore::new());
+    assert!(Node::start(Arc::new(Engine::new(EngineConfig::default())), store, config("n", at)).is_err());
+}
+
+#[test]
+fn a_node_supplies_its_engine_and_its_drain_flushes_and_gives_everything_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, call) = engine("10", at);
+    let node = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", at)).unwrap();
+    let (settled, codes) = spend_until_refused(&engine, &call, 700, 500);
+    assert_eq!(settled, 500 * 700, "every call was admitted: {codes:?}");
+    let stats = node.drain().unwrap();
+    assert_eq!(stats.settled_micros, settled);
+    let store = sqlite(&dir);
+    let s = status(&*store);
+    assert_eq!((s.spent_micros, s.leased_micros), (settled, 0), "all settled, every lease given back");
+    assert!(s.nodes.is_empty(), "no lease left open: {:?}", s.nodes);
+}
+
+#[test]
+fn two_nodes_on_one_store_spend_the_limit_exactly_once_and_strand_little() {
+    let dir = tempfile::tempdir().unwrap();
+    const LIMIT_MICROS: u64 = 3_000_000;
+    let run = |name: &'static str| {
+        let dir = dir.path().to_owned();
+        std::thread::spawn(move || {
+            let (engine, call) = engine("3", at);
+            let store = Box::new(SqliteStore::open(&dir.join("ledger.db")).unwrap());
+            let node = Node::start(Arc::clone(&engine), store, config(name, at)).unwrap();
+            let (settled, codes) = spend_until_refused(&engine, &call, 920, 1_000_000);
+            let stats = node.drain().unwrap();
+            (settled, codes, stats)
+        })
+    };
+    let (a, b) = (run("a"), run("b"));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    let store = sqlite(&dir);
+    let s = status(&*store);
+    assert_eq!(s.spent_micros, a.0 + b.0, "the store's spent is what the nodes settled, to the micro-unit");
+    assert_eq!((a.2.settled_micros, b.2.settled_micros), (a.0, b.0));
+    assert!(s.spent_micros <= LIMIT_MICROS);
+    assert_eq!(s.leased_micros, 0);
+    for (_, codes, _) in [&a, &b] {
+        assert!(codes.contains(&Code::TotalExceeded) || codes.contains(&Code::PerDayExceeded), "{codes:?}");
+    }
+    let stranded = LIMIT_MICROS - s.spent_micros;
+    assert!(stranded <= LIMIT_MICROS / 100 + 2 * 920, "stranded {stranded} of {LIMIT_MICROS}");
+}
+
+#[test]
+fn a_node_that_crashed_is_counted_at_its_restart_and_nothing_settled_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, call) = engine("10", at);
+    let node = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", at)).unwrap();
+    let (settled, _) = spend_until_refused(&engine, &call, 900, 200);
+    node.halt_without_drain();
+    let store = sqlite(&dir);
+    let before = status(&*store);
+    assert!(before.leased_micros > 0, "the crashed node left its leases");
+    // Restart under the same name: its previous run's leases are counted as spent.
+    let (engine2, call2) = self::engine("10", at);
+    let node2 = Node::start(Arc::clone(&engine2), sqlite(&dir), config("n1", at)).unwrap();
+    assert_eq!(node2.stats().recovered_micros, before.leased_micros);
+    let after = status(&*store);
+    assert!(after.spent_micros >= settled, "spent {} below what was settled {settled}", after.spent_micros);
+    assert_eq!(after.spent_micros, before.spent_micros + before.leased_micros, "counted once, as spent");
+    let (more, _) = spend_until_refused(&engine2, &call2, 900, 100);
+    node2.drain().unwrap();
+    let end = status(&*store);
+    assert_eq!(end.spent_micros, after.spent_micros + more);
+    assert!(end.spent_micros <= 10_000_000);
+}
+
+/// A memory store that can be switched off, to play a store that goes away.
+struct Flaky {
+    inner: Arc<MemoryStore>,
+    down: Arc<AtomicBool>,
+}
+
+impl Flaky {
+    fn up(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) { Err(StoreError::Unavailable("switched off".into())) } else { Ok(()) }
+    }
+}
+
+impl LedgerStore for Flaky {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        self.up()?;
+        self.inner.publish_limits(mandate, limits, raise)
+    }
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        self.up()?;
+        self.inner.grant(request)
+    }
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        self.up()?;
+        self.inner.flush(node, entries, now_unix)
+    }
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        self.up()?;
+        self.inner.reconcile(node, now_unix, expired_only)
+    }
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        self.up()?;
+        self.inner.status(mandate)
+    }
+}
+
+#[test]
+fn a_store_that_goes_away_leaves_the_leases_held_then_store_unavailable_then_recovery() {
+    let inner = Arc::new(MemoryStore::new());
+    let down = Arc::new(AtomicBool::new(false));
+    let flaky = || Box::new(Flaky { inner: Arc::clone(&inner), down: Arc::clone(&down) });
+    let (engine, call) = engine("10", at);
+    let node = Node::start(Arc::clone(&engine), flaky(), config("n1", at)).unwrap();
+    let (warm, _) = spend_until_refused(&engine, &call, 900, 50);
+    down.store(true, Ordering::SeqCst);
+    // Within the leases held, calls go on; then they are denied store_unavailable.
+    let (during, codes) = spend_until_refused(&engine, &call, 900, 1_000_000);
+    assert!(during > 0, "the node kept admitting within its leases");
+    assert_eq!(codes, [Code::StoreUnavailable]);
+    assert!(node.stats().store_errors > 0);
+    down.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        match engine.admit(&call) {
+            Admission::Allowed(r) => break r.settle(Amount::from_micros(900), call.at).unwrap().kept.micros(),
+            Admission::Denied(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            other => panic!("the node did not recover: {other:?}"),
+        }
+    };
+    node.drain().unwrap();
+    let s = inner.status(Some("m0")).unwrap().remove(0);
+    assert_eq!(s.spent_micros, warm + during + after, "everything settled while the store was away was flushed");
+}
+
+static DAY_CLOCK: AtomicI64 = AtomicI64::new(synthetic::AT_UNIX);
+fn day_clock() -> Timestamp {
+    Timestamp::from_unix(DAY_CLOCK.load(Ordering::SeqCst))
+}
+
+#[test]
+fn a_new_utc_day_is_opened_only_by_a_lease_of_that_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, mut call) = engine("10", day_clock);
+    let node = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", day_clock)).unwrap();
+    let (first_day, _) = spend_until_refused(&engine, &call, 900, 100);
+    assert_eq!(first_day, 100 * 900);
+    // Midnight: a call of the new day waits for a lease of that day, then is admitted.
+    DAY_CLOCK.store(synthetic::AT_UNIX + 86_400, Ordering::SeqCst);
+    call.at = day_clock();
+    let (next_day, codes) = spend_until_refused(&engine, &call, 900, 100);
+    assert_eq!(next_day, 100 * 900, "{codes:?}");
+    node.drain().unwrap();
+    let store = sqlite(&dir);
+    let s = status(&*store);
+    assert_eq!((s.spent_micros, s.leased_micros), (200 * 900, 0));
+}
+
+#[test]
+fn a_limit_lowered_by_one_node_stops_new_grants_but_not_the_other_nodes_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine_a, call_a) = engine("10", at);
+    let node_a = Node::start(Arc::clone(&engine_a), sqlite(&dir), config("a", at)).unwrap();
+    let (first, _) = spend_until_refused(&engine_a, &call_a, 1_000, 10);
+    let held = node_a.stats().leased_micros.max(status(&*sqlite(&dir)).leased_micros);
+    // Node b publishes the mandate with a lower total: the store's copy goes down.
+    let (engine_b, call_b) = engine("0.5", at);
+    let node_b = Node::start(Arc::clone(&engine_b), sqlite(&dir), config("b", at)).unwrap();
+    assert_eq!(status(&*sqlite(&dir)).limits.total_micros, 500_000);
+    let (a_more, _) = spend_until_refused(&engine_a, &call_a, 1_000, 1_000_000);
+    let (b_more, _) = spend_until_refused(&engine_b, &call_b, 1_000, 1_000_000);
+    node_a.drain().unwrap();
+    node_b.drain().unwrap();
+    let s = status(&*sqlite(&dir));
+    assert_eq!(s.spent_micros, first + a_more + b_more);
+    assert!(
+        s.spent_micros <= 500_000 + held,
+        "spent {} above the lowered limit plus the lease held {held}",
+        s.spent_micros
+    );
+}
