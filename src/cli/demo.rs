@@ -44,6 +44,7 @@ pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Resul
                 allowed_only: false,
                 publish_every_ms: 0,
                 progress,
+                store: None,
             },
         ),
         (
@@ -59,6 +60,7 @@ pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Resul
                 allowed_only: false,
                 publish_every_ms: 0,
                 progress,
+                store: None,
             },
         ),
     ] {

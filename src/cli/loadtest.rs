@@ -16,6 +16,7 @@ use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, SubCall,
 use holon::money::Amount;
 use serde::Serialize;
 
+use super::node::{StoreOptions, StoreReport, StoreRun};
 use super::out::{err, outln};
 
 /// Most threads, mandates and agents a load test may ask for.
@@ -41,6 +42,8 @@ pub(super) struct Options {
     /// Publish a fresh snapshot this often while loading (0: never).
     pub publish_every_ms: u64,
     pub progress: bool,
+    /// Budgets in a ledger store, drawn in leases by a node (`--store`, `--node`).
+    pub store: Option<StoreOptions>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -78,6 +81,16 @@ pub(super) struct Report {
     pub receipts: u64,
     pub receipts_dropped: u64,
     pub elapsed_ms: u64,
+    /// With `--store`: the store's kind and round trips.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreReport>,
+    /// With `--store`: everything this process settled and flushed to the store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled_micros: Option<u64>,
+    /// With `--store`: what the store counts as spent at the end (every node's, on the
+    /// mandates of this run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_spent_micros: Option<u64>,
 }
 
 struct Worker {
@@ -104,8 +117,10 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let shape = synthetic::Shape { agents: opts.agents, mandates: opts.mandates, total };
     let net = synthetic::network(&shape)?;
     let (sink, rx) = ChannelSink::new(receipt::RECEIPT_QUEUE_MAX);
-    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    let config = EngineConfig { store_backed: opts.store.is_some(), ..EngineConfig::default() };
+    let engine = Arc::new(Engine::with_sink(config, Arc::new(sink)));
     engine.publish(&net.input)?;
+    let store = opts.store.as_ref().map(|o| StoreRun::start(&engine, o)).transpose()?;
     let mandates: Vec<_> =
         (0..opts.mandates).map(|j| engine.mandate_ix(&format!("m{j}"))).collect::<Option<Vec<_>>>().unwrap_or_default();
     let agents: Vec<_> =
@@ -118,6 +133,12 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let drained = std::thread::spawn(move || receipt::drain(&rx, |_| Ok::<_, ()>(()), || Ok(())).unwrap_or(0));
 
     let stop = AtomicBool::new(false);
+    // SIGTERM or SIGINT ends the run early and cleanly: the workers stop, the node drains
+    // (flushes and gives back) and the report is printed.
+    let signalled = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&signalled))?;
+    }
     let done_calls = AtomicU64::new(0);
     let publishes = AtomicU64::new(0);
     let per_thread = opts.calls.map(|c| c.div_ceil(opts.threads as u64));
@@ -128,7 +149,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             .into_iter()
             .enumerate()
             .map(|(t, hist)| {
-                let (engine, mandates, ledgers, agents) = (&engine, &mandates, &ledgers, &agents);
+                let (engine, mandates, ledgers, agents) = (&*engine, &mandates, &ledgers, &agents);
                 let (stop, done_calls, at) = (&stop, &done_calls, net.at);
                 s.spawn(move || {
                     work(engine, mandates, ledgers, agents, t, opts, per_thread, at, stop, done_calls, hist)
@@ -136,7 +157,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             })
             .collect();
         if opts.publish_every_ms > 0 {
-            let (engine, input, stop, publishes) = (&engine, &net.input, &stop, &publishes);
+            let (engine, input, stop, publishes) = (&*engine, &net.input, &stop, &publishes);
             s.spawn(move || {
                 // Relaxed: the stop flag publishes no data (the scope's join does), and
                 // the publish count is a statistic read after that join.
@@ -153,7 +174,9 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         loop {
             std::thread::sleep(Duration::from_millis(20));
             let finished = handles.iter().all(|h| h.is_finished());
-            if opts.duration.is_some_and(|d| start.elapsed() >= d) || finished {
+            // Relaxed: a stop request only.
+            let signalled = signalled.load(Ordering::Relaxed);
+            if opts.duration.is_some_and(|d| start.elapsed() >= d) || finished || signalled {
                 // Relaxed: a stop request only; the workers' results come back by join.
                 stop.store(true, Ordering::Relaxed);
                 break;
@@ -194,8 +217,20 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     }
     // The final state counts too: every ledger, read once more after the threads stopped.
     for (m, ledger) in max_claimed.iter_mut().zip(&ledgers) {
-        *m = (*m).max(ledger.claimed_micros());
+        *m = (*m).max(ledger.used_micros());
     }
+    let mut overrun = max_claimed.iter().any(|m| *m > total.micros());
+    let (store, settled_micros, store_spent_micros) = match store {
+        None => (None, None, None),
+        Some(run) => {
+            let (report, stats, statuses) = run.finish(decisions[0], opts.hot.then_some("m0"))?;
+            // Every node's spend on these mandates, as the store counts it.
+            overrun |= statuses.iter().any(|s| s.spent_micros > total.micros());
+            let spent = statuses.iter().map(|s| s.spent_micros).sum();
+            (Some(report), Some(stats.settled_micros), Some(spent))
+        }
+    };
+    drop(ledgers);
     drop(engine);
     let receipts = drained.join().unwrap_or(0);
     let max = max_claimed.iter().copied().max().unwrap_or(0);
@@ -213,7 +248,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         },
         decisions: Decisions { allowed, held, denied },
         sub_calls,
-        overrun: max_claimed.iter().any(|m| *m > limit),
+        overrun,
         mandates_audited: max_claimed.len(),
         max_claimed_micros: max,
         limit_micros: limit,
@@ -222,6 +257,9 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         receipts,
         receipts_dropped,
         elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        store,
+        settled_micros,
+        store_spent_micros,
     })
 }
 
@@ -274,7 +312,7 @@ fn work(
                 // limit is enforced on. One load (the exact figure would read every lease
                 // shard, pulling the other threads' lines into this core).
                 if let (Some(ledger), Some(slot)) = (ledgers.get(mi), w.max_claimed.get_mut(mi)) {
-                    *slot = (*slot).max(ledger.claimed_micros());
+                    *slot = (*slot).max(ledger.used_micros());
                 }
                 if synthetic::kind_of(ai) == Kind::Orchestrator
                     && let Some(leaf) = leaf

@@ -6,6 +6,7 @@ mod job;
 mod ledger;
 mod loadtest;
 mod mandate;
+mod node;
 mod out;
 mod search;
 mod style;
@@ -86,6 +87,9 @@ fn loadtest_calls(text: &str) -> Result<u64, String> {
 fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
     count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
 }
+fn flush_ms(text: &str) -> Result<u64, String> {
+    count(text, holon::node::FLUSH_MS_MIN, holon::node::FLUSH_MS_MAX)
+}
 
 #[derive(Parser)]
 #[command(name = "holon", version, about = "Admission engine for AI agents that call and pay other agents")]
@@ -147,7 +151,20 @@ enum Command {
         /// Publish a fresh snapshot this often during the run, 0 (never) to 10000 ms.
         #[arg(long, default_value_t = 0, value_parser = loadtest_publish_every_ms)]
         publish_every_ms: u64,
-        /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}.
+        /// Keep the budgets in a ledger store shared with other nodes: `memory`,
+        /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (default: in this process only).
+        #[arg(long)]
+        store: Option<String>,
+        /// This node's name in the store, unique among the nodes running at once
+        /// (default: loadtest-PID). A restarted node counts what its name left in leases.
+        #[arg(long, requires = "store")]
+        node: Option<String>,
+        /// Flush what calls settled to the store at least this often, 1 to 60000 ms.
+        #[arg(long, default_value_t = 200, value_parser = flush_ms, requires = "store")]
+        flush_ms: u64,
+        /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}
+        /// and with --store also "store":{"kind","round_trips","round_trips_per_1000_admissions",..},
+        /// "settled_micros" and "store_spent_micros".
         #[arg(long)]
         json: bool,
     },
@@ -367,6 +384,9 @@ pub(crate) fn run() -> ExitCode {
             total,
             allowed_only,
             publish_every_ms,
+            store,
+            node,
+            flush_ms,
             json,
         } => {
             let total = match total.as_deref().map(holon::money::Amount::parse).transpose() {
@@ -393,6 +413,11 @@ pub(crate) fn run() -> ExitCode {
                 allowed_only,
                 publish_every_ms,
                 progress: !json && loadtest::progress_wanted(),
+                store: store.map(|url| node::StoreOptions {
+                    url,
+                    node: node.unwrap_or_else(|| node::default_node("loadtest")),
+                    flush_ms,
+                }),
             };
             loadtest::run(&opts).and_then(|report| {
                 loadtest::print(&report, json, &style)?;

@@ -301,23 +301,28 @@ impl Runner {
 
     /// The store granted nothing: says why in the mandate's state, so refused calls get
     /// the right code. With the escrow rules ([`lease_cap`](crate::store::escrow)), a
-    /// grant of at least one call is refused only when (a) the total has less than that
-    /// left, (b) this node already holds its share (its leases are busy: `lease_pending`,
-    /// the next flush frees them), or (c) the day has less than that left.
+    /// grant of at least one call is refused only when (a) this node already holds its
+    /// share (its leases are busy with calls in flight: `lease_pending`, they end soon), or,
+    /// holding less than one call, (b) the total has less than that left, or (c) the day
+    /// has (one more round trip, `status`, tells which).
     fn refused(&mut self, ix: usize, request: &GrantRequest, retry: Instant) {
-        let Some(t) = self.mandates.get(ix) else { return };
-        let status = self.store.status(Some(&t.id));
-        let _ = self.answered(ix, status.as_ref().err());
         let Some(t) = self.mandates.get_mut(ix) else { return };
         t.retry_at = Some(retry);
-        let Ok(status) = status else { return };
+        if t.book.outstanding_micros() >= request.min_micros {
+            t.ledger.set_store_state(StoreState::Leasing);
+            return;
+        }
+        let status = self.store.status(Some(&request.mandate));
+        if self.answered(ix, status.as_ref().err()).is_err() {
+            return;
+        }
+        let Some(t) = self.mandates.get(ix) else { return };
         let left = status
-            .first()
+            .ok()
+            .and_then(|s| s.into_iter().next())
             .map_or(0, |s| s.limits.total_micros.saturating_sub(s.spent_micros).saturating_sub(s.leased_micros));
         let state = if left < request.min_micros {
             StoreState::TotalExhausted
-        } else if t.book.outstanding_micros() >= request.min_micros {
-            StoreState::Leasing
         } else if request.day.is_some() {
             StoreState::DayExhausted
         } else {

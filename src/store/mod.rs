@@ -179,6 +179,26 @@ pub trait LedgerStore: Send + Sync {
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError>;
 }
 
+/// A store shared by handles in one process (a node and a reader of the same `memory`
+/// store, say) is a store.
+impl<S: LedgerStore + ?Sized> LedgerStore for std::sync::Arc<S> {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        (**self).publish_limits(mandate, limits, raise)
+    }
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        (**self).grant(request)
+    }
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        (**self).flush(node, entries, now_unix)
+    }
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        (**self).reconcile(node, now_unix, expired_only)
+    }
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        (**self).status(mandate)
+    }
+}
+
 pub(crate) fn check_name(what: &'static str, value: &str, max_bytes: usize) -> Result<(), StoreError> {
     if value.len() > max_bytes {
         return Err(StoreError::TooLong { what, got: value.len(), max_bytes });

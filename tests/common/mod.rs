@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 #[cfg(feature = "cli")]
+pub(crate) mod cluster;
+#[cfg(feature = "cli")]
 pub(crate) mod job_state;
 pub(crate) mod store_model;
 

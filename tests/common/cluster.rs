@@ -1,0 +1,128 @@
+//! Many gateway nodes on one ledger store, as separate `holon loadtest` processes: the
+//! cluster tests of tests/store_cluster.rs (SQLite) and tests/store_postgres.rs
+//! (PostgreSQL) share these runs.
+
+use holon::store::{LedgerStore, MandateStatus};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `holon loadtest` node on one hot mandate (`m0`) of the store at `url`.
+pub(crate) fn node(url: &str, name: &str, total: &str, duration_s: f64) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["loadtest", "--hot", "--mandates", "1", "--agents", "20", "--allowed-only", "--threads", "1"])
+        .args(["--total", total, "--duration-s", &duration_s.to_string()])
+        .args(["--store", url, "--node", name, "--flush-ms", "50", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a node and reads its JSON report.
+pub(crate) fn report(child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "a node failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub(crate) fn m0(store: &dyn LedgerStore) -> Option<MandateStatus> {
+    store.status(Some("m0")).ok()?.into_iter().next()
+}
+
+fn micros(report: &Value, key: &str) -> u64 {
+    report[key].as_u64().unwrap_or_else(|| panic!("no {key} in {report}"))
+}
+
+/// Three nodes hammer one mandate of `total_micros` until it runs out, while this process
+/// samples the store: `spent + leased <= limit` at every sample; at the end the store's
+/// `spent` is what the nodes settled, to the micro-unit, and at most 1% of the limit (plus
+/// one call per node) was left stranded.
+pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, total: &str, total_micros: u64) {
+    let nodes: Vec<Child> = (0..3).map(|n| node(url, &format!("node{n}"), total, 6.0)).collect();
+    let mut samples = 0u64;
+    let started = Instant::now();
+    let mut nodes: Vec<Option<Child>> = nodes.into_iter().map(Some).collect();
+    while nodes.iter_mut().flatten().any(|c| c.try_wait().unwrap().is_none()) {
+        if let Some(s) = m0(store) {
+            assert!(
+                s.spent_micros + s.leased_micros <= s.limits.total_micros,
+                "spent {} + leased {} above the limit {} at {:?}",
+                s.spent_micros,
+                s.leased_micros,
+                s.limits.total_micros,
+                started.elapsed()
+            );
+            samples += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reports: Vec<Value> = nodes.iter_mut().map(|c| report(c.take().unwrap())).collect();
+    let s = m0(store).unwrap();
+    let settled: u64 = reports.iter().map(|r| micros(r, "settled_micros")).sum();
+    assert_eq!(s.spent_micros, settled, "the store's spent is what the nodes settled");
+    assert_eq!(s.leased_micros, 0, "every node gave its leases back");
+    for r in &reports {
+        assert_eq!(r["overrun"], false);
+        assert!(r["decisions"]["allowed"].as_u64().unwrap() > 0, "every node admitted calls: {r}");
+    }
+    let stranded = total_micros - s.spent_micros;
+    // One call of the synthetic leaf costs at most 1,000 micro-units.
+    assert!(stranded <= total_micros / 100 + 3 * 1_000, "stranded {stranded} of {total_micros}");
+    assert!(samples >= 20, "only {samples} samples");
+    eprintln!("three nodes: {samples} samples, spent {} of {total_micros}, stranded {stranded}", s.spent_micros);
+}
+
+/// A node under load is killed (`kill -9`) at a random moment, `trials` times, while a
+/// survivor keeps admitting; each time the dead node restarts (which reconciles its
+/// leases): its leases are counted as spent exactly once, `spent` never goes down and never
+/// passes the limit, and the survivor never stops admitting.
+pub(crate) fn kill_nine_trials(url: &str, store: &dyn LedgerStore, trials: u32) {
+    let total = "1000000";
+    let survivor = node(url, "survivor", total, 600.0);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut spent_seen = 0u64;
+    for trial in 0..trials {
+        let mut victim = node(url, "victim", total, 600.0);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(30 + rng % 300));
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        let dead = m0(store).unwrap();
+        assert!(dead.spent_micros >= spent_seen, "spent went down");
+        let held = dead.nodes.iter().find(|n| n.node == "victim").map_or(0, |n| n.leased_micros);
+        // The restart counts what the dead node left in leases, and only that.
+        let restart = report(node(url, "victim", total, 0.05));
+        assert_eq!(
+            restart["store"]["recovered_micros"].as_u64().unwrap(),
+            held,
+            "trial {trial}: the restart counted {} but the dead node held {held}",
+            restart["store"]["recovered_micros"]
+        );
+        let after = m0(store).unwrap();
+        assert!(
+            after.spent_micros >= dead.spent_micros + held,
+            "trial {trial}: the dead node's leases were not counted"
+        );
+        assert!(after.spent_micros + after.leased_micros <= after.limits.total_micros);
+        assert!(after.nodes.iter().all(|n| n.node != "victim"), "the restarted node drained");
+        spent_seen = after.spent_micros;
+    }
+    // The survivor admitted throughout: stop it (SIGTERM drains it) and read its report.
+    let pid = survivor.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let survived = report(survivor);
+    let allowed = survived["decisions"]["allowed"].as_u64().unwrap();
+    assert!(allowed >= 1_000 * u64::from(trials), "the survivor admitted only {allowed}: {survived}");
+    assert_eq!(survived["store"]["store_errors"], 0, "{survived}");
+    let end = m0(store).unwrap();
+    assert_eq!(end.leased_micros, 0);
+    assert!(end.spent_micros <= end.limits.total_micros);
+}
