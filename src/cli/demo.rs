@@ -4,13 +4,17 @@
 //!    snapshot, atomic ledger, approval, delegated run, receipts), not only the pure logic;
 //! 3. runs a short load test on distinct mandates and one on a single hot mandate, with
 //!    the budget audit.
+//!
+//! Budgets live in a ledger store (`--store`; by default a fresh SQLite file in a temporary
+//! directory, so every run starts from the same state): the worked example runs on a
+//! store-backed engine supplied by a node, then shows a restart resuming from the store.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use holon::admission::{self, Verdict};
+use holon::admission::{self, Code, Verdict};
 use holon::doc::{self, Limits};
 use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, Receipt, SnapshotInput, SubCall};
@@ -19,12 +23,60 @@ use holon::scenario;
 
 use super::exit;
 use super::loadtest;
+use super::node::{StoreOptions, StoreRun};
 use super::out::outln;
 use super::style::Style;
 
-pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Result<u8> {
+/// Where the demo keeps its budgets: the `--store` given, or a fresh SQLite file in a
+/// temporary directory that is removed at the end.
+struct DemoStore {
+    url: String,
+    node: String,
+    temp_dir: Option<std::path::PathBuf>,
+}
+
+impl DemoStore {
+    fn new(store: Option<String>, node: Option<String>) -> anyhow::Result<DemoStore> {
+        let node = node.unwrap_or_else(|| super::node::default_node("demo"));
+        if let Some(url) = store {
+            return Ok(DemoStore { url, node, temp_dir: None });
+        }
+        let dir = std::env::temp_dir().join(format!("holon-demo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let url = format!("sqlite:{}", dir.join("ledger.db").display());
+        Ok(DemoStore { url, node, temp_dir: Some(dir) })
+    }
+
+    fn options(&self, suffix: &str) -> StoreOptions {
+        StoreOptions { url: self.url.clone(), node: format!("{}{suffix}", self.node), flush_ms: 200 }
+    }
+}
+
+impl DemoStore {
+    /// What the report calls the store: the temporary SQLite file, or the URL given.
+    fn kind(&self) -> String {
+        if self.temp_dir.is_some() { "a fresh SQLite file".to_owned() } else { self.url.clone() }
+    }
+}
+
+impl Drop for DemoStore {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.temp_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+pub(crate) fn run(
+    examples: &Path,
+    seconds: f64,
+    store: Option<String>,
+    node: Option<String>,
+    style: &Style,
+) -> anyhow::Result<u8> {
+    let store = DemoStore::new(store, node)?;
     let mut ok = validate_all(examples, style)?;
-    ok &= worked_example(examples, style)?;
+    ok &= worked_example(examples, &store, style)?;
     // The flag is checked by clap; this guards callers of `run` (NaN would panic below).
     let (min, max) = (super::range::DEMO_LOAD_S_MIN, super::range::DEMO_LOAD_S_MAX);
     anyhow::ensure!((min..=max).contains(&seconds), "--seconds must be a finite number from {min} to {max}");
@@ -32,7 +84,7 @@ pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Resul
     let progress = loadtest::progress_wanted();
     for (title, opts) in [
         (
-            "3. load: 2 threads on distinct mandates (1,000 mandates, 1,000 agents)",
+            "3. load: 2 threads on distinct mandates (1,000 mandates, 1,000 agents; budgets in memory)",
             loadtest::Options {
                 total: None,
                 threads: 2,
@@ -44,11 +96,12 @@ pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Resul
                 allowed_only: false,
                 publish_every_ms: 0,
                 progress,
+                // The engine alone: budgets in this process (the hot run below uses the store).
                 store: None,
             },
         ),
         (
-            "4. load: 2 threads on one hot mandate whose budget runs out",
+            "4. load: 2 threads on one hot mandate whose budget runs out (budget in the store, drawn in leases)",
             loadtest::Options {
                 total: None,
                 threads: 2,
@@ -60,7 +113,7 @@ pub(crate) fn run(examples: &Path, seconds: f64, style: &Style) -> anyhow::Resul
                 allowed_only: false,
                 publish_every_ms: 0,
                 progress,
-                store: None,
+                store: Some(store.options("-hot")),
             },
         ),
     ] {
@@ -97,7 +150,7 @@ fn validate_all(examples: &Path, style: &Style) -> anyhow::Result<bool> {
     Ok(valid == total && total > 0)
 }
 
-fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
+fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::Result<bool> {
     let scenario_path = examples.join("worked-example/scenario.yaml");
     let (s, mandate, catalog) = scenario::load(&scenario_path, Some(&examples.join("mandates/alice-root.yaml")))
         .with_context(|| format!("loading {}", scenario_path.display()))?;
@@ -116,8 +169,10 @@ fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
             .collect(),
     };
     let (sink, rx) = ChannelSink::new(1024);
-    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    let engine =
+        Arc::new(Engine::with_sink(EngineConfig { store_backed: true, ..EngineConfig::default() }, Arc::new(sink)));
     engine.publish(&input)?;
+    let run = StoreRun::start(&engine, &store.options(""))?;
     let mandate_ix = engine.mandate_ix(&input.mandates.first().map(|m| m.id.clone()).unwrap_or_default());
     let mandate_ix = mandate_ix.context("the mandate is not in the snapshot")?;
     for (n, top) in s.calls.iter().enumerate() {
@@ -125,12 +180,13 @@ fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
         let call = Call { max_cost: top.max_cost, ..Call::new(mandate_ix, agent, s.at) };
         let max = top.max_cost.map(|m| format!(" max_cost {m} {cur}")).unwrap_or_default();
         outln!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent)?;
-        let mut admission = engine.admit(&call);
+        let mut admission = retrying(|| engine.admit(&call));
         if let Admission::Held(p) = &admission {
             outln!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case)?;
             match &top.approve_as {
                 Some(who) => {
-                    admission = engine.approve(p.id, who, s.at)?;
+                    let id = p.id;
+                    admission = retrying_approval(|| engine.approve(id, who, s.at))?;
                     outln!("    approved by {who}")?;
                 }
                 None => continue,
@@ -172,11 +228,12 @@ fn worked_example(examples: &Path, style: &Style) -> anyhow::Result<bool> {
         "  ledger: {spent} {cur} settled, {} {cur} in flight",
         Amount::from_micros(ledger.spent_micros().saturating_sub(ledger.settled_micros()))
     )?;
-    drop(engine);
+    drop(ledger);
+    let resumed = restart(engine, run, &input, &store, style)?;
     let receipts: Vec<Receipt> = rx.try_iter().collect();
     outln!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len())?;
     let expected = Amount::parse("0.118")?;
-    let reproduced = spent == expected;
+    let reproduced = spent == expected && resumed == expected;
     if !reproduced {
         outln!("  {} expected {expected} {cur} billed, got {spent}", style.bad("mismatch:"))?;
     }
@@ -239,4 +296,78 @@ fn sub_call(
         }
     }
     Ok(())
+}
+
+/// Admits again while the only reason to refuse is a lease on its way (`lease_pending`:
+/// the node is refilling), for up to `LEASE_WAIT_MS`, as a gateway would retry.
+fn retrying<'e>(mut admit: impl FnMut() -> Admission<'e>) -> Admission<'e> {
+    let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
+    loop {
+        let admission = admit();
+        match &admission {
+            Admission::Denied(d)
+                if d.codes.iter().all(|c| c == Code::LeasePending) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            _ => return admission,
+        }
+    }
+}
+
+/// [`retrying`] for an approval (a held call stays held while its admission waits for a
+/// lease).
+fn retrying_approval<'e>(
+    mut approve: impl FnMut() -> Result<Admission<'e>, holon::engine::EngineError>,
+) -> anyhow::Result<Admission<'e>> {
+    let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
+    loop {
+        let admission = approve()?;
+        match &admission {
+            Admission::Denied(d)
+                if d.codes.iter().all(|c| c == Code::LeasePending) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            _ => return Ok(admission),
+        }
+    }
+}
+
+/// The longest the demo waits for a lease before it shows a call refused, in ms.
+const LEASE_WAIT_MS: u64 = 5_000;
+
+/// Stops the engine (its node drains: what was settled is flushed, unused leases are given
+/// back), starts a new one on the same store, and shows that it resumes from what the
+/// store holds. Returns the mandate's spent in the store.
+fn restart(
+    engine: Arc<Engine>,
+    run: StoreRun,
+    input: &SnapshotInput,
+    store: &DemoStore,
+    style: &Style,
+) -> anyhow::Result<Amount> {
+    let mandate = input.mandates.first().context("no mandate")?;
+    let cur = mandate.budget.currency;
+    let (_, _, before) = run.finish(0, Some(&mandate.id))?;
+    drop(engine);
+    let spent = before.first().map_or(0, |s| s.spent_micros);
+    let engine = Arc::new(Engine::new(EngineConfig { store_backed: true, ..EngineConfig::default() }));
+    engine.publish(input)?;
+    let run = StoreRun::start(&engine, &store.options(""))?;
+    let (_, stats, after) = run.finish(0, Some(&mandate.id))?;
+    let resumed = after.first().map_or(0, |s| s.spent_micros);
+    outln!(
+        "  {} the engine stopped (its node flushed and gave its leases back) and a new one started on the same store ({}): {} spent {} {cur} of {} {cur}, as before; it admits only against what is left",
+        style.bold("restart:"),
+        store.kind(),
+        mandate.id,
+        Amount::from_micros(resumed),
+        mandate.budget.total,
+    )?;
+    if resumed != spent || stats.recovered_micros != 0 {
+        outln!("  {} the store held {} before the restart", style.bad("mismatch:"), Amount::from_micros(spent))?;
+        return Ok(Amount::ZERO);
+    }
+    Ok(Amount::from_micros(resumed))
 }

@@ -381,6 +381,19 @@ pub(super) fn print(report: &Report, json: bool, style: &super::style::Style) ->
         Amount::from_micros(report.max_claimed_micros),
         Amount::from_micros(report.limit_micros)
     )?;
+    if let (Some(store), Some(settled), Some(spent)) = (&report.store, report.settled_micros, report.store_spent_micros)
+    {
+        outln!(
+            "  store     {} (node {}): {} round trips, {} per 1,000 allowed calls; this node settled {}, the store counts {} spent{}",
+            store.kind,
+            store.node,
+            store.round_trips,
+            store.round_trips_per_1000_admissions,
+            Amount::from_micros(settled),
+            Amount::from_micros(spent),
+            if store.store_errors > 0 { format!("; {} store errors", store.store_errors) } else { String::new() }
+        )?;
+    }
     outln!(
         "  receipts  {} written, {} dropped{}",
         report.receipts,

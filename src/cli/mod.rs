@@ -120,6 +120,14 @@ enum Command {
         /// Seconds of load, 0.1 to 600 (the hot-mandate run gets half).
         #[arg(long, default_value_t = 2.0, value_parser = demo_seconds, allow_negative_numbers = true)]
         seconds: f64,
+        /// Keep the budgets in this ledger store: `memory`, `sqlite:PATH` or
+        /// `postgres://USER@HOST:PORT/DB` (default: a fresh SQLite file in a temporary
+        /// directory, removed at the end, so every run starts the same).
+        #[arg(long)]
+        store: Option<String>,
+        /// This node's name in the store (default: demo-PID; the load runs add -load and -hot).
+        #[arg(long)]
+        node: Option<String>,
     },
     /// Hammer the engine from N threads over a synthetic network and audit every budget.
     Loadtest {
@@ -360,7 +368,7 @@ pub(crate) fn run() -> ExitCode {
     };
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
-        Command::Demo { examples, seconds } => demo::run(&examples, seconds, &style),
+        Command::Demo { examples, seconds, store, node } => demo::run(&examples, seconds, store, node, &style),
         Command::Job { state, command } => match command {
             JobCommand::Observe { job: j, run, input, workdir } => {
                 job::observe(state, &j, run, input.as_deref(), workdir)

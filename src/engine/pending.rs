@@ -127,7 +127,18 @@ impl Engine {
         if self.remove_pending(pending).is_none() {
             return Err(EngineError::UnknownPending(pending));
         }
-        Ok(self.admit_inner(&Call { at, ..held.call }, true))
+        let admission = self.admit_inner(&Call { at, ..held.call }, true);
+        // On a store-backed node, a call refused only because the node's leases are short
+        // (a refill on its way, or the store away) stays held: the approval can be given
+        // again in a moment instead of being lost.
+        if let Admission::Denied(d) = &admission
+            && !d.codes.is_empty()
+            && d.codes.iter().all(|c| matches!(c, Code::LeasePending | Code::StoreUnavailable))
+            && self.take_pending_place()
+        {
+            self.pending.insert(pending, held);
+        }
+        Ok(admission)
     }
 
     /// The issuer (or the gateway on its behalf) refuses a held call.

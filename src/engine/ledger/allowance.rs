@@ -125,7 +125,7 @@ impl Ledger {
     }
 
     pub fn is_store_backed(&self) -> bool {
-        self.store_backed
+        self.central.store_backed
     }
 
     fn words(&self) -> &Words {
@@ -136,7 +136,7 @@ impl Ledger {
     /// those, or for a store-backed ledger the allowance caps (the store enforces the
     /// mandate's limits on its grants).
     pub fn enforced(&self, total_micros: u64, day_micros_max: Option<u64>) -> (u64, Option<u64>) {
-        if self.store_backed {
+        if self.central.store_backed {
             (ALLOWANCE_CAP_MICROS, day_micros_max.map(|_| DAY_MICROS_MAX))
         } else {
             (total_micros, day_micros_max)
@@ -147,18 +147,18 @@ impl Ledger {
     /// (only a grant of that day opens it).
     #[inline]
     pub(super) fn fresh_day_base(&self) -> u64 {
-        if self.store_backed { DAY_MICROS_MAX } else { 0 }
+        if self.central.store_backed { DAY_MICROS_MAX } else { 0 }
     }
 
     /// What `claimed` withholds (0 for a ledger that is not store-backed).
     pub(super) fn withheld_micros(&self) -> u64 {
         // Relaxed: a single location read on its own (an estimate while the node grants).
-        if self.store_backed { self.words().withheld.load(Ordering::Relaxed) } else { 0 }
+        if self.central.store_backed { self.words().withheld.load(Ordering::Relaxed) } else { 0 }
     }
 
     /// What the day word withholds on `day`.
     pub(super) fn withheld_day_micros(&self, day: u64) -> u64 {
-        if !self.store_backed {
+        if !self.central.store_backed {
             return 0;
         }
         // Relaxed: as above.
@@ -173,7 +173,7 @@ impl Ledger {
 
     /// Granted and not used: room for calls before the node needs another lease.
     pub fn allowance_free_micros(&self) -> u64 {
-        if !self.store_backed {
+        if !self.central.store_backed {
             return u64::MAX;
         }
         ALLOWANCE_CAP_MICROS.saturating_sub(self.claimed_micros())
@@ -183,13 +183,13 @@ impl Ledger {
     /// of a day).
     pub fn allowance_day(&self) -> Option<(u64, u64)> {
         let (day, micros) = self.claimed_day_word();
-        (self.store_backed && day != 0).then(|| (day, DAY_MICROS_MAX.saturating_sub(micros)))
+        (self.central.store_backed && day != 0).then(|| (day, DAY_MICROS_MAX.saturating_sub(micros)))
     }
 
     /// Adds `micros` granted by a store lease to the allowance: to the total, and to `day`'s
     /// word for a lease of a day (opening that day if the word is on an earlier one).
     pub fn grant_allowance(&self, micros: u64, day: Option<u64>) -> Result<(), AllowanceError> {
-        if !self.store_backed {
+        if !self.central.store_backed {
             return Err(AllowanceError::NotStoreBacked);
         }
         let w = self.words();
@@ -243,7 +243,7 @@ impl Ledger {
     /// the total, and from `day`'s word for a lease of the day the word is on (pass `None`
     /// for a lease of a past day). Returns what it took.
     pub fn withdraw_allowance(&self, micros: u64, day: Option<u64>) -> u64 {
-        if !self.store_backed || micros == 0 {
+        if !self.central.store_backed || micros == 0 {
             return 0;
         }
         let w = self.words();
