@@ -11,7 +11,7 @@
 //! gives a dead node's remainder back) is caught.
 
 mod common;
-use common::store_model::{op, run, share_one_budget};
+use common::store_model::{op, reconciled_leases_are_kept_and_closed_ones_deleted, run, share_one_budget};
 use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits, MemoryStore};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -72,6 +72,14 @@ mod sqlite {
     }
 
     #[test]
+    fn the_sqlite_store_keeps_reconciled_leases_and_deletes_closed_ones() {
+        let (store, dir) = temp_store("kept");
+        reconciled_leases_are_kept_and_closed_ones_deleted(&store);
+        drop(store);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn a_store_from_a_newer_schema_is_refused_untouched() {
         let (store, dir) = temp_store("newer");
         drop(store);
@@ -93,6 +101,11 @@ mod sqlite {
         bytes[60..64].copy_from_slice(&version.to_be_bytes());
         std::fs::write(path, bytes).is_ok()
     }
+}
+
+#[test]
+fn the_memory_store_keeps_reconciled_leases_and_deletes_closed_ones() {
+    reconciled_leases_are_kept_and_closed_ones_deleted(&MemoryStore::new());
 }
 
 #[test]

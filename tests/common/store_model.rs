@@ -237,3 +237,55 @@ pub(crate) fn share_one_budget<S: LedgerStore>(
         workers.into_iter().map(|w| w.join().unwrap()).sum()
     })
 }
+
+/// A reconciled lease is kept, so its node's late flush is told `Reconciled` (and moves no
+/// money); a closed lease is deleted, so a flush naming it is refused as unknown. On
+/// mandate "kept", which the caller's store must not hold yet.
+pub(crate) fn reconciled_leases_are_kept_and_closed_ones_deleted(store: &dyn LedgerStore) {
+    use holon::store::StoreError;
+    store.publish_limits("kept", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    let ask = |node: &str| GrantRequest {
+        node: node.into(),
+        mandate: "kept".into(),
+        day: None,
+        want_micros: 1_000,
+        min_micros: 1_000,
+        ttl_s: 30,
+        now_unix: 0,
+    };
+    let totals = || {
+        let s = &store.status(Some("kept")).unwrap()[0];
+        (s.spent_micros, s.leased_micros, s.nodes.len())
+    };
+
+    let closed = store.grant(&ask("a")).unwrap().unwrap();
+    let close =
+        FlushEntry { lease: closed.id, settle_micros: 400, give_back_micros: 600, close: true, renew_ttl_s: None };
+    assert_eq!(store.flush("a", &[close], 0).unwrap()[0].state, LeaseState::Closed);
+    let late = FlushEntry { lease: closed.id, ..FlushEntry::default() };
+    match store.flush("a", &[late], 1) {
+        Err(StoreError::UnknownLease(id)) => assert_eq!(id, closed.id),
+        other => panic!("a flush naming a closed lease: {other:?}"),
+    }
+
+    let reconciled = store.grant(&ask("b")).unwrap().unwrap();
+    let part = FlushEntry { lease: reconciled.id, settle_micros: 100, renew_ttl_s: Some(30), ..FlushEntry::default() };
+    assert_eq!(store.flush("b", &[part], 0).unwrap()[0].state, LeaseState::Open);
+    let done = store.reconcile("b", 5, false).unwrap();
+    assert_eq!(done.counted_micros, 900);
+    assert_eq!(totals(), (400 + 100 + 900, 0, 0));
+    // Later, and again much later: the lease is still there to say so, and nothing moves.
+    for now_unix in [10, 100_000] {
+        let late = FlushEntry {
+            lease: reconciled.id,
+            settle_micros: 50,
+            give_back_micros: 10,
+            close: true,
+            renew_ttl_s: Some(30),
+        };
+        let out = store.flush("b", &[late], now_unix).unwrap();
+        assert_eq!((out[0].lease, out[0].state, out[0].outstanding_micros), (reconciled.id, LeaseState::Reconciled, 0));
+        assert_eq!(totals(), (1_400, 0, 0));
+    }
+    assert_eq!(store.reconcile("b", 200_000, true).unwrap().counted_micros, 0);
+}
