@@ -1,9 +1,11 @@
 //! The store's escrow protocol as a model-checked state machine: random sequences of
-//! nodes taking leases, admitting calls against them, flushing settlements (group commits),
-//! giving budget back, crashing, restarting, being reconciled after their time to live, and
-//! limits lowered under live leases, against an oracle of the money acknowledged to callers.
+//! nodes taking leases on two mandates (one with a `per_day` limit, drawn on across several
+//! UTC days), admitting calls against them, flushing settlements (group commits), giving
+//! budget back, crashing, restarting, being reconciled after their time to live, and limits
+//! lowered under live leases, against an oracle of the money acknowledged to callers.
 //!
-//! After every step: `spent` never falls; a grant leaves `spent + leased <= limit`; no more
+//! After every step, on each mandate and each day row: `spent` never falls; `spent +
+//! leased <= limit` (above a limit lowered under live leases, it does not grow); no more
 //! was ever acknowledged than the limit; and every acknowledged micro-unit is in `spent` or
 //! still held in an open lease (`acknowledged <= spent + leased`), so a crash can cost
 //! under-use of the budget but never a lost settlement. At the end every node stops and
@@ -11,18 +13,39 @@
 //! gives a dead node's remainder back) is caught.
 
 mod common;
-use common::store_model::{op, run, share_one_budget};
+use common::store_model::{Covered, op, reconciled_leases_are_kept_and_closed_ones_deleted, run, share_one_budget};
 use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits, MemoryStore};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
+
+/// The model on the memory store.
+fn run_memory(store: &MemoryStore, ops: &[common::store_model::Op]) -> Result<Covered, String> {
+    run(store, &mut || store.day_rows(), ops)
+}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
     #[test]
     fn the_memory_store_keeps_every_invariant(ops in proptest::collection::vec(op(), 1..80)) {
         let store = MemoryStore::new();
-        prop_assert_eq!(run(&store, &ops), Ok(()));
+        prop_assert_eq!(run_memory(&store, &ops).map(|_| ()), Ok(()));
     }
+}
+
+/// The model's runs do what it is for: most draw leases on both mandates, and many on the
+/// per-day mandate across two UTC days or more.
+#[test]
+fn the_model_spans_two_mandates_and_several_days() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = proptest::collection::vec(op(), 1..80);
+    let (mut both, mut days) = (0, 0);
+    for _ in 0..100 {
+        let ops = strategy.new_tree(&mut runner).unwrap().current();
+        let covered = run_memory(&MemoryStore::new(), &ops).unwrap();
+        both += usize::from(covered.mandates.len() == 2);
+        days += usize::from(covered.days.len() >= 2);
+    }
+    assert!(both >= 50 && days >= 20, "of 100 runs, {both} granted on both mandates, {days} on two days or more");
 }
 
 /// The same model on the embedded store: a fresh SQLite file per case (every step is a
@@ -49,7 +72,20 @@ mod sqlite {
         #[test]
         fn the_sqlite_store_keeps_every_invariant(ops in proptest::collection::vec(op(), 1..60)) {
             let (store, dir) = temp_store("model");
-            let result = run(&store, &ops);
+            // The day rows as committed, read through a connection of the test's own.
+            let reader = rusqlite::Connection::open(dir.join("ledger.db")).unwrap();
+            let mut days = || {
+                let mut stmt = reader.prepare("SELECT mandate, day, spent, leased FROM days ORDER BY mandate, day").unwrap();
+                let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)));
+                rows.unwrap()
+                    .map(|r| {
+                        let (m, d, s, l) = r.unwrap();
+                        (m, u64::try_from(d).unwrap(), u64::try_from(s).unwrap(), u64::try_from(l).unwrap())
+                    })
+                    .collect()
+            };
+            let result = run(&store, &mut days, &ops).map(|_| ());
+            drop(reader);
             drop(store);
             std::fs::remove_dir_all(dir).unwrap();
             prop_assert_eq!(result, Ok(()));
@@ -68,6 +104,14 @@ mod sqlite {
         let s = &first.status(Some("m")).unwrap()[0];
         assert_eq!((s.spent_micros, s.leased_micros), (settled, 0));
         drop(first);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_sqlite_store_keeps_reconciled_leases_and_deletes_closed_ones() {
+        let (store, dir) = temp_store("kept");
+        reconciled_leases_are_kept_and_closed_ones_deleted(&store);
+        drop(store);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -96,12 +140,17 @@ mod sqlite {
 }
 
 #[test]
+fn the_memory_store_keeps_reconciled_leases_and_deletes_closed_ones() {
+    reconciled_leases_are_kept_and_closed_ones_deleted(&MemoryStore::new());
+}
+
+#[test]
 fn a_store_whose_reconcile_gives_back_is_caught() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strategy = proptest::collection::vec(op(), 1..80);
     let caught = (0..500).find_map(|_| {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
-        run(&MemoryStore::broken_reconcile_gives_back(), &ops).err()
+        run_memory(&MemoryStore::broken_reconcile_gives_back(), &ops).err()
     });
     let caught = caught.expect("500 random runs never caught the broken reconcile");
     assert!(caught.contains("a settlement was lost") || caught.contains("acknowledged"), "{caught}");

@@ -1,35 +1,57 @@
 //! The PostgreSQL store against a real PostgreSQL 15: the one named by
 //! `HOLON_TEST_POSTGRES` (`.ci/run` starts one), or else a throwaway cluster this test
-//! starts with `.ci/postgres` and stops at the end. No mock stands in for the database.
+//! starts with `.ci/postgres` and stops at the end. The restart test always starts a
+//! cluster of its own, since it stops and starts that server. No mock stands in for the
+//! database.
 #![cfg(feature = "postgres")]
 
 mod common;
-use common::store_model::{op, run, share_one_budget};
-use holon::store::postgres::PostgresStore;
+use common::store_model::{op, reconciled_leases_are_kept_and_closed_ones_deleted, run, share_one_budget};
+use holon::store::postgres::{POOL_CONNECTIONS_MAX, POOL_WAIT_MS, PostgresStore};
 use holon::store::{FlushEntry, GrantRequest, LedgerStore, Limits, StoreError};
 use proptest::strategy::{Strategy, ValueTree};
 
-/// The database server for this test binary; a cluster it started is stopped on drop.
+/// A database server for this test binary; a cluster it started is stopped on drop.
 struct Server {
     url: String,
     started: bool,
+    /// The `.ci/postgres` state file of the cluster (`HOLON_PG_STATE`).
+    state: String,
 }
 
 impl Server {
+    /// The shared server: `HOLON_TEST_POSTGRES`, or a cluster started here.
     fn get() -> Server {
         if let Ok(url) = std::env::var("HOLON_TEST_POSTGRES") {
-            return Server { url, started: false };
+            return Server { url, started: false, state: String::new() };
         }
-        let out = std::process::Command::new("bash").args([".ci/postgres", "start"]).output().unwrap();
+        Server::own(".ci/.postgres-state")
+    }
+
+    /// A cluster of this test's own, with its own state file.
+    fn own(state: &str) -> Server {
+        let mut server = Server { url: String::new(), started: false, state: state.to_owned() };
+        let out = server.ci_postgres("start");
+        let url = out.trim().strip_prefix("export HOLON_TEST_POSTGRES=").unwrap().to_owned();
+        server.url = url;
+        server.started = true;
+        server
+    }
+
+    /// Runs `.ci/postgres VERB` on this server's cluster; returns what it printed.
+    fn ci_postgres(&self, verb: &str) -> String {
+        let out = std::process::Command::new("bash")
+            .args([".ci/postgres", verb])
+            .env("HOLON_PG_STATE", &self.state)
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
-            "no PostgreSQL for the store tests: set HOLON_TEST_POSTGRES, or install the PostgreSQL 15 server \
-             binaries for .ci/postgres: {}",
+            "`.ci/postgres {verb}` failed (for the store tests set HOLON_TEST_POSTGRES, or install the PostgreSQL 15 \
+             server binaries for .ci/postgres): {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let text = String::from_utf8(out.stdout).unwrap();
-        let url = text.trim().strip_prefix("export HOLON_TEST_POSTGRES=").unwrap().to_owned();
-        Server { url, started: true }
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// A fresh database on the server, so each case starts from an empty store.
@@ -45,7 +67,10 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if self.started {
-            let _ = std::process::Command::new("bash").args([".ci/postgres", "stop"]).status();
+            let _ = std::process::Command::new("bash")
+                .args([".ci/postgres", "stop"])
+                .env("HOLON_PG_STATE", &self.state)
+                .status();
         }
     }
 }
@@ -70,6 +95,96 @@ fn the_postgres_store() {
     three_connections_share_one_budget(&server);
     a_lease_renewed_while_a_reconcile_waits_is_left_alone(&server);
     bad_urls_and_newer_schemas_are_clear_errors(&server);
+    one_handle_holds_at_most_its_pool(&server);
+    reconciled_leases_are_kept_and_closed_ones_deleted(&PostgresStore::connect(&server.fresh("holon_kept")).unwrap());
+}
+
+/// The server stops under a live store handle: steps fail `Unavailable` within the pool's
+/// wait and write nothing; the server starts again, and the same handle (not reopened)
+/// works. With one connection per handle and no reconnect, the handle stayed dead.
+#[test]
+fn a_store_handle_outlives_a_server_restart() {
+    let server = Server::own(&format!(".ci/.postgres-state-restart-{}", std::process::id()));
+    let store = PostgresStore::connect(&server.fresh("holon_restart")).unwrap();
+    store.publish_limits("m", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    let first = store.grant(&ask("a", 100)).unwrap().unwrap();
+
+    server.ci_postgres("pause");
+    // The pooled connection fails its step; the next step finds no server to connect to.
+    match store.grant(&ask("b", 100)) {
+        Err(StoreError::Unavailable(_)) => {}
+        other => panic!("a grant with the server down: {other:?}"),
+    }
+    let started = std::time::Instant::now();
+    match store.grant(&ask("b", 100)) {
+        Err(StoreError::Unavailable(message)) => assert!(message.contains("reconnects by itself"), "{message}"),
+        other => panic!("a grant with the server down: {other:?}"),
+    }
+    let waited = started.elapsed();
+    assert!(waited < std::time::Duration::from_millis(POOL_WAIT_MS + 2_000), "waited {waited:?}");
+    assert!(matches!(store.status(None), Err(StoreError::Unavailable(_))));
+
+    server.ci_postgres("resume");
+    // A connection from before the restart fails its first step (nothing written) and is
+    // discarded; the same handle's next step connects afresh.
+    let second = match store.grant(&ask("b", 100)) {
+        Err(StoreError::Unavailable(_)) => store.grant(&ask("b", 100)),
+        other => other,
+    }
+    .unwrap()
+    .expect("a grant once the server is back");
+    let s = &store.status(Some("m")).unwrap()[0];
+    // The grants refused while the server was down left nothing behind.
+    assert_eq!((s.spent_micros, s.leased_micros), (0, first.amount_micros + second.amount_micros));
+    assert_eq!(s.nodes.len(), 2, "{s:?}");
+    let entry = |lease: u64| FlushEntry { lease, settle_micros: 100, close: true, ..FlushEntry::default() };
+    store.flush("a", &[entry(first.id)], 0).unwrap();
+    store.flush("b", &[entry(second.id)], 0).unwrap();
+    assert_eq!(store.status(Some("m")).unwrap()[0].spent_micros, 200);
+}
+
+/// Eight threads share one handle: it never holds more than `POOL_CONNECTIONS_MAX`
+/// connections (threads beyond it wait their turn), and every settlement counts.
+fn one_handle_holds_at_most_its_pool(server: &Server) {
+    const THREADS: usize = 8;
+    const ROUNDS: u64 = 25;
+    let url = server.fresh("holon_pool");
+    let store = PostgresStore::connect(&url).unwrap();
+    store.publish_limits("m", Limits { total_micros: 1_000_000_000, per_day_micros: None }, false).unwrap();
+    let mut admin = postgres::Client::connect(&server.url, postgres::NoTls).unwrap();
+    // The connection `connect` used for the schema is closed before the pool opens any.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let mut most = 0i64;
+    std::thread::scope(|s| {
+        for n in 0..THREADS {
+            let (store, done) = (&store, &done);
+            s.spawn(move || {
+                let node = format!("node-{n}");
+                for _ in 0..ROUNDS {
+                    let lease = store.grant(&ask(&node, 10)).unwrap().unwrap();
+                    let entry = FlushEntry {
+                        lease: lease.id,
+                        settle_micros: lease.amount_micros,
+                        close: true,
+                        ..FlushEntry::default()
+                    };
+                    store.flush(&node, &[entry], 0).unwrap();
+                }
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        while done.load(std::sync::atomic::Ordering::SeqCst) < THREADS {
+            let open: i64 = admin
+                .query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = 'holon_pool'", &[])
+                .unwrap()
+                .get(0);
+            most = most.max(open);
+        }
+    });
+    assert!((1..=i64::from(POOL_CONNECTIONS_MAX)).contains(&most), "{most} connections at once");
+    let s = &store.status(Some("m")).unwrap()[0];
+    assert_eq!((s.spent_micros, s.leased_micros), (THREADS as u64 * ROUNDS * 10, 0));
 }
 
 /// The state machine of tests/store_model.rs, each case on a fresh database.
@@ -78,8 +193,22 @@ fn the_model_holds(server: &Server) {
     let strategy = proptest::collection::vec(op(), 1..60);
     for case in 0..12 {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
-        let store = PostgresStore::connect(&server.fresh(&format!("holon_model_{case}"))).unwrap();
-        assert_eq!(run(&store, &ops), Ok(()), "case {case}: {ops:?}");
+        let url = server.fresh(&format!("holon_model_{case}"));
+        let store = PostgresStore::connect(&url).unwrap();
+        // The day rows as committed, read through a connection of the test's own.
+        let mut reader = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let mut days = || {
+            reader
+                .query("SELECT mandate, day, spent, leased FROM holon_days ORDER BY mandate, day", &[])
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let (m, d, s, l): (String, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3));
+                    (m, u64::try_from(d).unwrap(), u64::try_from(s).unwrap(), u64::try_from(l).unwrap())
+                })
+                .collect()
+        };
+        assert_eq!(run(&store, &mut days, &ops).map(|_| ()), Ok(()), "case {case}: {ops:?}");
     }
 }
 

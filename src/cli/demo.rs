@@ -229,7 +229,7 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
         Amount::from_micros(ledger.spent_micros().saturating_sub(ledger.settled_micros()))
     )?;
     drop(ledger);
-    let resumed = restart(engine, run, &input, &store, style)?;
+    let resumed = restart(engine, run, &input, store, style)?;
     let receipts: Vec<Receipt> = rx.try_iter().collect();
     outln!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len())?;
     let expected = Amount::parse("0.118")?;

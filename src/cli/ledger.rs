@@ -1,8 +1,10 @@
-//! `holon ledger status|reconcile --store URL`: what the ledger store holds, and counting
-//! a gone node's expired leases as spent (docs/store.md).
+//! `holon ledger status|reconcile|raise --store URL`: what the ledger store holds, counting
+//! a gone node's expired leases as spent, and the operator's command that sets a mandate's
+//! limits in the store (docs/store.md).
 
+use anyhow::Context;
 use holon::money::Amount;
-use holon::store::{self, MandateStatus};
+use holon::store::{self, Limits, MandateStatus, StoreError};
 use holon::time::Timestamp;
 use serde_json::json;
 
@@ -90,5 +92,69 @@ pub(crate) fn reconcile(url: &str, node: &str, json: bool) -> anyhow::Result<u8>
         "{} counted as spent in all: whatever {node} admitted against these leases may have been billed, so it stays spent",
         money(done.counted_micros)
     )?;
+    Ok(exit::OK)
+}
+
+/// What `raise` does to the store's per-day limit.
+pub(crate) enum PerDay {
+    /// `--per-day AMOUNT`, or keep the store's when `None`.
+    Set(Option<String>),
+    /// `--no-per-day`.
+    Remove,
+}
+
+fn limits_text(limits: &Limits) -> String {
+    let per_day = limits.per_day_micros.map_or_else(|| "none".to_owned(), money);
+    format!("total {}, per day {per_day}", money(limits.total_micros))
+}
+
+pub(crate) fn raise(url: &str, mandate: &str, total: &str, per_day: PerDay, json: bool) -> anyhow::Result<u8> {
+    // The amounts first: a typo opens nothing and writes nothing.
+    let total = Amount::parse(total).context("--total")?.micros();
+    let per_day = match per_day {
+        PerDay::Set(Some(text)) => Some(Some(Amount::parse(&text).context("--per-day")?.micros())),
+        PerDay::Set(None) => None,
+        PerDay::Remove => Some(None),
+    };
+    let store = store::open_existing(url)?;
+    // A raise sets the limits of a mandate a node registered; it never creates one.
+    let was = match store.status(Some(mandate)) {
+        Ok(all) => all.into_iter().find(|s| s.mandate == mandate),
+        Err(StoreError::UnknownMandate(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(was) = was else {
+        anyhow::bail!(
+            "mandate `{mandate}` is not in the store, so there is nothing to raise; nothing was written. A node \
+             registers a mandate when it first publishes it; `holon ledger status --store {url}` lists those the \
+             store holds"
+        );
+    };
+    let wanted = Limits { total_micros: total, per_day_micros: per_day.unwrap_or(was.limits.per_day_micros) };
+    let now = store.publish_limits(mandate, wanted, true)?;
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "mandate": mandate,
+                "limit": money(now.total_micros),
+                "per_day": now.per_day_micros.map(money),
+                "was": { "limit": money(was.limits.total_micros), "per_day": was.limits.per_day_micros.map(money) },
+                "spent": money(was.spent_micros),
+                "leased": money(was.leased_micros),
+            }))?
+        )?;
+        return Ok(exit::OK);
+    }
+    outln!("{mandate}: the store now enforces {} (it enforced {})", limits_text(&now), limits_text(&was.limits))?;
+    let used = was.spent_micros.saturating_add(was.leased_micros);
+    if used >= now.total_micros {
+        outln!(
+            "spent {} and leased {} already reach the new total: the store grants no new lease on {mandate} \
+             while spent + leased is at or above it",
+            money(was.spent_micros),
+            money(was.leased_micros)
+        )?;
+    }
     Ok(exit::OK)
 }

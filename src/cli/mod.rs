@@ -237,6 +237,33 @@ enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Set the limits the store enforces for a mandate: the operator's explicit command,
+    /// since a node's publish can only lower them (docs/store.md, "Limits that disagree").
+    /// Exit 0, or 2 with nothing written when an amount is not money, the mandate is not in
+    /// the store, or the store cannot be opened.
+    Raise {
+        /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long)]
+        store: String,
+        /// The mandate (its id, as `holon ledger status` shows it); it must be in the store
+        /// already: a node registers it when it first publishes it.
+        #[arg(long)]
+        mandate: String,
+        /// The total the store enforces from now on: a decimal amount in the mandate's
+        /// currency, like 250.00 (at most 6 decimals).
+        #[arg(long, value_name = "AMOUNT")]
+        total: String,
+        /// The limit per UTC day from now on, a decimal amount; without it the store keeps
+        /// the per-day limit it has.
+        #[arg(long, value_name = "AMOUNT", conflicts_with = "no_per_day")]
+        per_day: Option<String>,
+        /// Remove the store's per-day limit (for documents that have none).
+        #[arg(long)]
+        no_per_day: bool,
+        /// Print {"mandate","limit","per_day","was":{"limit","per_day"},"spent","leased"}, money as strings.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -437,6 +464,10 @@ pub(crate) fn run() -> ExitCode {
             ledger::status(&store, mandate.as_deref(), json, &style)
         }
         Command::Ledger(LedgerCommand::Reconcile { store, node, json }) => ledger::reconcile(&store, &node, json),
+        Command::Ledger(LedgerCommand::Raise { store, mandate, total, per_day, no_per_day, json }) => {
+            let per_day = if no_per_day { ledger::PerDay::Remove } else { ledger::PerDay::Set(per_day) };
+            ledger::raise(&store, &mandate, &total, per_day, json)
+        }
         Command::Search { query, mandate, agents, records, at, json } => search::run(
             query.as_deref().unwrap_or(""),
             &mandate,

@@ -95,6 +95,14 @@ impl MemoryStore {
     pub fn broken_reconcile_gives_back() -> Self {
         MemoryStore { reconcile_gives_back: true, ..MemoryStore::default() }
     }
+
+    /// Every day row: (mandate, UTC day, spent, leased). For the model test only, which
+    /// checks each day's figures after every step.
+    #[doc(hidden)]
+    pub fn day_rows(&self) -> Vec<(String, u64, u64, u64)> {
+        let rows = self.rows.lock();
+        rows.days.iter().map(|((m, d), row)| (m.clone(), *d, row.spent_micros, row.leased_micros)).collect()
+    }
 }
 
 impl LedgerStore for MemoryStore {

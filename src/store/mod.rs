@@ -8,9 +8,11 @@
 //! the leases it holds, so the nodes together never spend more than the limit.
 //!
 //! This module is the store's side: the rules ([`escrow`], one implementation), the
-//! [`LedgerStore`] trait every backend implements, and the backends (`memory`, `sqlite`).
+//! [`LedgerStore`] trait every backend implements, the backends (`memory`, `sqlite`,
+//! `postgres`), and [`check_limits`] (a mandate's documents against the store's copy).
 
 pub mod escrow;
+mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -20,6 +22,7 @@ mod sql;
 pub mod sqlite;
 
 pub use escrow::EscrowError;
+pub use limits::{LimitsCheckError, check_limits};
 pub use memory::MemoryStore;
 
 /// Longest node name, in bytes.

@@ -6,8 +6,19 @@
 //! run in parallel. A statement waits at most `STATEMENT_TIMEOUT_MS` (for a lock, say);
 //! past it, or with the database gone, the step fails [`StoreError::Unavailable`] and
 //! nothing is written.
+//!
+//! A store handle keeps a small pool of connections (r2d2): at most
+//! `POOL_CONNECTIONS_MAX`, opened when a step needs one, each tested before a step uses it.
+//! A connection that is broken (the server restarted, the network dropped it) is
+//! discarded and a new one opened, so a handle recovers by itself when the server comes
+//! back; until then each step waits at most `POOL_WAIT_MS` for a connection and fails
+//! `Unavailable`.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
+use r2d2_postgres::{PostgresConnectionManager, r2d2};
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::sql::{LEASE_COLUMNS, int, lease_row, uint};
@@ -22,6 +33,18 @@ pub const SCHEMA_VERSION: i32 = 1;
 pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
 /// Longest wait to connect, in seconds.
 pub const CONNECT_TIMEOUT_S: u64 = 5;
+/// Most connections one store handle holds open. A node steps from one background thread,
+/// so it uses one; the rest serve a handle shared by a few threads.
+pub const POOL_CONNECTIONS_MAX: u32 = 4;
+/// Longest a step waits for a connection (an idle one, or a new one while the server is
+/// away), in milliseconds; past it the step fails `Unavailable` with nothing written.
+pub const POOL_WAIT_MS: u64 = 5_000;
+/// An idle connection is closed after this many seconds.
+pub const POOL_IDLE_S: u64 = 600;
+/// A connection is closed and replaced after this many seconds, idle or not.
+pub const POOL_LIFETIME_S: u64 = 1_800;
+/// Threads a handle's pool keeps to open connections and close idle ones.
+const POOL_THREADS: usize = 1;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS holon_schema (version INTEGER NOT NULL);
@@ -37,9 +60,11 @@ CREATE TABLE IF NOT EXISTS holon_leases (
 CREATE INDEX IF NOT EXISTS holon_leases_by_node ON holon_leases (node, state);
 ";
 
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
 /// A store in one PostgreSQL database.
 pub struct PostgresStore {
-    client: parking_lot::Mutex<Client>,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -55,41 +80,77 @@ fn unavailable(e: postgres::Error) -> StoreError {
 impl PostgresStore {
     /// Connects to `url` (`postgres://user@host:port/db`) and creates the tables if they
     /// are missing. A database written by a newer schema is refused before anything is
-    /// written.
+    /// written. A server that cannot be reached is an error at once: a handle is only made
+    /// for a server that answered; later steps reconnect by themselves.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let mut config: postgres::Config = url.parse().map_err(unavailable)?;
-        config.connect_timeout(std::time::Duration::from_secs(CONNECT_TIMEOUT_S));
+        config.connect_timeout(Duration::from_secs(CONNECT_TIMEOUT_S));
         config.options(&format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
+        // The schema on a connection of its own, outside the pool: the pool would retry a
+        // refused connection for `POOL_WAIT_MS` where this fails at once.
         let mut client = config.connect(NoTls).map_err(unavailable)?;
-        let mut tx = client.transaction().map_err(unavailable)?;
-        // One creator at a time: a transaction-scoped advisory lock around the schema.
-        tx.execute("SELECT pg_advisory_xact_lock(7306540006)", &[]).map_err(unavailable)?;
-        tx.batch_execute(SCHEMA).map_err(unavailable)?;
-        let found: Option<i32> =
-            tx.query_opt("SELECT max(version) FROM holon_schema", &[]).map_err(unavailable)?.and_then(|r| r.get(0));
-        match found {
-            Some(v) if v > SCHEMA_VERSION => {
-                return Err(StoreError::NewerSchema { found: i64::from(v), known: i64::from(SCHEMA_VERSION) });
-            }
-            Some(_) => {}
-            None => {
-                tx.execute("INSERT INTO holon_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])
-                    .map_err(unavailable)?;
-            }
-        }
-        tx.commit().map_err(unavailable)?;
-        Ok(PostgresStore { client: parking_lot::Mutex::new(client) })
+        create_schema(&mut client)?;
+        drop(client);
+        let threads = scheduled_thread_pool::ScheduledThreadPool::builder()
+            .num_threads(POOL_THREADS)
+            .thread_name_pattern("holon-store-pg-{}")
+            // A dropped handle does not keep retrying a connection nobody will use.
+            .on_drop_behavior(scheduled_thread_pool::OnPoolDropBehavior::DiscardPendingScheduled)
+            .build();
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_CONNECTIONS_MAX)
+            // Opened when a step needs one, not kept open for nothing.
+            .min_idle(Some(0))
+            .connection_timeout(Duration::from_millis(POOL_WAIT_MS))
+            // No test query before each step (it would double the round trips of every
+            // step): a connection the server dropped (it restarted) fails its step, which
+            // writes nothing and reports `Unavailable`, and is discarded on its way back
+            // (`has_broken`); the caller's next step gets a fresh one.
+            .test_on_check_out(false)
+            .idle_timeout(Some(Duration::from_secs(POOL_IDLE_S)))
+            .max_lifetime(Some(Duration::from_secs(POOL_LIFETIME_S)))
+            .thread_pool(Arc::new(threads))
+            .build_unchecked(PostgresConnectionManager::new(config, NoTls));
+        Ok(PostgresStore { pool })
     }
 
-    /// Runs `step` in one transaction: committed whole when it returns `Ok`, rolled back
-    /// otherwise (dropping an uncommitted transaction rolls it back).
+    /// Runs `step` in one transaction on a connection of the pool: committed whole when it
+    /// returns `Ok`, rolled back otherwise (dropping an uncommitted transaction rolls it
+    /// back). A connection that broke on the way is discarded when it returns to the pool
+    /// (`has_broken`).
     fn write<T>(&self, step: impl FnOnce(&mut Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut client = self.client.lock();
+        let mut client = self.pool.get().map_err(|e| {
+            StoreError::Unavailable(format!(
+                "no connection to PostgreSQL within {POOL_WAIT_MS} ms ({e}); check that the server is up and reachable: \
+                 this store reconnects by itself once it is"
+            ))
+        })?;
         let mut tx = client.transaction().map_err(unavailable)?;
         let out = step(&mut tx)?;
         tx.commit().map_err(unavailable)?;
         Ok(out)
     }
+}
+
+/// Creates the tables if they are missing, and refuses a database written by a newer
+/// schema before anything is written.
+fn create_schema(client: &mut Client) -> Result<(), StoreError> {
+    let mut tx = client.transaction().map_err(unavailable)?;
+    // One creator at a time: a transaction-scoped advisory lock around the schema.
+    tx.execute("SELECT pg_advisory_xact_lock(7306540006)", &[]).map_err(unavailable)?;
+    tx.batch_execute(SCHEMA).map_err(unavailable)?;
+    let found: Option<i32> =
+        tx.query_opt("SELECT max(version) FROM holon_schema", &[]).map_err(unavailable)?.and_then(|r| r.get(0));
+    match found {
+        Some(v) if v > SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema { found: i64::from(v), known: i64::from(SCHEMA_VERSION) });
+        }
+        Some(_) => {}
+        None => {
+            tx.execute("INSERT INTO holon_schema (version) VALUES ($1)", &[&SCHEMA_VERSION]).map_err(unavailable)?;
+        }
+    }
+    tx.commit().map_err(unavailable)
 }
 
 fn load_mandate(tx: &mut Transaction<'_>, id: &str) -> Result<MandateRow, StoreError> {
