@@ -282,3 +282,80 @@ fn a_lease_renewed_while_a_reconcile_waits_is_left_alone(server: &Server) {
     let entry = FlushEntry { lease: lease.id, settle_micros: 1, ..FlushEntry::default() };
     assert_eq!(store.flush("a", &[entry], 1_020).unwrap()[0].state, holon::store::LeaseState::Open);
 }
+
+/// Gateway nodes on PostgreSQL (a cluster of this test's own, so stopping it disturbs no
+/// other test): three `holon loadtest` processes share one hot mandate to the micro-unit;
+/// 50 `kill -9` trials count each dead node's leases exactly once; and the server stopped
+/// under a running node: it admits within the leases it holds, then denies
+/// `store_unavailable`, and recovers by itself when the server returns.
+#[cfg(feature = "cli")]
+#[test]
+fn gateway_nodes_on_postgres() {
+    let server = Server::own(&format!(".ci/.postgres-state-nodes-{}", std::process::id()));
+    let url = server.fresh("holon_three");
+    let store = PostgresStore::connect(&url).unwrap();
+    common::cluster::three_nodes_share_one_budget(&url, &store, "20", 20_000_000);
+
+    let url = server.fresh("holon_kill");
+    let store = PostgresStore::connect(&url).unwrap();
+    common::cluster::kill_nine_trials(&url, &store, 50);
+
+    store_down_under_a_node(&server, &server.fresh("holon_down"));
+}
+
+#[cfg(feature = "cli")]
+fn store_down_under_a_node(server: &Server, url: &str) {
+    use holon::admission::Code;
+    use holon::engine::{Admission, Call, Engine, EngineConfig, synthetic};
+    use holon::money::Amount;
+    use holon::node::{Node, NodeConfig};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let net =
+        synthetic::network(&synthetic::Shape { agents: 4, mandates: 1, total: Amount::from_micros(1_000_000_000) })
+            .unwrap();
+    let engine = Arc::new(Engine::new(EngineConfig { store_backed: true, ..EngineConfig::default() }));
+    engine.publish(&net.input).unwrap();
+    let call = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
+    let node_store = Box::new(PostgresStore::connect(url).unwrap());
+    let config = NodeConfig { flush_ms: 20, ..NodeConfig::new("down") };
+    let node = Node::start(Arc::clone(&engine), node_store, config).unwrap();
+    let mut settled = 0u64;
+    let mut admit = |until: &dyn Fn(&[Code]) -> bool, deadline: Duration| -> (u64, Vec<Code>) {
+        let started = Instant::now();
+        let mut admitted = 0;
+        loop {
+            let codes: Vec<Code> = match engine.admit(&call) {
+                Admission::Allowed(r) => {
+                    settled += r.settle(Amount::from_micros(900), call.at).unwrap().kept.micros();
+                    admitted += 1;
+                    Vec::new()
+                }
+                Admission::Denied(d) => d.codes.iter().collect(),
+                Admission::Held(_) => panic!("a leaf call is never held"),
+            };
+            if until(&codes) || started.elapsed() > deadline {
+                return (admitted, codes);
+            }
+            if !codes.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    };
+    let (warm, _) = admit(&|_| false, Duration::from_millis(300));
+    assert!(warm > 0);
+    server.ci_postgres("pause");
+    // Within the leases held the node goes on; then it fails closed.
+    let (during, codes) = admit(&|codes| codes == [Code::StoreUnavailable], Duration::from_secs(30));
+    assert_eq!(codes, [Code::StoreUnavailable], "the node never said store_unavailable");
+    assert!(during > 0, "the node admitted nothing within the leases it held");
+    server.ci_postgres("resume");
+    let (after, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(30));
+    assert!(after > 0, "the node did not recover by itself");
+    let stats = node.drain().unwrap();
+    assert!(stats.store_errors > 0);
+    let s = PostgresStore::connect(url).unwrap().status(Some("m0")).unwrap().remove(0);
+    assert_eq!(s.spent_micros, settled, "everything settled while the server was away was flushed");
+    assert_eq!(s.leased_micros, 0);
+}
