@@ -260,3 +260,16 @@ fn a_limit_lowered_by_one_node_stops_new_grants_but_not_the_other_nodes_lease() 
         s.spent_micros
     );
 }
+
+#[test]
+fn a_node_whose_documents_are_above_the_stores_limit_does_not_start_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir);
+    store.publish_limits("m0", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    let before = status(&*store);
+    let (engine, _) = engine("10", at);
+    let err = Node::start(engine, sqlite(&dir), config("n1", at)).unwrap_err().to_string();
+    assert!(err.contains("holon ledger raise"), "{err}");
+    assert!(err.contains("10") && err.contains("1.00"), "{err}");
+    assert_eq!(status(&*store), before, "nothing was written");
+}

@@ -25,7 +25,7 @@ mod cycle;
 pub use cycle::{IDLE_KEEP_CALLS, IDLE_MS, LEASE_CALLS_MIN, LEASE_USE_MS, LOW_WATER_CALLS, LOW_WATER_MS, RETRY_MS};
 
 use crate::engine::Engine;
-use crate::store::{LedgerStore, NODE_NAME_BYTES_MAX, StoreError};
+use crate::store::{LedgerStore, Limits, LimitsCheckError, NODE_NAME_BYTES_MAX, StoreError, check_limits};
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::time::Timestamp;
 
@@ -93,6 +93,10 @@ pub enum NodeError {
     NotStoreBacked,
     #[error("the ledger store: {0}")]
     Store(#[from] StoreError),
+    /// The store enforces lower limits than the documents: refused before anything is
+    /// written.
+    #[error(transparent)]
+    Limits(#[from] LimitsCheckError),
     #[error("the node's thread cannot be started: {0}")]
     Thread(String),
     #[error("the node's thread stopped unexpectedly")]
@@ -271,6 +275,14 @@ impl Stepper {
         config.check()?;
         if !engine.is_store_backed() {
             return Err(NodeError::NotStoreBacked);
+        }
+        // Documents raised without the store (`holon ledger raise`) are an error before
+        // anything is written: the node would otherwise run on limits nobody chose.
+        for m in engine.snapshot().mandates() {
+            let budget = &m.source.budget;
+            let documents =
+                Limits { total_micros: budget.total.micros(), per_day_micros: budget.per_day.map(|d| d.micros()) };
+            check_limits(&*store, &m.source.id, documents)?;
         }
         let shared = Arc::new(Shared::default());
         let recovered = store.reconcile(&config.node, (config.clock)().unix(), false)?;

@@ -50,6 +50,33 @@ fn unavailable(e: rusqlite::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// Switches the file to WAL, retrying a "busy" answer until `BUSY_TIMEOUT_MS` has passed.
+/// Two nodes starting together on a fresh file once failed "database is locked" while
+/// opening it (`.ci/store-bench`); SQLite may answer a journal-mode change busy without
+/// its busy handler, so the switch is retried here. That failure was not reproduced
+/// deterministically (tests/store_cluster.rs tries several ways).
+fn wal(conn: &Connection) -> Result<(), StoreError> {
+    let deadline = std::time::Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS);
+    loop {
+        let mode = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+        match mode {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(StoreError::Unavailable(format!("the file stays in journal mode `{mode}`, not WAL")));
+            }
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(WAL_RETRY_MS));
+            }
+            Err(e) => return Err(unavailable(e)),
+        }
+    }
+}
+
+/// The pause between two tries to switch a busy file to WAL, in milliseconds.
+const WAL_RETRY_MS: u64 = 5;
+
 impl SqliteStore {
     /// Opens (creating if needed) the store at `path`. A file written by a newer schema
     /// is refused before anything is written.
@@ -60,7 +87,7 @@ impl SqliteStore {
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { found: version, known: SCHEMA_VERSION });
         }
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(unavailable)?;
+        wal(&conn)?;
         // Every commit reaches the disk before it is acknowledged.
         conn.pragma_update(None, "synchronous", "FULL").map_err(unavailable)?;
         if version < SCHEMA_VERSION {
