@@ -2,6 +2,7 @@
 //! own module; they share `style` for terminal output.
 
 mod demo;
+mod flags;
 mod job;
 mod ledger;
 mod loadtest;
@@ -27,69 +28,11 @@ pub(crate) mod exit {
     pub(crate) const HELD: u8 = 3;
 }
 
-/// The range of every numeric flag; a value outside it is refused with exit 2.
-pub(crate) mod range {
-    /// `demo --seconds`: seconds of load (the hot-mandate run gets half).
-    pub(crate) const DEMO_LOAD_S_MIN: f64 = 0.1;
-    pub(crate) const DEMO_LOAD_S_MAX: f64 = 600.0;
-    /// `loadtest --duration-s`.
-    pub(crate) const LOADTEST_DURATION_S_MIN: f64 = 0.01;
-    pub(crate) const LOADTEST_DURATION_S_MAX: f64 = 86_400.0;
-    /// `loadtest --calls`: at ten million calls a second, about a quarter of an hour.
-    pub(crate) const LOADTEST_CALLS_MAX: u64 = 10_000_000_000;
-    /// `loadtest --publish-every-ms` (0: never). The publisher sleeps this long between
-    /// snapshots and the run waits for it to wake, so the interval bounds the run's end.
-    pub(crate) const LOADTEST_PUBLISH_EVERY_MS_MAX: u64 = 10_000;
-    pub(crate) use super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
-}
-
-/// A finite number of seconds within `[min, max]`.
-fn seconds(text: &str, min: f64, max: f64) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds; give one from {min} to {max}"))?;
-    if value.is_finite() && (min..=max).contains(&value) {
-        Ok(value)
-    } else {
-        Err(format!("{value} seconds is outside {min} to {max}; give a finite number in that range"))
-    }
-}
-
-/// A whole number within `[min, max]`.
-fn count<T: TryFrom<u64>>(text: &str, min: u64, max: u64) -> Result<T, String> {
-    let value: u64 =
-        text.trim().parse().map_err(|_| format!("`{text}` is not a whole number; give one from {min} to {max}"))?;
-    if !(min..=max).contains(&value) {
-        return Err(format!("{value} is outside {min} to {max}"));
-    }
-    T::try_from(value).map_err(|_| format!("{value} is too large for this machine"))
-}
-
-fn demo_seconds(text: &str) -> Result<f64, String> {
-    seconds(text, range::DEMO_LOAD_S_MIN, range::DEMO_LOAD_S_MAX)
-}
-fn loadtest_duration_s(text: &str) -> Result<f64, String> {
-    seconds(text, range::LOADTEST_DURATION_S_MIN, range::LOADTEST_DURATION_S_MAX)
-}
-fn loadtest_threads(text: &str) -> Result<usize, String> {
-    count(text, 1, range::THREADS_MAX as u64)
-}
-fn loadtest_mandates(text: &str) -> Result<usize, String> {
-    count(text, 1, range::MANDATES_MAX as u64)
-}
-fn loadtest_agents(text: &str) -> Result<usize, String> {
-    count(text, 10, range::AGENTS_MAX as u64)
-}
-fn loadtest_calls(text: &str) -> Result<u64, String> {
-    count(text, 1, range::LOADTEST_CALLS_MAX)
-}
-fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
-    count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
-}
-fn flush_ms(text: &str) -> Result<u64, String> {
-    count(text, holon::node::FLUSH_MS_MIN, holon::node::FLUSH_MS_MAX)
-}
+pub(crate) use flags::range;
+use flags::{
+    demo_seconds, flush_ms, loadtest_agents, loadtest_calls, loadtest_duration_s, loadtest_mandates,
+    loadtest_publish_every_ms, loadtest_threads,
+};
 
 #[derive(Parser)]
 #[command(name = "holon", version, about = "Admission engine for AI agents that call and pay other agents")]

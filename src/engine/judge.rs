@@ -207,3 +207,17 @@ pub(super) fn declared_codes(
         _ => CodeSet::EMPTY.with(Code::CallMaxCostExceeded),
     }
 }
+
+/// The codes of a call the ledger refused: every exceeded limit; or, on a store-backed
+/// ledger (which refuses what does not fit the node's leases), the code of the store's last
+/// answer (its limits are enforced on its grants). Off the allowed path (cold).
+#[cold]
+#[inline(never)]
+pub(super) fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount, today: u64) -> CodeSet {
+    let ledger = &m.ledger;
+    if ledger.is_store_backed() {
+        ledger.allowance_refused(worst.micros())
+    } else {
+        refused.union(LedgerSpend(ledger).over_limits(m, worst, today))
+    }
+}

@@ -76,24 +76,9 @@ pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
 
-use judge::SpendView;
 use registry::{LedgerKey, LedgerRegistry};
 use reservation::Run;
 use slots::{SlotRecord, Slots};
-
-/// The codes of a call the ledger refused: every exceeded limit; or, on a store-backed
-/// ledger (which refuses what does not fit the node's leases), the code of the store's last
-/// answer (its limits are enforced on its grants). Off the allowed path (cold).
-#[cold]
-#[inline(never)]
-fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount, today: u64) -> CodeSet {
-    let ledger = &m.ledger;
-    if ledger.is_store_backed() {
-        ledger.allowance_refused(worst.micros())
-    } else {
-        refused.union(judge::LedgerSpend(ledger).over_limits(m, worst, today))
-    }
-}
 
 /// Why the engine refused an operation (not a call: calls are denied, never errors).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -406,7 +391,11 @@ impl Engine {
                 Ok(charge) => charge,
                 Err(refused) => {
                     self.slots.unclaim(ticket);
-                    return self.deny(ask, ask.call.in_run(refused_codes(m, refused, wc.worst, today)), wc.worst);
+                    return self.deny(
+                        ask,
+                        ask.call.in_run(judge::refused_codes(m, refused, wc.worst, today)),
+                        wc.worst,
+                    );
                 }
             };
         let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
