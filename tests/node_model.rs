@@ -20,7 +20,7 @@ use holon::money::Amount;
 use holon::node::{NodeConfig, Stepper};
 use holon::store::memory::MemoryStore;
 use holon::store::{
-    FlushEntry, FlushOutcome, GrantRequest, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
 };
 use holon::time::Timestamp;
 use proptest::prelude::*;
@@ -56,6 +56,15 @@ impl LedgerStore for Shared {
     }
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
         self.0.status(mandate)
+    }
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        self.0.hold(call)
+    }
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        self.0.take_held(id, now_unix)
+    }
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        self.0.held_calls(mandate, now_unix)
     }
 }
 

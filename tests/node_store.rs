@@ -4,6 +4,8 @@
 //! lowered by another node each end as the document says.
 #![cfg(feature = "sqlite")]
 
+mod common;
+
 use holon::admission::Code;
 use holon::engine::{Admission, Call, Engine, EngineConfig, synthetic};
 use holon::money::Amount;
@@ -11,7 +13,7 @@ use holon::node::{Node, NodeConfig};
 use holon::store::memory::MemoryStore;
 use holon::store::sqlite::SqliteStore;
 use holon::store::{
-    FlushEntry, FlushOutcome, GrantRequest, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
 };
 use holon::time::Timestamp;
 use std::sync::Arc;
@@ -184,6 +186,18 @@ impl LedgerStore for Flaky {
         self.up()?;
         self.inner.status(mandate)
     }
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.hold(call)
+    }
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        self.up()?;
+        self.inner.take_held(id, now_unix)
+    }
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        self.up()?;
+        self.inner.held_calls(mandate, now_unix)
+    }
 }
 
 #[test]
@@ -272,4 +286,118 @@ fn a_node_whose_documents_are_above_the_stores_limit_does_not_start_and_writes_n
     assert!(err.contains("holon ledger raise"), "{err}");
     assert!(err.contains("10") && err.contains("1.00"), "{err}");
     assert_eq!(status(&*store), before, "nothing was written");
+}
+
+#[test]
+fn held_calls_are_taken_once_and_expire_in_memory_and_sqlite() {
+    common::held::held_calls_are_taken_once_and_expire(&MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    common::held::held_calls_are_taken_once_and_expire(&*sqlite(&dir));
+}
+
+static HELD_CLOCK: AtomicI64 = AtomicI64::new(synthetic::AT_UNIX);
+fn held_clock() -> Timestamp {
+    Timestamp::from_unix(HELD_CLOCK.load(Ordering::SeqCst))
+}
+
+/// A call held on node A is approved by its mandate's issuer on node B, exactly once;
+/// anyone else is refused and it stays held; node A cannot approve it locally (only
+/// through the store), and forgets it once B took it; a held call that expired cannot be
+/// approved anywhere.
+#[test]
+fn a_call_held_on_one_node_is_approved_on_another_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = || {
+        let net =
+            synthetic::network(&synthetic::Shape { agents: 10, mandates: 1, total: Amount::parse("10").unwrap() })
+                .unwrap();
+        let config =
+            EngineConfig { store_backed: true, clock: held_clock, pending_ttl_s: 600, ..EngineConfig::default() };
+        let engine = Arc::new(Engine::new(config));
+        engine.publish(&net.input).unwrap();
+        engine
+    };
+    let (a, b) = (build(), build());
+    let node_a = Node::start(Arc::clone(&a), sqlite(&dir), config("a", held_clock)).unwrap();
+    let node_b = Node::start(Arc::clone(&b), sqlite(&dir), config("b", held_clock)).unwrap();
+    // syn/a9 costs 0.90, above the mandate's approval threshold of 0.50.
+    let call = Call::new(a.mandate_ix("m0").unwrap(), a.agent_ix("syn/a9").unwrap(), held_clock());
+    let held = loop {
+        match a.admit(&call) {
+            Admission::Held(p) => break p,
+            Admission::Denied(d) if d.codes.contains(Code::LeasePending) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            other => panic!("expected held, got {other:?}"),
+        }
+    };
+    let id = node_a.held_id(held.id);
+    let store = sqlite(&dir);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.held_calls(None, held_clock().unix()).unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the held call never reached the store");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let issuer = holon::pattern::Principal::parse("acct0").unwrap();
+    let stranger = holon::pattern::Principal::parse("acct1").unwrap();
+    assert!(matches!(
+        a.approve(held.id, &issuer, held_clock()),
+        Err(holon::engine::EngineError::ApproveThroughNode(_))
+    ));
+    assert!(node_b.approve(&id, &stranger, held_clock()).is_err(), "only the issuer approves");
+    assert_eq!(store.held_calls(None, held_clock().unix()).unwrap().len(), 1, "still held");
+    let admitted = loop {
+        match node_b.approve(&id, &issuer, held_clock()).unwrap() {
+            Admission::Allowed(r) => break r,
+            Admission::Denied(d) if d.codes.iter().all(|c| c == Code::LeasePending) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            other => panic!("expected allowed on node b, got {other:?}"),
+        }
+    };
+    admitted.settle(Amount::parse("0.90").unwrap(), held_clock()).unwrap();
+    assert!(matches!(node_b.approve(&id, &issuer, held_clock()), Err(holon::node::NodeError::UnknownHeld(_))));
+    assert!(matches!(node_a.approve(&id, &issuer, held_clock()), Err(holon::node::NodeError::UnknownHeld(_))));
+    // Node A forgets the call it held, now taken from the store on node B.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while a.stats().pending > 0 {
+        assert!(Instant::now() < deadline, "node a kept the call approved elsewhere");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A call that expired cannot be approved anywhere.
+    let expiring = loop {
+        match a.admit(&call) {
+            Admission::Held(p) => break node_a.held_id(p.id),
+            Admission::Denied(_) => std::thread::sleep(Duration::from_millis(1)),
+            other => panic!("expected held, got {other:?}"),
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.held_calls(None, held_clock().unix()).unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the held call never reached the store");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    HELD_CLOCK.fetch_add(601, Ordering::SeqCst);
+    assert!(matches!(node_b.approve(&expiring, &issuer, held_clock()), Err(holon::node::NodeError::UnknownHeld(_))));
+    node_a.drain().unwrap();
+    node_b.drain().unwrap();
+    let s = status(&*store);
+    assert_eq!((s.spent_micros, s.leased_micros), (900_000, 0), "the approved call was billed once");
+}
+
+/// A store written by the schema before held calls (version 1) is brought up to date when a
+/// node opens it: its leases kept, the held calls' table added.
+#[test]
+fn a_version_one_sqlite_store_gains_held_calls_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.publish_limits("m0", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    drop(store);
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch("DROP TABLE held_calls; PRAGMA user_version = 1;").unwrap();
+    drop(old);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(status(&store).limits.total_micros, 1_000);
+    common::held::held_calls_are_taken_once_and_expire(&store);
 }

@@ -97,6 +97,28 @@ fn the_postgres_store() {
     bad_urls_and_newer_schemas_are_clear_errors(&server);
     one_handle_holds_at_most_its_pool(&server);
     reconciled_leases_are_kept_and_closed_ones_deleted(&PostgresStore::connect(&server.fresh("holon_kept")).unwrap());
+    held_calls_are_taken_once(&server);
+}
+
+/// Held calls on PostgreSQL: the shared checks, then eight handles race to take one held
+/// call: exactly one gets it (a `DELETE … RETURNING` in one transaction).
+fn held_calls_are_taken_once(server: &Server) {
+    let url = server.fresh("holon_held");
+    common::held::held_calls_are_taken_once_and_expire(&PostgresStore::connect(&url).unwrap());
+    PostgresStore::connect(&url).unwrap().hold(&common::held::call("n1:9", "m0", i64::MAX)).unwrap();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let takers: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, barrier) = (url.clone(), std::sync::Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let store = PostgresStore::connect(&url).unwrap();
+                barrier.wait();
+                store.take_held("n1:9", 0).unwrap().is_some()
+            })
+        })
+        .collect();
+    let took = takers.into_iter().map(|t| t.join().unwrap()).filter(|took| *took).count();
+    assert_eq!(took, 1, "a held call is taken exactly once");
 }
 
 /// The server stops under a live store handle: steps fail `Unavailable` within the pool's

@@ -70,7 +70,7 @@ use crate::time::Timestamp;
 pub use assess::{Assessor, Callee};
 use ledger::Ledger;
 use pending::Pending;
-pub use pending::PendingApproval;
+pub use pending::{HeldLocally, PendingApproval};
 pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
@@ -103,6 +103,10 @@ pub enum EngineError {
     PendingExpired(u64),
     #[error(transparent)]
     Approval(#[from] admission::ApprovalError),
+    #[error(
+        "held call {0} is on a store-backed engine: approve or refuse it through its node (`Node::approve`), which takes it from the store once, on any node"
+    )]
+    ApproveThroughNode(u64),
 }
 
 /// Limits and knobs, each with a default that suits a gateway.

@@ -23,6 +23,17 @@ pub struct PendingApproval {
 pub(super) struct Pending {
     pub(super) call: Call,
     pub(super) expires: i64,
+    pub(super) worst: Amount,
+}
+
+/// A held call as a node copies it to the ledger store (so it can be approved on any
+/// node): its local id, the call, its worst case when held, its expiry (unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLocally {
+    pub id: u64,
+    pub call: Call,
+    pub worst_case: Amount,
+    pub expires_unix: i64,
 }
 
 impl Engine {
@@ -54,7 +65,7 @@ impl Engine {
         };
         // The time to live runs on the engine's clock (a call's `at` is the caller's word).
         let expires = self.now().unix().saturating_add_unsigned(self.config.pending_ttl_s);
-        self.pending.insert(id, Pending { call, expires });
+        self.pending.insert(id, Pending { call, expires, worst });
         self.sink.submit(&Receipt {
             id,
             parent: 0,
@@ -115,6 +126,11 @@ impl Engine {
     /// mandate's issuer is refused and the call stays pending. A call held longer than
     /// `pending_ttl_s` (by the engine's clock) is gone: [`EngineError::PendingExpired`].
     pub fn approve(&self, pending: u64, approver: &Principal, at: Timestamp) -> Result<Admission<'_>, EngineError> {
+        // A store-backed engine's held calls are approved once, on any node, through the
+        // store (`Node::approve`): approving here too could admit one call twice.
+        if self.config.store_backed {
+            return Err(EngineError::ApproveThroughNode(pending));
+        }
         let held = *self.pending.get(&pending).ok_or(EngineError::UnknownPending(pending))?;
         if held.expires < self.now().unix() {
             self.remove_pending(pending);
@@ -149,5 +165,33 @@ impl Engine {
     /// The issuer (or the gateway on its behalf) refuses a held call.
     pub fn refuse(&self, pending: u64) -> Result<(), EngineError> {
         self.remove_pending(pending).map(|_| ()).ok_or(EngineError::UnknownPending(pending))
+    }
+
+    /// The calls held here now (a node copies them to its store).
+    pub fn held_locally(&self) -> Vec<HeldLocally> {
+        self.pending
+            .iter()
+            .map(|e| HeldLocally {
+                id: *e.key(),
+                call: e.value().call,
+                worst_case: e.value().worst,
+                expires_unix: e.value().expires,
+            })
+            .collect()
+    }
+
+    /// Forgets a held call that was approved or refused elsewhere (through the store).
+    pub fn forget_held(&self, pending: u64) -> bool {
+        self.remove_pending(pending).is_some()
+    }
+
+    /// Admits again a held call its mandate's issuer approved (through the store, on any
+    /// node): every condition is checked anew, without a second hold. Anyone but the
+    /// issuer is refused and nothing changes.
+    pub fn admit_approved(&self, call: &Call, approver: &Principal) -> Result<Admission<'_>, EngineError> {
+        let snap = self.cell.load();
+        let m = snap.mandate(call.mandate).ok_or(EngineError::UnknownPending(0))?;
+        admission::check_approver(&m.source, approver)?;
+        Ok(self.admit_inner(call, true))
     }
 }

@@ -47,10 +47,12 @@ struct Tracked {
 
 pub(super) struct Runner {
     engine: Arc<Engine>,
-    store: Box<dyn LedgerStore>,
+    store: Arc<dyn LedgerStore>,
     config: NodeConfig,
     shared: Arc<Shared>,
     generation: u64,
+    /// Held calls copied to the store: local pending id → the store's id.
+    pub(super) mirrored: std::collections::HashMap<u64, String>,
     mandates: Vec<Tracked>,
     flushed_at: Instant,
     renewed_at: Instant,
@@ -59,7 +61,7 @@ pub(super) struct Runner {
 impl Runner {
     pub(super) fn new(
         engine: Arc<Engine>,
-        store: Box<dyn LedgerStore>,
+        store: Arc<dyn LedgerStore>,
         config: NodeConfig,
         shared: Arc<Shared>,
     ) -> Self {
@@ -70,10 +72,27 @@ impl Runner {
             config,
             shared,
             generation: u64::MAX,
+            mirrored: std::collections::HashMap::new(),
             mandates: Vec::new(),
             flushed_at: now,
             renewed_at: now,
         }
+    }
+
+    pub(super) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub(super) fn store(&self) -> &dyn LedgerStore {
+        &*self.store
+    }
+
+    pub(super) fn node_name(&self) -> &str {
+        &self.config.node
+    }
+
+    pub(super) fn now_unix(&self) -> i64 {
+        self.unix()
     }
 
     fn counters(&self) -> &Counters {
@@ -131,6 +150,7 @@ impl Runner {
         for (ix, request) in refills {
             let _ = self.grant(ix, &request, now);
         }
+        self.mirror_held(renew || due);
     }
 
     /// Follows the live snapshot's mandates (a mandate removed from it keeps its book: its
@@ -182,7 +202,7 @@ impl Runner {
 
     /// Counts a round trip; on an error marks the mandate (or, `ix` past the end, every
     /// mandate) `store_unavailable` and returns the error.
-    fn answered(&self, ix: usize, error: Option<&StoreError>) -> Result<(), NodeError> {
+    pub(super) fn answered(&self, ix: usize, error: Option<&StoreError>) -> Result<(), NodeError> {
         Counters::add(&self.counters().round_trips, 1);
         let Some(error) = error else { return Ok(()) };
         Counters::add(&self.counters().store_errors, 1);

@@ -21,10 +21,11 @@
 
 mod book;
 mod cycle;
+mod held;
 
 pub use cycle::{IDLE_KEEP_CALLS, IDLE_MS, LEASE_CALLS_MIN, LEASE_USE_MS, LOW_WATER_CALLS, LOW_WATER_MS, RETRY_MS};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::store::{LedgerStore, Limits, LimitsCheckError, NODE_NAME_BYTES_MAX, StoreError, check_limits};
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::time::Timestamp;
@@ -101,6 +102,16 @@ pub enum NodeError {
     Thread(String),
     #[error("the node's thread stopped unexpectedly")]
     ThreadPanicked,
+    #[error(
+        "no held call `{0}` in the store: it was approved or refused already, it expired, or it was held within the last poll (retry)"
+    )]
+    UnknownHeld(String),
+    #[error(
+        "held call `{0}` names a mandate or agent this node's documents do not hold; approve it on a node that has them"
+    )]
+    HeldNotHere(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 /// What a node did, for operators and `loadtest --json`.
@@ -184,10 +195,20 @@ struct Shared {
 }
 
 /// A running node. Dropping it drains it.
-#[derive(Debug)]
 pub struct Node {
     shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<Result<(), NodeError>>>,
+    /// For approvals from the caller's thread (`held.rs`).
+    engine: Arc<Engine>,
+    store: held::SharedStore,
+    name: String,
+    clock: fn() -> Timestamp,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("name", &self.name).field("stats", &self.stats()).finish_non_exhaustive()
+    }
 }
 
 impl Node {
@@ -201,7 +222,9 @@ impl Node {
             return Err(NodeError::NotStoreBacked);
         }
         let poll = std::time::Duration::from_millis(config.poll_ms);
-        let Stepper { mut runner, shared } = Stepper::start(engine, store, config)?;
+        let (name, clock) = (config.node.clone(), config.clock);
+        let store: held::SharedStore = Arc::from(store);
+        let Stepper { mut runner, shared } = Stepper::start_shared(Arc::clone(&engine), Arc::clone(&store), config)?;
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("holon-node".to_owned())
@@ -221,7 +244,7 @@ impl Node {
                 if *thread_shared.skip_drain.lock() { Ok(()) } else { runner.drain() }
             })
             .map_err(|e| NodeError::Thread(e.to_string()))?;
-        Ok(Node { shared, thread: Some(thread) })
+        Ok(Node { shared, thread: Some(thread), engine, store, name, clock })
     }
 
     /// What the node has done so far.
@@ -272,6 +295,10 @@ pub struct Stepper {
 impl Stepper {
     /// What [`Node::start`] does before it starts the thread.
     pub fn start(engine: Arc<Engine>, store: Box<dyn LedgerStore>, config: NodeConfig) -> Result<Stepper, NodeError> {
+        Stepper::start_shared(engine, Arc::from(store), config)
+    }
+
+    fn start_shared(engine: Arc<Engine>, store: held::SharedStore, config: NodeConfig) -> Result<Stepper, NodeError> {
         config.check()?;
         if !engine.is_store_backed() {
             return Err(NodeError::NotStoreBacked);

@@ -182,6 +182,15 @@ mod tests {
             fn status(&self, _: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
                 Err(StoreError::Unavailable("down".into()))
             }
+            fn hold(&self, _: &crate::store::HeldCall) -> Result<(), StoreError> {
+                Err(StoreError::Unavailable("down".into()))
+            }
+            fn take_held(&self, _: &str, _: i64) -> Result<Option<crate::store::HeldCall>, StoreError> {
+                Err(StoreError::Unavailable("down".into()))
+            }
+            fn held_calls(&self, _: Option<&str>, _: i64) -> Result<Vec<crate::store::HeldCall>, StoreError> {
+                Err(StoreError::Unavailable("down".into()))
+            }
         }
         let err = check_limits(&Down, "m", limits(1, None)).unwrap_err();
         assert!(matches!(err, LimitsCheckError::Store { .. }), "{err:?}");

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::{
-    FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
     MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
 };
 
@@ -15,6 +15,7 @@ struct Rows {
     days: BTreeMap<(String, u64), DayRow>,
     leases: BTreeMap<u64, LeaseRow>,
     next_lease: u64,
+    held: BTreeMap<String, HeldCall>,
 }
 
 /// Copies of the rows one step changes, written back whole at its end.
@@ -233,5 +234,21 @@ impl LedgerStore for MemoryStore {
             return Err(StoreError::UnknownMandate(m.to_owned()));
         }
         Ok(out)
+    }
+
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        call.check()?;
+        self.rows.lock().held.entry(call.id.clone()).or_insert_with(|| call.clone());
+        Ok(())
+    }
+
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        Ok(self.rows.lock().held.remove(id).filter(|c| c.expires_unix >= now_unix))
+    }
+
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        let rows = self.rows.lock();
+        let live = |c: &&HeldCall| c.expires_unix >= now_unix && mandate.is_none_or(|m| m == c.mandate);
+        Ok(rows.held.values().filter(live).cloned().collect())
     }
 }

@@ -12,6 +12,7 @@
 //! `postgres`), and [`check_limits`] (a mandate's documents against the store's copy).
 
 pub mod escrow;
+pub mod held;
 mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
@@ -22,6 +23,7 @@ mod sql;
 pub mod sqlite;
 
 pub use escrow::EscrowError;
+pub use held::HeldCall;
 pub use limits::{LimitsCheckError, check_limits};
 pub use memory::MemoryStore;
 
@@ -180,6 +182,13 @@ pub trait LedgerStore: Send + Sync {
     fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError>;
     /// Every mandate (or one) with its open leases per node.
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError>;
+    /// Keeps a held call until it is taken or expires (an id already held is left as it is).
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError>;
+    /// Takes a held call out of the store, once: `None` when no such call is held, or it
+    /// expired by `now_unix` (an expired call is removed).
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError>;
+    /// The held calls not expired by `now_unix` (of one mandate, or all), by id.
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError>;
 }
 
 /// A store shared by handles in one process (a node and a reader of the same `memory`
@@ -199,6 +208,15 @@ impl<S: LedgerStore + ?Sized> LedgerStore for std::sync::Arc<S> {
     }
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
         (**self).status(mandate)
+    }
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        (**self).hold(call)
+    }
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        (**self).take_held(id, now_unix)
+    }
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        (**self).held_calls(mandate, now_unix)
     }
 }
 

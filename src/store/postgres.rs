@@ -21,14 +21,14 @@ use postgres::{Client, NoTls, Transaction};
 use r2d2_postgres::{PostgresConnectionManager, r2d2};
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
-use super::sql::{LEASE_COLUMNS, int, lease_row, uint};
+use super::sql::{HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
 use super::{
-    FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
     MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
 };
 
 /// The schema this build writes (table `holon_schema`).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 /// Longest a statement may run (a lock wait included), in milliseconds.
 pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
 /// Longest wait to connect, in seconds.
@@ -58,6 +58,9 @@ CREATE TABLE IF NOT EXISTS holon_leases (
     id BIGSERIAL PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day BIGINT,
     outstanding BIGINT NOT NULL, settled BIGINT NOT NULL, expires BIGINT NOT NULL, state TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS holon_leases_by_node ON holon_leases (node, state);
+CREATE TABLE IF NOT EXISTS holon_held_calls (
+    id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at BIGINT NOT NULL,
+    max_cost BIGINT, by_capability BIGINT NOT NULL, worst BIGINT NOT NULL, expires BIGINT NOT NULL);
 ";
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
@@ -145,8 +148,9 @@ fn create_schema(client: &mut Client) -> Result<(), StoreError> {
         Some(v) if v > SCHEMA_VERSION => {
             return Err(StoreError::NewerSchema { found: i64::from(v), known: i64::from(SCHEMA_VERSION) });
         }
-        Some(_) => {}
-        None => {
+        Some(v) if v == SCHEMA_VERSION => {}
+        // An older schema: its tables were all created `IF NOT EXISTS` above, now say so.
+        Some(_) | None => {
             tx.execute("INSERT INTO holon_schema (version) VALUES ($1)", &[&SCHEMA_VERSION]).map_err(unavailable)?;
         }
     }
@@ -412,6 +416,51 @@ impl LedgerStore for PostgresStore {
                 });
             }
             Ok(out)
+        })
+    }
+
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        call.check()?;
+        let c = held_columns(call)?;
+        self.write(|tx| {
+            tx.execute(
+                &format!(
+                    "INSERT INTO holon_held_calls ({HELD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     ON CONFLICT (id) DO NOTHING"
+                ),
+                &[&c.0, &c.1, &c.2, &c.3, &c.4, &c.5, &c.6, &c.7],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        self.write(|tx| {
+            // Deleted and returned in one statement: two nodes cannot both take it.
+            let row = tx
+                .query_opt(&format!("DELETE FROM holon_held_calls WHERE id = $1 RETURNING {HELD_COLUMNS}"), &[&id])
+                .map_err(unavailable)?;
+            let row: Option<HeldColumns> =
+                row.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)));
+            row.map(held_row).transpose().map(|c| c.filter(|c| c.expires_unix >= now_unix))
+        })
+    }
+
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        self.write(|tx| {
+            let rows = tx
+                .query(
+                    &format!(
+                        "SELECT {HELD_COLUMNS} FROM holon_held_calls
+                         WHERE ($1::TEXT IS NULL OR mandate = $1) AND expires >= $2 ORDER BY id"
+                    ),
+                    &[&mandate, &now_unix],
+                )
+                .map_err(unavailable)?;
+            rows.into_iter()
+                .map(|r| held_row((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7))))
+                .collect()
         })
     }
 }

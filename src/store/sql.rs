@@ -2,7 +2,7 @@
 //! integers, refused rather than wrapped, and a lease row from its columns.
 
 use super::escrow::{EscrowError, LeaseRow};
-use super::{LeaseState, StoreError};
+use super::{HeldCall, LeaseState, StoreError};
 
 /// The columns of a lease, in the order of [`LEASE_COLUMNS`].
 pub(crate) const LEASE_COLUMNS: &str = "id, node, mandate, day, outstanding, settled, expires, state";
@@ -34,4 +34,37 @@ pub(crate) fn lease_row(c: LeaseColumns) -> Result<LeaseRow, StoreError> {
         expires_unix: c.6,
         state,
     })
+}
+
+/// The columns of a held call, in the order of [`HeldColumns`].
+pub(crate) const HELD_COLUMNS: &str = "id, mandate, agent, at, max_cost, by_capability, worst, expires";
+
+/// A held call as a SQL row returns it (`by_capability` as 0 or 1).
+pub(crate) type HeldColumns = (String, String, String, i64, Option<i64>, i64, i64, i64);
+
+pub(crate) fn held_row(c: HeldColumns) -> Result<HeldCall, StoreError> {
+    Ok(HeldCall {
+        id: c.0,
+        mandate: c.1,
+        agent: c.2,
+        at_unix: c.3,
+        max_cost_micros: c.4.map(uint).transpose()?,
+        by_capability: c.5 != 0,
+        worst_micros: uint(c.6)?,
+        expires_unix: c.7,
+    })
+}
+
+/// A held call's columns for an insert.
+pub(crate) fn held_columns(c: &HeldCall) -> Result<HeldColumns, StoreError> {
+    Ok((
+        c.id.clone(),
+        c.mandate.clone(),
+        c.agent.clone(),
+        c.at_unix,
+        c.max_cost_micros.map(int).transpose()?,
+        i64::from(c.by_capability),
+        int(c.worst_micros)?,
+        c.expires_unix,
+    ))
 }

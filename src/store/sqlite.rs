@@ -11,14 +11,16 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
-use super::sql::{LEASE_COLUMNS, LeaseColumns, int, lease_row, uint};
+use super::sql::{
+    HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, LeaseColumns, held_columns, held_row, int, lease_row, uint,
+};
 use super::{
-    FlushEntry, FlushOutcome, GrantRequest, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
     MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 /// Longest wait for another process's write lock, in milliseconds.
 pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -33,6 +35,9 @@ CREATE TABLE IF NOT EXISTS leases (
     id INTEGER PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day INTEGER,
     outstanding INTEGER NOT NULL, settled INTEGER NOT NULL, expires INTEGER NOT NULL, state TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS leases_by_node ON leases (node, state);
+CREATE TABLE IF NOT EXISTS held_calls (
+    id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at INTEGER NOT NULL,
+    max_cost INTEGER, by_capability INTEGER NOT NULL, worst INTEGER NOT NULL, expires INTEGER NOT NULL);
 ";
 
 /// A store in one SQLite file.
@@ -342,6 +347,50 @@ impl LedgerStore for SqliteStore {
                 });
             }
             Ok(out)
+        })
+    }
+
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        call.check()?;
+        let c = held_columns(call)?;
+        self.write(|tx| {
+            tx.execute(
+                &format!("INSERT OR IGNORE INTO held_calls ({HELD_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+                params![c.0, c.1, c.2, c.3, c.4, c.5, c.6, c.7],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        self.write(|tx| {
+            let row: Option<HeldColumns> = tx
+                .query_row(&format!("SELECT {HELD_COLUMNS} FROM held_calls WHERE id = ?1"), [id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                })
+                .optional()
+                .map_err(unavailable)?;
+            tx.execute("DELETE FROM held_calls WHERE id = ?1", [id]).map_err(unavailable)?;
+            row.map(held_row).transpose().map(|c| c.filter(|c| c.expires_unix >= now_unix))
+        })
+    }
+
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        self.write(|tx| {
+            let mut stmt = tx
+                .prepare(&format!(
+                    "SELECT {HELD_COLUMNS} FROM held_calls WHERE (?1 IS NULL OR mandate = ?1) AND expires >= ?2 ORDER BY id"
+                ))
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map(params![mandate, now_unix], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                })
+                .map_err(unavailable)?
+                .collect::<Result<Vec<HeldColumns>, _>>()
+                .map_err(unavailable)?;
+            rows.into_iter().map(held_row).collect()
         })
     }
 }

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "cli")]
 pub(crate) mod cluster;
+pub(crate) mod held;
 #[cfg(feature = "cli")]
 pub(crate) mod job_state;
 pub(crate) mod store_model;

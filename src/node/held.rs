@@ -1,0 +1,141 @@
+//! Held calls through the store (docs/store.md, "Held calls"): the node copies the calls
+//! its engine holds to the store, so the mandate's issuer can approve (or refuse) one on
+//! **any** node, exactly once: approving takes it out of the store in one atomic step.
+
+use super::cycle::Runner;
+use super::{Node, NodeError};
+use crate::engine::{Admission, Call, Engine};
+use crate::money::Amount;
+use crate::pattern::Principal;
+use crate::store::{HeldCall, LedgerStore};
+use crate::time::Timestamp;
+
+/// A held call's id in the store: the holding node's name and its local pending id.
+pub(super) fn store_id(node: &str, local: u64) -> String {
+    format!("{node}:{local}")
+}
+
+impl Runner {
+    /// Copies newly held calls to the store and deletes those refused or expired here;
+    /// with `prune`, forgets here the calls taken from the store elsewhere (approved or
+    /// refused on another node).
+    pub(super) fn mirror_held(&mut self, prune: bool) {
+        let engine = std::sync::Arc::clone(self.engine());
+        if engine.stats().pending == 0 && self.mirrored.is_empty() {
+            return;
+        }
+        let local = engine.held_locally();
+        let snapshot = engine.snapshot();
+        for h in &local {
+            if self.mirrored.contains_key(&h.id) {
+                continue;
+            }
+            let (Some(m), Some(a)) = (snapshot.mandate(h.call.mandate), snapshot.agent(h.call.agent)) else {
+                continue;
+            };
+            let call = HeldCall {
+                id: store_id(self.node_name(), h.id),
+                mandate: m.source.id.clone(),
+                agent: a.source.id.to_string(),
+                at_unix: h.call.at.unix(),
+                max_cost_micros: h.call.max_cost.map(|c| c.micros()),
+                by_capability: h.call.by_capability,
+                worst_micros: h.worst_case.micros(),
+                expires_unix: h.expires_unix,
+            };
+            let result = self.store().hold(&call);
+            if self.answered(usize::MAX, result.as_ref().err()).is_err() {
+                return;
+            }
+            self.mirrored.insert(h.id, call.id);
+        }
+        // Refused or expired here: no longer approvable anywhere.
+        let gone: Vec<(u64, String)> = self
+            .mirrored
+            .iter()
+            .filter(|(id, _)| !local.iter().any(|h| h.id == **id))
+            .map(|(id, sid)| (*id, sid.clone()))
+            .collect();
+        for (id, sid) in gone {
+            let result = self.store().take_held(&sid, self.now_unix());
+            if self.answered(usize::MAX, result.as_ref().err()).is_err() {
+                return;
+            }
+            self.mirrored.remove(&id);
+        }
+        if prune && !self.mirrored.is_empty() {
+            let listed = self.store().held_calls(None, self.now_unix());
+            let Ok(listed) = listed.map_err(|e| self.answered(usize::MAX, Some(&e))) else { return };
+            let _ = self.answered(usize::MAX, None);
+            let taken: Vec<u64> = self
+                .mirrored
+                .iter()
+                .filter(|(_, sid)| !listed.iter().any(|c| &c.id == *sid))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in taken {
+                engine.forget_held(id);
+                self.mirrored.remove(&id);
+            }
+        }
+    }
+}
+
+impl Node {
+    /// The id in the store of a call this node's engine held (`Admission::Held`'s id): the
+    /// one to approve or refuse it by, on any node.
+    pub fn held_id(&self, local: u64) -> String {
+        store_id(&self.name, local)
+    }
+
+    /// The mandate's issuer approves a held call (held on any node): it is taken out of the
+    /// store (once: a second approval finds nothing) and admitted again here, every
+    /// condition checked anew. Anyone but the issuer is refused, and the call stays held. A
+    /// call refused only for want of a lease (`lease_pending`, `store_unavailable`) stays
+    /// held too, so the approval can be given again. A call copied to the store within the
+    /// last poll may not be there yet: [`NodeError::UnknownHeld`], retry.
+    pub fn approve(&self, held_id: &str, approver: &Principal, at: Timestamp) -> Result<Admission<'_>, NodeError> {
+        let now = (self.clock)().unix();
+        let Some(held) = self.store.take_held(held_id, now)? else {
+            return Err(NodeError::UnknownHeld(held_id.to_owned()));
+        };
+        let engine: &Engine = &self.engine;
+        let (Some(mandate), Some(agent)) = (engine.mandate_ix(&held.mandate), engine.agent_ix(&held.agent)) else {
+            self.store.hold(&held)?;
+            return Err(NodeError::HeldNotHere(held_id.to_owned()));
+        };
+        let call = Call {
+            mandate,
+            agent,
+            at,
+            max_cost: held.max_cost_micros.map(Amount::from_micros),
+            by_capability: held.by_capability,
+        };
+        match engine.admit_approved(&call, approver) {
+            Err(e) => {
+                self.store.hold(&held)?;
+                Err(NodeError::Engine(e))
+            }
+            Ok(admission) => {
+                if let Admission::Denied(d) = &admission
+                    && !d.codes.is_empty()
+                    && d.codes.iter().all(|c| {
+                        matches!(c, crate::admission::Code::LeasePending | crate::admission::Code::StoreUnavailable)
+                    })
+                {
+                    self.store.hold(&held)?;
+                }
+                Ok(admission)
+            }
+        }
+    }
+
+    /// Refuses a held call (held on any node): it is taken out of the store; `false` when
+    /// no such call is held (taken already, expired, or never held).
+    pub fn refuse(&self, held_id: &str) -> Result<bool, NodeError> {
+        Ok(self.store.take_held(held_id, (self.clock)().unix())?.is_some())
+    }
+}
+
+/// The store, for [`Node`]'s approvals (shared with its thread).
+pub(super) type SharedStore = std::sync::Arc<dyn LedgerStore>;
