@@ -128,6 +128,8 @@ struct Seen {
     recovered: u64,
     reconciled_live: u64,
     given_back: u64,
+    /// Drains that left some lease open (counted at the end).
+    left_leased: u64,
 }
 
 fn start(store: &Arc<MemoryStore>, node: usize, total_micros: u64) -> Live {
@@ -302,6 +304,15 @@ impl Model {
                     let stats = live.stepper.drain().map_err(|e| e.to_string())?;
                     self.seen.reconciled_live += u64::from(stats.reconciled_micros > 0);
                     self.seen.given_back += u64::from(stats.given_back_micros > 0);
+                    // A drain gives back what it can prove unused; with a `per_day`,
+                    // settled amounts go to leases oldest first whatever their day, so
+                    // some may stay leased (under-use): counted here, as a reconcile
+                    // after their time to live would.
+                    let left = self.store.reconcile(&format!("n{n}"), at.unix(), false).unwrap();
+                    if left.counted_micros > 0 {
+                        self.exact = false;
+                        self.seen.left_leased += 1;
+                    }
                 }
                 None => {
                     self.store.reconcile(&format!("n{n}"), at.unix(), false).unwrap();
@@ -376,6 +387,7 @@ fn the_sequences_reach_every_outcome() {
         total.recovered += seen.recovered;
         total.reconciled_live += seen.reconciled_live;
         total.given_back += seen.given_back;
+        total.left_leased += seen.left_leased;
     }
     eprintln!("{total:?}");
     assert!(total.admitted >= 300, "{total:?}");

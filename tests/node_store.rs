@@ -401,3 +401,112 @@ fn a_version_one_sqlite_store_gains_held_calls_when_opened() {
     assert_eq!(status(&store).limits.total_micros, 1_000);
     common::held::held_calls_are_taken_once_and_expire(&store);
 }
+
+/// A memory store whose flush commits but answers "unavailable" (the answer to a commit
+/// lost on the way back), a given number of times.
+struct LostAnswers {
+    inner: Arc<MemoryStore>,
+    lose: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl LedgerStore for LostAnswers {
+    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+        self.inner.publish_limits(mandate, limits, raise)
+    }
+    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
+        self.inner.grant(request)
+    }
+    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        let outcomes = self.inner.flush(node, entries, now_unix)?;
+        let lose = self.lose.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if lose { Err(StoreError::Unavailable("the answer was lost".into())) } else { Ok(outcomes) }
+    }
+    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
+        self.inner.reconcile(node, now_unix, expired_only)
+    }
+    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
+        self.inner.status(mandate)
+    }
+    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
+        self.inner.hold(call)
+    }
+    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
+        self.inner.take_held(id, now_unix)
+    }
+    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
+        self.inner.held_calls(mandate, now_unix)
+    }
+}
+
+/// Flushes whose commits went through but whose answers were lost are sent again exactly
+/// as they were, and move nothing a second time: the store's spent is what was settled,
+/// every lease goes back, and the drain's own flush (which closes the leases) is among
+/// the lost answers. Before flushes carried what each lease held, a repeated give-back was
+/// applied twice (budget freed that the node still used) or the node was stuck on a lease
+/// its lost flush had closed.
+#[test]
+fn a_flush_whose_answer_was_lost_is_sent_again_and_applied_once() {
+    let inner = Arc::new(MemoryStore::new());
+    let lose = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (engine, call) = engine("10", at);
+    let store = Box::new(LostAnswers { inner: Arc::clone(&inner), lose: Arc::clone(&lose) });
+    let node = Node::start(Arc::clone(&engine), store, config("n1", at)).unwrap();
+    let (first, _) = spend_until_refused(&engine, &call, 700, 300);
+    lose.store(3, Ordering::SeqCst);
+    let (second, _) = spend_until_refused(&engine, &call, 700, 300);
+    std::thread::sleep(Duration::from_millis(200));
+    lose.store(1, Ordering::SeqCst);
+    node.drain().unwrap_err();
+    // The drain's answer was lost: its flush committed anyway.
+    let s = inner.status(Some("m0")).unwrap().remove(0);
+    assert_eq!(s.spent_micros, first + second, "each settlement counted once");
+    assert_eq!(s.leased_micros, 0, "every unused lease given back once");
+    // A flush that names a lease the store closed is answered, not refused.
+    let closed = FlushEntry { lease: 1, expect_outstanding_micros: Some(5), ..FlushEntry::default() };
+    assert!(inner.flush("n1", &[closed], 0).is_ok());
+}
+
+#[test]
+fn a_flush_entry_that_expects_another_outstanding_is_refused_and_changes_nothing() {
+    let store = MemoryStore::new();
+    store.publish_limits("m", Limits { total_micros: 100_000, per_day_micros: None }, false).unwrap();
+    let request = GrantRequest {
+        node: "n".into(),
+        mandate: "m".into(),
+        day: None,
+        want_micros: 100,
+        min_micros: 1,
+        ttl_s: 30,
+        now_unix: 0,
+    };
+    let lease = store.grant(&request).unwrap().unwrap();
+    let entry = |expect| FlushEntry {
+        lease: lease.id,
+        settle_micros: 10,
+        give_back_micros: 20,
+        expect_outstanding_micros: Some(expect),
+        ..FlushEntry::default()
+    };
+    store.flush("n", &[entry(100)], 0).unwrap();
+    // The same entry again: applied already, nothing moves.
+    assert_eq!(store.flush("n", &[entry(100)], 0).unwrap()[0].outstanding_micros, 70);
+    assert!(store.flush("n", &[entry(90)], 0).is_err(), "a node and a store that disagree");
+    let s = store.status(Some("m")).unwrap().remove(0);
+    assert_eq!((s.spent_micros, s.leased_micros), (10, 70));
+}
+
+#[test]
+fn a_restarted_node_never_reuses_a_held_call_id_and_an_engine_has_one_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = engine("10", at);
+    let first = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", at)).unwrap();
+    assert!(matches!(
+        Node::start(Arc::clone(&engine), sqlite(&dir), config("n2", at)),
+        Err(holon::node::NodeError::AlreadyAttached)
+    ));
+    let id = first.held_id(7);
+    first.drain().unwrap();
+    let again = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", at)).unwrap();
+    assert_ne!(again.held_id(7), id, "local ids start again at every start; store ids must not");
+    again.drain().unwrap();
+}

@@ -13,7 +13,7 @@
 //! gives a dead node's remainder back) is caught.
 
 mod common;
-use common::store_model::{Covered, op, reconciled_leases_are_kept_and_closed_ones_deleted, run, share_one_budget};
+use common::store_model::{Covered, op, reconciled_and_closed_leases_are_kept, run, share_one_budget};
 use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits, MemoryStore};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -108,9 +108,9 @@ mod sqlite {
     }
 
     #[test]
-    fn the_sqlite_store_keeps_reconciled_leases_and_deletes_closed_ones() {
+    fn the_sqlite_store_keeps_reconciled_and_closed_leases() {
         let (store, dir) = temp_store("kept");
-        reconciled_leases_are_kept_and_closed_ones_deleted(&store);
+        reconciled_and_closed_leases_are_kept(&store);
         drop(store);
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -140,8 +140,8 @@ mod sqlite {
 }
 
 #[test]
-fn the_memory_store_keeps_reconciled_leases_and_deletes_closed_ones() {
-    reconciled_leases_are_kept_and_closed_ones_deleted(&MemoryStore::new());
+fn the_memory_store_keeps_reconciled_and_closed_leases() {
+    reconciled_and_closed_leases_are_kept(&MemoryStore::new());
 }
 
 #[test]
@@ -180,7 +180,14 @@ fn a_limit_lowered_under_a_live_lease_stops_new_grants_but_not_the_lease() {
     // No new lease while spent + leased is at or above the lowered limit.
     assert_eq!(store.grant(&ask("b", 1)).unwrap(), None);
     // Node a's lease stays valid: what it admitted against it is settled.
-    let entry = FlushEntry { lease: a.id, settle_micros: 550, give_back_micros: 50, close: true, renew_ttl_s: None };
+    let entry = FlushEntry {
+        lease: a.id,
+        settle_micros: 550,
+        give_back_micros: 50,
+        close: true,
+        renew_ttl_s: None,
+        expect_outstanding_micros: None,
+    };
     let out = store.flush("a", &[entry], 0).unwrap();
     assert_eq!(out[0].state, LeaseState::Closed);
     let status = &store.status(Some("m")).unwrap()[0];
@@ -237,6 +244,7 @@ fn adaptive_leases_are_large_while_plentiful_and_strand_at_most_one_percent() {
                 give_back_micros: lease.amount_micros - calls * CALL,
                 close: true,
                 renew_ttl_s: None,
+                expect_outstanding_micros: None,
             };
             store.flush(&format!("n{n}"), &[entry], 0).unwrap();
             admitted += calls;
@@ -340,7 +348,14 @@ fn a_batch_that_uses_a_lease_it_closed_is_refused_whole() {
     let store = MemoryStore::new();
     store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     let lease = store.grant(&request("a", "m", 100, 100, 0, None)).unwrap().unwrap();
-    let close = FlushEntry { lease: lease.id, settle_micros: 10, give_back_micros: 90, close: true, renew_ttl_s: None };
+    let close = FlushEntry {
+        lease: lease.id,
+        settle_micros: 10,
+        give_back_micros: 90,
+        close: true,
+        renew_ttl_s: None,
+        expect_outstanding_micros: None,
+    };
     let again = FlushEntry { lease: lease.id, settle_micros: 5, ..FlushEntry::default() };
     let before = store.status(None).unwrap();
     assert!(store.flush("a", &[close, again], 0).is_err());

@@ -6,7 +6,7 @@
 #![cfg(feature = "postgres")]
 
 mod common;
-use common::store_model::{op, reconciled_leases_are_kept_and_closed_ones_deleted, run, share_one_budget};
+use common::store_model::{op, reconciled_and_closed_leases_are_kept, run, share_one_budget};
 use holon::store::postgres::{POOL_CONNECTIONS_MAX, POOL_WAIT_MS, PostgresStore};
 use holon::store::{FlushEntry, GrantRequest, LedgerStore, Limits, StoreError};
 use proptest::strategy::{Strategy, ValueTree};
@@ -96,7 +96,7 @@ fn the_postgres_store() {
     a_lease_renewed_while_a_reconcile_waits_is_left_alone(&server);
     bad_urls_and_newer_schemas_are_clear_errors(&server);
     one_handle_holds_at_most_its_pool(&server);
-    reconciled_leases_are_kept_and_closed_ones_deleted(&PostgresStore::connect(&server.fresh("holon_kept")).unwrap());
+    reconciled_and_closed_leases_are_kept(&PostgresStore::connect(&server.fresh("holon_kept")).unwrap());
     held_calls_are_taken_once(&server);
 }
 

@@ -186,7 +186,9 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
             match &top.approve_as {
                 Some(who) => {
                     let id = p.id;
-                    admission = retrying_approval(|| engine.approve(id, who, s.at))?;
+                    // Through the node: the held call is in the store, approvable on any node.
+                    let held = run.node().held_id(id);
+                    admission = retrying_approval(|| run.node().approve(&held, who, s.at))?;
                     outln!("    approved by {who}")?;
                 }
                 None => continue,
@@ -315,21 +317,22 @@ fn retrying<'e>(mut admit: impl FnMut() -> Admission<'e>) -> Admission<'e> {
     }
 }
 
-/// [`retrying`] for an approval (a held call stays held while its admission waits for a
-/// lease).
+/// [`retrying`] for an approval through the node: the held call reaches the store within
+/// a poll (until then it is unknown there), and a call refused for want of a lease stays
+/// held.
 fn retrying_approval<'e>(
-    mut approve: impl FnMut() -> Result<Admission<'e>, holon::engine::EngineError>,
+    mut approve: impl FnMut() -> Result<Admission<'e>, holon::node::NodeError>,
 ) -> anyhow::Result<Admission<'e>> {
     let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
     loop {
-        let admission = approve()?;
-        match &admission {
-            Admission::Denied(d)
-                if d.codes.iter().all(|c| c == Code::LeasePending) && std::time::Instant::now() < deadline =>
-            {
+        let waiting = std::time::Instant::now() < deadline;
+        match approve() {
+            Err(holon::node::NodeError::UnknownHeld(_)) if waiting => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => return Err(e.into()),
+            Ok(Admission::Denied(d)) if d.codes.iter().all(|c| c == Code::LeasePending) && waiting => {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            _ => return Ok(admission),
+            Ok(admission) => return Ok(admission),
         }
     }
 }

@@ -68,6 +68,11 @@ impl StoreRun {
         Ok(StoreRun { node, reader, options: options.clone() })
     }
 
+    /// The node (to approve held calls through the store).
+    pub(super) fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// Drains the node (flush, give back) and reads what the store counts as spent on
     /// the mandates it holds (every mandate when `mandate` is `None`).
     pub(super) fn finish(

@@ -380,9 +380,6 @@ impl Ledger {
         lease_into: Option<usize>,
         clock_day: &impl Fn() -> u64,
     ) -> Result<Charge, CodeSet> {
-        if self.central.store_backed {
-            self.central.allowance.note_worst(worst_micros);
-        }
         // Day 0 cannot tag a lease under a daily limit (it means `DAYLESS`).
         let lease_into = lease_into.filter(|_| limits.day_micros_max.is_none() || today != DAYLESS);
         // Step 1: `claimed`. A failed CAS backs off (spins a little longer each time) so
@@ -427,6 +424,11 @@ impl Ledger {
                 }
             }
         };
+        // A store-backed ledger's lease unit: the largest worst case it reserved (a refused
+        // call's is only the next refill's need, so one oversized call cannot inflate it).
+        if self.central.store_backed {
+            self.central.allowance.note_worst(worst_micros);
+        }
         let mut charge = Charge::exact(worst_micros, day);
         if let (Some(shard), true) = (lease_into, extra > 0) {
             // The day actually charged (a word on a later day keeps its day).

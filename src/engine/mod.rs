@@ -214,6 +214,9 @@ pub struct Engine {
     sink: Arc<dyn ReceiptSink>,
     config: EngineConfig,
     publish_lock: parking_lot::Mutex<u64>,
+    /// Whether a node supplies this engine (at most one: two would flush its settlements
+    /// twice).
+    node_attached: parking_lot::Mutex<bool>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -253,6 +256,7 @@ impl Engine {
             sink,
             config,
             publish_lock: parking_lot::Mutex::new(0),
+            node_attached: parking_lot::Mutex::new(false),
         }
     }
 
@@ -285,6 +289,16 @@ impl Engine {
     /// ([`EngineConfig::store_backed`]).
     pub fn is_store_backed(&self) -> bool {
         self.config.store_backed
+    }
+
+    /// Claims this engine for a node: `false` if one already supplies it.
+    pub(crate) fn attach_node(&self) -> bool {
+        !std::mem::replace(&mut *self.node_attached.lock(), true)
+    }
+
+    /// Releases the claim of [`Engine::attach_node`].
+    pub(crate) fn detach_node(&self) {
+        *self.node_attached.lock() = false;
     }
 
     /// The live snapshot (for inspection; admission loads it itself).

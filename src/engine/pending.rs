@@ -167,6 +167,11 @@ impl Engine {
         self.remove_pending(pending).map(|_| ()).ok_or(EngineError::UnknownPending(pending))
     }
 
+    /// How many calls are held here now (cheap: no slot is scanned, unlike `stats`).
+    pub fn held_count(&self) -> usize {
+        self.pending.len()
+    }
+
     /// The calls held here now (a node copies them to its store).
     pub fn held_locally(&self) -> Vec<HeldLocally> {
         self.pending

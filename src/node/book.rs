@@ -100,6 +100,12 @@ pub(crate) struct Committed {
 }
 
 impl Book {
+    /// A book for a ledger that has settled `settled_micros` already (not this node's to
+    /// flush).
+    pub(crate) fn starting_at(settled_micros: u64) -> Self {
+        Book { settled_seen_micros: settled_micros, ..Book::default() }
+    }
+
     /// Records a lease the store granted (and the ledger's allowance took in).
     pub(crate) fn add(&mut self, lease: &Lease, day: Option<u64>) {
         self.leases.push(Held { id: lease.id, day, outstanding_micros: lease.amount_micros });
@@ -150,8 +156,15 @@ impl Book {
     /// with nothing outstanding is closed.
     pub(crate) fn plan(&self, settled_now_micros: u64, renew_ttl_s: Option<u64>) -> Plan {
         let mut rest: Vec<Held> = self.leases.clone();
-        let mut entries: Vec<FlushEntry> =
-            rest.iter().map(|l| FlushEntry { lease: l.id, renew_ttl_s, ..FlushEntry::default() }).collect();
+        let mut entries: Vec<FlushEntry> = rest
+            .iter()
+            .map(|l| FlushEntry {
+                lease: l.id,
+                renew_ttl_s,
+                expect_outstanding_micros: Some(l.outstanding_micros),
+                ..FlushEntry::default()
+            })
+            .collect();
         // Settled since the last flush; a reconciled lease already counted the first part.
         let fresh = settled_now_micros.saturating_sub(self.settled_seen_micros);
         let prepaid_used = fresh.min(self.prepaid_micros);

@@ -26,6 +26,19 @@ pub const IDLE_KEEP_CALLS: u64 = 10;
 /// After the store failed or granted nothing, the next try on that mandate waits this
 /// long, in milliseconds (a refused call asks again sooner: it sets the need).
 pub const RETRY_MS: u64 = 100;
+/// The longest wait between two tries on a mandate whose budget the store said is spent,
+/// in milliseconds (budget given back by other nodes is found within it).
+pub const RETRY_MS_MAX: u64 = 1_000;
+
+/// The claim a node holds on its engine ([`Engine::attach_node`]), released when the node
+/// stops (drained, halted, or dropped as in a crash).
+pub(super) struct Attached(pub(super) Arc<Engine>);
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.detach_node();
+    }
+}
 
 /// One mandate as the node follows it.
 struct Tracked {
@@ -41,6 +54,9 @@ struct Tracked {
     seen_at: Instant,
     last_use_at: Instant,
     retry_at: Option<Instant>,
+    /// The wait before the next try once the store granted nothing: doubles each time, up
+    /// to `RETRY_MS_MAX`, so an exhausted mandate does not keep the store busy.
+    backoff_ms: u64,
     /// The UTC day whose past leases were last given back.
     rolled_day: u64,
 }
@@ -53,6 +69,11 @@ pub(super) struct Runner {
     generation: u64,
     /// Held calls copied to the store: local pending id → the store's id.
     pub(super) mirrored: std::collections::HashMap<u64, String>,
+    /// A flush batch whose commit failed, to send again as it was.
+    replay: Option<Vec<(usize, Plan)>>,
+    /// This run's number, in the store ids of its held calls.
+    pub(super) run_id: u64,
+    _attached: Attached,
     mandates: Vec<Tracked>,
     flushed_at: Instant,
     renewed_at: Instant,
@@ -64,6 +85,8 @@ impl Runner {
         store: Arc<dyn LedgerStore>,
         config: NodeConfig,
         shared: Arc<Shared>,
+        run_id: u64,
+        attached: Attached,
     ) -> Self {
         let now = Instant::now();
         Runner {
@@ -73,6 +96,9 @@ impl Runner {
             shared,
             generation: u64::MAX,
             mirrored: std::collections::HashMap::new(),
+            replay: None,
+            run_id,
+            _attached: attached,
             mandates: Vec::new(),
             flushed_at: now,
             renewed_at: now,
@@ -93,6 +119,10 @@ impl Runner {
 
     pub(super) fn now_unix(&self) -> i64 {
         self.unix()
+    }
+
+    pub(super) fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     fn counters(&self) -> &Counters {
@@ -173,12 +203,15 @@ impl Runner {
                     ledger: Arc::clone(&m.ledger),
                     documents,
                     published: None,
-                    book: Book::default(),
+                    // What this engine settled before the node started is not this node's
+                    // to flush (a second node on one engine would flush it twice).
+                    book: Book::starting_at(m.ledger.settled_micros()),
                     rate_micros_per_s: 0,
                     used_seen_micros: m.ledger.used_micros(),
                     seen_at: now,
                     last_use_at: now,
                     retry_at: None,
+                    backoff_ms: RETRY_MS,
                     rolled_day: 0,
                 }),
             }
@@ -265,7 +298,10 @@ impl Runner {
             }
             return None;
         }
-        let waiting = t.retry_at.is_some_and(|at| now < at) && need == 0;
+        // A refused call asks for a refill at once, unless the store said the budget is
+        // spent: then the backoff holds.
+        let exhausted = ledger.store_state() == StoreState::TotalExhausted;
+        let waiting = t.retry_at.is_some_and(|at| now < at) && (need == 0 || exhausted);
         if (free >= low && need <= free) || waiting {
             return None;
         }
@@ -308,6 +344,7 @@ impl Runner {
         let Some(t) = self.mandates.get_mut(ix) else { return Ok(()) };
         let (ledger, day) = (Arc::clone(&t.ledger), request.day);
         t.retry_at = None;
+        t.backoff_ms = RETRY_MS;
         t.book.add(&lease, day);
         Counters::add(&self.shared.counters.grants, 1);
         Counters::add(&self.shared.counters.granted_micros, lease.amount_micros);
@@ -332,28 +369,45 @@ impl Runner {
             t.ledger.set_store_state(StoreState::Leasing);
             return;
         }
+        // One call larger than what is left must not make the budget look spent for the
+        // usual calls: compare what is left with the usual call's worst case.
+        let usual = t.ledger.worst_max_micros().max(1).min(request.min_micros);
         let status = self.store.status(Some(&request.mandate));
         if self.answered(ix, status.as_ref().err()).is_err() {
             return;
         }
-        let Some(t) = self.mandates.get(ix) else { return };
+        let Some(t) = self.mandates.get_mut(ix) else { return };
         let left = status
             .ok()
             .and_then(|s| s.into_iter().next())
             .map_or(0, |s| s.limits.total_micros.saturating_sub(s.spent_micros).saturating_sub(s.leased_micros));
-        let state = if left < request.min_micros {
+        let state = if left < usual {
             StoreState::TotalExhausted
         } else if request.day.is_some() {
             StoreState::DayExhausted
         } else {
             StoreState::Leasing
         };
+        // Back off only when the total is surely spent (what is left is below the usual
+        // call); a day inferred full may be a call larger than the usual, asked again soon.
+        if state == StoreState::TotalExhausted {
+            t.retry_at = Some(Instant::now() + Duration::from_millis(t.backoff_ms));
+            t.backoff_ms = t.backoff_ms.saturating_mul(2).min(RETRY_MS_MAX);
+        }
         t.ledger.set_store_state(state);
     }
 
     /// One group commit of every mandate's settled amounts and give-backs, renewing every
     /// lease's time to live when `renew`.
     fn flush(&mut self, renew: bool) -> bool {
+        // A flush whose commit failed goes again first, exactly as it was: the store may
+        // have committed it (the answer was lost), and its entries say what each lease held
+        // before, so a second application moves nothing (`expect_outstanding_micros`).
+        if let Some(batch) = self.replay.take()
+            && !self.commit(batch)
+        {
+            return false;
+        }
         let ttl = renew.then_some(self.config.lease_ttl_s);
         let plans: Vec<(usize, Plan)> = self
             .mandates
@@ -366,23 +420,29 @@ impl Runner {
             .filter(|(_, plan)| !plan.entries.is_empty())
             .collect();
         self.flushed_at = Instant::now();
-        if renew {
-            self.renewed_at = self.flushed_at;
-        }
-        // Batches of whole mandates, each within the store's limit per flush.
+        // Batches of whole mandates, each within the store's limit per flush; a batch that
+        // fails stops the flush (the rest is planned again next time).
         let mut batch: Vec<(usize, Plan)> = Vec::new();
         let mut entries = 0usize;
         let mut committed = true;
         for (ix, plan) in plans {
             if entries + plan.entries.len() > FLUSH_ENTRIES_MAX && !batch.is_empty() {
-                committed &= self.commit(std::mem::take(&mut batch));
+                committed = self.commit(std::mem::take(&mut batch));
                 entries = 0;
+                if !committed {
+                    break;
+                }
             }
             entries += plan.entries.len();
             batch.push((ix, plan));
         }
-        if !batch.is_empty() {
-            committed &= self.commit(batch);
+        if committed && !batch.is_empty() {
+            committed = self.commit(batch);
+        }
+        // A renewal that failed is tried again at the next flush, not a third of a time to
+        // live later.
+        if renew && committed {
+            self.renewed_at = self.flushed_at;
         }
         let (leases, leased) = self.mandates.iter().fold((0u64, 0u64), |(n, m), t| {
             let count = u64::try_from(t.book.lease_count()).unwrap_or(u64::MAX);
@@ -401,9 +461,11 @@ impl Runner {
                 let _ = self.answered(usize::MAX, None);
                 outcomes
             }
-            // Nothing was written: the same amounts go in the next flush.
+            // Maybe written, maybe not (the answer to a commit can be lost): the same batch
+            // goes again first in the next flush.
             Err(e) => {
                 let _ = self.answered(usize::MAX, Some(&e));
+                self.replay = Some(batch);
                 return false;
             }
         };
@@ -434,8 +496,11 @@ impl Runner {
             let rest = ledger.withdraw_allowance(u64::MAX, None);
             t.book.give_back(if day.is_some() { GiveBackFrom::Before(today) } else { GiveBackFrom::Day(None) }, rest);
             // Nothing reserved any more: no call will spend through any lease, so what is
-            // owed may come from any of them.
-            if ledger.used_micros() == ledger.settled_micros() {
+            // owed may come from any of them. Not with a `per_day`: settled amounts go to
+            // leases oldest first, whatever their day, so a give-back from any lease could
+            // free a day's capacity its calls used; what cannot go back stays leased until
+            // the lease's time to live passes and a reconcile counts it (under-use only).
+            if day.is_none() && ledger.used_micros() == ledger.settled_micros() {
                 t.book.owe_anywhere();
             }
         }

@@ -10,9 +10,21 @@ use crate::pattern::Principal;
 use crate::store::{HeldCall, LedgerStore};
 use crate::time::Timestamp;
 
-/// A held call's id in the store: the holding node's name and its local pending id.
-pub(super) fn store_id(node: &str, local: u64) -> String {
-    format!("{node}:{local}")
+/// A held call's id in the store: the holding node's name, its run (local pending ids
+/// start again at every start, so a restarted node's ids would meet its last run's), and
+/// its local pending id.
+pub(super) fn store_id(node: &str, run: u64, local: u64) -> String {
+    format!("{node}:{run:016x}:{local}")
+}
+
+/// A number for this run of a node, unlikely to repeat: the standard library's randomly
+/// seeded hasher over the time and the process id.
+pub(super) fn run_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    hasher.write_u32(std::process::id());
+    hasher.finish()
 }
 
 impl Runner {
@@ -21,7 +33,8 @@ impl Runner {
     /// refused on another node).
     pub(super) fn mirror_held(&mut self, prune: bool) {
         let engine = std::sync::Arc::clone(self.engine());
-        if engine.stats().pending == 0 && self.mirrored.is_empty() {
+        // Every poll: a cheap count (`stats` would scan every reservation slot).
+        if engine.held_count() == 0 && self.mirrored.is_empty() {
             return;
         }
         let local = engine.held_locally();
@@ -34,7 +47,7 @@ impl Runner {
                 continue;
             };
             let call = HeldCall {
-                id: store_id(self.node_name(), h.id),
+                id: store_id(self.node_name(), self.run_id, h.id),
                 mandate: m.source.id.clone(),
                 agent: a.source.id.to_string(),
                 at_unix: h.call.at.unix(),
@@ -43,11 +56,23 @@ impl Runner {
                 worst_micros: h.worst_case.micros(),
                 expires_unix: h.expires_unix,
             };
-            let result = self.store().hold(&call);
-            if self.answered(usize::MAX, result.as_ref().err()).is_err() {
-                return;
+            match self.store().hold(&call) {
+                Ok(()) => {
+                    let _ = self.answered(usize::MAX, None);
+                    self.mirrored.insert(h.id, call.id);
+                }
+                // The store is away: try again at the next poll.
+                Err(e @ crate::store::StoreError::Unavailable(_)) => {
+                    let _ = self.answered(usize::MAX, Some(&e));
+                    return;
+                }
+                // This call cannot be kept (an amount too large for the store, say): it
+                // stays held here only, and the others go on.
+                Err(_) => {
+                    super::Counters::add(&self.shared().counters.store_errors, 1);
+                    self.mirrored.insert(h.id, String::new());
+                }
             }
-            self.mirrored.insert(h.id, call.id);
         }
         // Refused or expired here: no longer approvable anywhere.
         let gone: Vec<(u64, String)> = self
@@ -57,6 +82,10 @@ impl Runner {
             .map(|(id, sid)| (*id, sid.clone()))
             .collect();
         for (id, sid) in gone {
+            if sid.is_empty() {
+                self.mirrored.remove(&id);
+                continue;
+            }
             let result = self.store().take_held(&sid, self.now_unix());
             if self.answered(usize::MAX, result.as_ref().err()).is_err() {
                 return;
@@ -85,7 +114,7 @@ impl Node {
     /// The id in the store of a call this node's engine held (`Admission::Held`'s id): the
     /// one to approve or refuse it by, on any node.
     pub fn held_id(&self, local: u64) -> String {
-        store_id(&self.name, local)
+        store_id(&self.name, self.run_id, local)
     }
 
     /// The mandate's issuer approves a held call (held on any node): it is taken out of the

@@ -23,7 +23,9 @@ mod book;
 mod cycle;
 mod held;
 
-pub use cycle::{IDLE_KEEP_CALLS, IDLE_MS, LEASE_CALLS_MIN, LEASE_USE_MS, LOW_WATER_CALLS, LOW_WATER_MS, RETRY_MS};
+pub use cycle::{
+    IDLE_KEEP_CALLS, IDLE_MS, LEASE_CALLS_MIN, LEASE_USE_MS, LOW_WATER_CALLS, LOW_WATER_MS, RETRY_MS, RETRY_MS_MAX,
+};
 
 use crate::engine::{Engine, EngineError};
 use crate::store::{LedgerStore, Limits, LimitsCheckError, NODE_NAME_BYTES_MAX, StoreError, check_limits};
@@ -102,6 +104,8 @@ pub enum NodeError {
     Thread(String),
     #[error("the node's thread stopped unexpectedly")]
     ThreadPanicked,
+    #[error("a node already supplies this engine; one engine has one node (two would flush its settlements twice)")]
+    AlreadyAttached,
     #[error(
         "no held call `{0}` in the store: it was approved or refused already, it expired, or it was held within the last poll (retry)"
     )]
@@ -203,6 +207,7 @@ pub struct Node {
     store: held::SharedStore,
     name: String,
     clock: fn() -> Timestamp,
+    run_id: u64,
 }
 
 impl std::fmt::Debug for Node {
@@ -225,6 +230,7 @@ impl Node {
         let (name, clock) = (config.node.clone(), config.clock);
         let store: held::SharedStore = Arc::from(store);
         let Stepper { mut runner, shared } = Stepper::start_shared(Arc::clone(&engine), Arc::clone(&store), config)?;
+        let run_id = runner.run_id;
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("holon-node".to_owned())
@@ -244,7 +250,7 @@ impl Node {
                 if *thread_shared.skip_drain.lock() { Ok(()) } else { runner.drain() }
             })
             .map_err(|e| NodeError::Thread(e.to_string()))?;
-        Ok(Node { shared, thread: Some(thread), engine, store, name, clock })
+        Ok(Node { shared, thread: Some(thread), engine, store, name, clock, run_id })
     }
 
     /// What the node has done so far.
@@ -303,6 +309,11 @@ impl Stepper {
         if !engine.is_store_backed() {
             return Err(NodeError::NotStoreBacked);
         }
+        if !engine.attach_node() {
+            return Err(NodeError::AlreadyAttached);
+        }
+        // From here the runner (or this guard, on an early error) releases the claim.
+        let attached = cycle::Attached(Arc::clone(&engine));
         // Documents raised without the store (`holon ledger raise`) are an error before
         // anything is written: the node would otherwise run on limits nobody chose.
         for m in engine.snapshot().mandates() {
@@ -315,7 +326,7 @@ impl Stepper {
         let recovered = store.reconcile(&config.node, (config.clock)().unix(), false)?;
         Counters::add(&shared.counters.round_trips, 1);
         Counters::add(&shared.counters.recovered_micros, recovered.counted_micros);
-        let mut runner = cycle::Runner::new(engine, store, config, Arc::clone(&shared));
+        let mut runner = cycle::Runner::new(engine, store, config, Arc::clone(&shared), held::run_id(), attached);
         runner.first_cycle()?;
         Ok(Stepper { runner, shared })
     }

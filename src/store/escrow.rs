@@ -62,6 +62,12 @@ pub enum EscrowError {
         "the store's totals are inconsistent: {0}; run `holon ledger status` and restore the store from its backup"
     )]
     Inconsistent(&'static str),
+    #[error(
+        "lease {lease} holds {found} outstanding, not the {expected} its node expected; its node and the store disagree: reconcile the node (`holon ledger reconcile`) or restart it"
+    )]
+    NotExpected { lease: u64, expected: u64, found: u64 },
+    #[error("lease {lease} is closed: nothing more can be settled or given back through it")]
+    LeaseClosed { lease: u64 },
 }
 
 impl MandateRow {
@@ -157,10 +163,34 @@ pub(crate) fn flush(
     if lease.node != node {
         return Err(EscrowError::NotOwner { lease: lease.id, owner: lease.node.clone(), node: node.to_owned() });
     }
+    let moved = entry.settle_micros.checked_add(entry.give_back_micros).ok_or(EscrowError::Overflow)?;
+    // A closed lease moves nothing more. Its closing entry sent again (the answer to its
+    // commit was lost) is answered as applied; any other money through it is refused, so
+    // no settlement can vanish into a closed lease.
+    if lease.state == LeaseState::Closed {
+        let replay = entry.close && entry.expect_outstanding_micros.and_then(|e| e.checked_sub(moved)) == Some(0);
+        if moved > 0 && !replay {
+            return Err(EscrowError::LeaseClosed { lease: lease.id });
+        }
+        return Ok(FlushOutcome { lease: lease.id, state: lease.state, outstanding_micros: 0 });
+    }
     if lease.state != LeaseState::Open {
         return Ok(FlushOutcome { lease: lease.id, state: lease.state, outstanding_micros: 0 });
     }
-    let moved = entry.settle_micros.checked_add(entry.give_back_micros).ok_or(EscrowError::Overflow)?;
+    if let Some(expected) = entry.expect_outstanding_micros
+        && lease.outstanding_micros != expected
+    {
+        // Applied already: the node sent this flush again because the answer to its commit
+        // was lost. Nothing moves a second time.
+        if moved > 0 && expected.checked_sub(moved) == Some(lease.outstanding_micros) {
+            return Ok(FlushOutcome {
+                lease: lease.id,
+                state: lease.state,
+                outstanding_micros: lease.outstanding_micros,
+            });
+        }
+        return Err(EscrowError::NotExpected { lease: lease.id, expected, found: lease.outstanding_micros });
+    }
     let Some(outstanding) = lease.outstanding_micros.checked_sub(moved) else {
         return Err(EscrowError::MoreThanOutstanding {
             lease: lease.id,
@@ -183,7 +213,8 @@ pub(crate) fn flush(
     if entry.close && outstanding == 0 {
         lease.state = LeaseState::Closed;
     } else if let Some(ttl_s) = entry.renew_ttl_s {
-        lease.expires_unix = now_unix.saturating_add_unsigned(ttl_s);
+        // Never shortened (a node clock that went back must not expire a live lease).
+        lease.expires_unix = lease.expires_unix.max(now_unix.saturating_add_unsigned(ttl_s));
     }
     debug_assert!(mandate.spent_micros >= spent_before, "spent is never lowered");
     debug_assert!(mandate.spent_micros == spent_before + entry.settle_micros);

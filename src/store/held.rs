@@ -7,8 +7,8 @@
 
 use super::{MANDATE_ID_BYTES_MAX, StoreError, check_name};
 
-/// Longest held-call id (`NODE:NUMBER`), in bytes.
-pub const HELD_ID_BYTES_MAX: usize = 160;
+/// Longest held-call id (`NODE:RUN:NUMBER`), in bytes.
+pub const HELD_ID_BYTES_MAX: usize = 192;
 /// Longest agent id the store keeps with a held call, in bytes.
 pub const AGENT_ID_BYTES_MAX: usize = 512;
 
@@ -16,7 +16,8 @@ pub const AGENT_ID_BYTES_MAX: usize = 512;
 /// admit it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldCall {
-    /// Unique in the store: the holding node's name and its local pending id (`NODE:ID`).
+    /// Unique in the store: the holding node's name, its run and its local pending id
+    /// (`NODE:RUN:ID`).
     pub id: String,
     pub mandate: String,
     pub agent: String,

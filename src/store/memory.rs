@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::{
-    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits,
+    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
+    check_name, grant_day,
 };
 
 #[derive(Debug, Default)]
@@ -15,6 +16,9 @@ struct Rows {
     days: BTreeMap<(String, u64), DayRow>,
     leases: BTreeMap<u64, LeaseRow>,
     next_lease: u64,
+    /// Closed leases, apart (nothing counts them; a repeated flush finds them), purged
+    /// `CLOSED_LEASE_KEEP_S` after their expiry.
+    closed: BTreeMap<u64, LeaseRow>,
     held: BTreeMap<String, HeldCall>,
 }
 
@@ -27,13 +31,12 @@ struct Staged {
 }
 
 impl Staged {
-    /// A lease as the step sees it: a lease this step closed is gone, as it will be once
-    /// committed (the SQL stores delete it at once).
+    /// A lease as the step sees it.
     fn lease(&self, rows: &Rows, id: u64) -> Result<LeaseRow, StoreError> {
         self.leases
             .get(&id)
             .or_else(|| rows.leases.get(&id))
-            .filter(|l| l.state != LeaseState::Closed)
+            .or_else(|| rows.closed.get(&id))
             .cloned()
             .ok_or(StoreError::UnknownLease(id))
     }
@@ -65,11 +68,12 @@ impl Staged {
     fn commit(self, rows: &mut Rows) {
         rows.mandates.extend(self.mandates);
         rows.days.extend(self.days);
+        // Closed and reconciled leases are kept (a late or repeated flush finds them and
+        // moves nothing); closed ones apart, purged `CLOSED_LEASE_KEEP_S` after their expiry.
         for (id, lease) in self.leases {
-            // A closed lease is done: nothing can move through it again, so it is dropped
-            // (a reconciled one is kept, to tell its node on a late flush).
             if lease.state == LeaseState::Closed {
                 rows.leases.remove(&id);
+                rows.closed.insert(id, lease);
             } else {
                 rows.leases.insert(id, lease);
             }
@@ -119,6 +123,8 @@ impl LedgerStore for MemoryStore {
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
         let mut rows = self.rows.lock();
+        let cutoff = request.now_unix.saturating_sub(CLOSED_LEASE_KEEP_S);
+        rows.closed.retain(|_, l| l.expires_unix >= cutoff);
         let mut mandate =
             *rows.mandates.get(&request.mandate).ok_or_else(|| StoreError::UnknownMandate(request.mandate.clone()))?;
         let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;

@@ -33,6 +33,9 @@ pub const NODE_NAME_BYTES_MAX: usize = 128;
 pub const MANDATE_ID_BYTES_MAX: usize = 512;
 /// Most entries in one flush (one group commit).
 pub const FLUSH_ENTRIES_MAX: usize = 10_000;
+/// How long a closed lease is kept after its expiry, in seconds: a flush sent again after
+/// its commit's answer was lost finds it (and moves nothing) instead of an unknown lease.
+pub const CLOSED_LEASE_KEEP_S: i64 = 3_600;
 
 /// A mandate's limits as the store enforces them, in micro-units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +48,9 @@ pub struct Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseState {
     Open,
-    /// Its node settled or gave back everything and closed it. A closed lease is removed
-    /// from the store: a later flush naming it is refused ([`StoreError::UnknownLease`]).
+    /// Its node settled or gave back everything and closed it. A closed lease is kept for
+    /// [`CLOSED_LEASE_KEEP_S`] after its expiry: a later flush naming it moves nothing, and
+    /// money through it is refused.
     Closed,
     /// Its remainder was counted as spent (its node crashed, or its time to live passed).
     Reconciled,
@@ -101,6 +105,10 @@ pub struct FlushEntry {
     pub close: bool,
     /// Extend the lease's time to live from now (a live node renews its leases).
     pub renew_ttl_s: Option<u64>,
+    /// What the node expects the lease to hold outstanding before this entry. With it a
+    /// flush is idempotent: an entry the store already applied (a flush whose commit's
+    /// answer was lost, sent again) moves nothing, and any other difference is refused.
+    pub expect_outstanding_micros: Option<u64>,
 }
 
 /// What a flush did to one lease.

@@ -23,8 +23,9 @@ use r2d2_postgres::{PostgresConnectionManager, r2d2};
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::sql::{HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
 use super::{
-    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits,
+    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
+    check_name, grant_day,
 };
 
 /// The schema this build writes (table `holon_schema`).
@@ -58,6 +59,7 @@ CREATE TABLE IF NOT EXISTS holon_leases (
     id BIGSERIAL PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day BIGINT,
     outstanding BIGINT NOT NULL, settled BIGINT NOT NULL, expires BIGINT NOT NULL, state TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS holon_leases_by_node ON holon_leases (node, state);
+CREATE INDEX IF NOT EXISTS holon_leases_by_mandate ON holon_leases (mandate, state);
 CREATE TABLE IF NOT EXISTS holon_held_calls (
     id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at BIGINT NOT NULL,
     max_cost BIGINT, by_capability BIGINT NOT NULL, worst BIGINT NOT NULL, expires BIGINT NOT NULL);
@@ -210,12 +212,8 @@ fn lease_of(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
 }
 
 fn save_lease(tx: &mut Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
-    // A closed lease is done: nothing can move through it again (a reconciled one is kept,
-    // to tell its node on a late flush).
-    if l.state == LeaseState::Closed {
-        tx.execute("DELETE FROM holon_leases WHERE id = $1", &[&int(l.id)?]).map_err(unavailable)?;
-        return Ok(());
-    }
+    // Closed and reconciled leases are kept: a late or repeated flush finds them and moves
+    // nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry, on a grant).
     tx.execute(
         "UPDATE holon_leases SET outstanding = $2, settled = $3, expires = $4, state = $5 WHERE id = $1",
         &[&int(l.id)?, &int(l.outstanding_micros)?, &int(l.settled_micros)?, &l.expires_unix, &l.state.as_str()],
@@ -289,6 +287,11 @@ impl LedgerStore for PostgresStore {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
         self.write(|tx| {
             let mut mandate = load_mandate(tx, &request.mandate)?;
+            tx.execute(
+                "DELETE FROM holon_leases WHERE mandate = $1 AND state = 'closed' AND expires < $2",
+                &[&request.mandate, &request.now_unix.saturating_sub(CLOSED_LEASE_KEEP_S)],
+            )
+            .map_err(unavailable)?;
             let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
             let mut day = match day_key {
                 Some(d) => Some(load_day(tx, &request.mandate, d)?),

@@ -15,8 +15,9 @@ use super::sql::{
     HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, LeaseColumns, held_columns, held_row, int, lease_row, uint,
 };
 use super::{
-    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush, check_name, grant_day,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits,
+    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
+    check_name, grant_day,
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS leases (
     id INTEGER PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day INTEGER,
     outstanding INTEGER NOT NULL, settled INTEGER NOT NULL, expires INTEGER NOT NULL, state TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS leases_by_node ON leases (node, state);
+CREATE INDEX IF NOT EXISTS leases_by_mandate ON leases (mandate, state);
 CREATE TABLE IF NOT EXISTS held_calls (
     id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at INTEGER NOT NULL,
     max_cost INTEGER, by_capability INTEGER NOT NULL, worst INTEGER NOT NULL, expires INTEGER NOT NULL);
@@ -175,12 +177,8 @@ fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseColumns> {
 }
 
 fn save_lease(tx: &rusqlite::Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
-    // A closed lease is done: nothing can move through it again (a reconciled one is kept,
-    // to tell its node on a late flush).
-    if l.state == LeaseState::Closed {
-        tx.execute("DELETE FROM leases WHERE id = ?1", [int(l.id)?]).map_err(unavailable)?;
-        return Ok(());
-    }
+    // Closed and reconciled leases are kept: a late or repeated flush finds them and moves
+    // nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry, on a grant).
     tx.execute(
         "UPDATE leases SET outstanding = ?2, settled = ?3, expires = ?4, state = ?5 WHERE id = ?1",
         params![int(l.id)?, int(l.outstanding_micros)?, int(l.settled_micros)?, l.expires_unix, l.state.as_str()],
@@ -227,6 +225,11 @@ impl LedgerStore for SqliteStore {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
         self.write(|tx| {
             let mut mandate = load_mandate(tx, &request.mandate)?;
+            tx.execute(
+                "DELETE FROM leases WHERE mandate = ?1 AND state = 'closed' AND expires < ?2",
+                params![request.mandate, request.now_unix.saturating_sub(CLOSED_LEASE_KEEP_S)],
+            )
+            .map_err(unavailable)?;
             let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
             let mut day = day_key.map(|d| load_day(tx, &request.mandate, d)).transpose()?;
             let (others, held): (i64, i64) = tx

@@ -44,7 +44,7 @@ fn micros(report: &Value, key: &str) -> u64 {
 /// `spent` is what the nodes settled, to the micro-unit, and at most 1% of the limit (plus
 /// one call per node) was left stranded.
 pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, total: &str, total_micros: u64) {
-    let nodes: Vec<Child> = (0..3).map(|n| node(url, &format!("node{n}"), total, 6.0)).collect();
+    let nodes: Vec<Child> = (0..3).map(|n| node(url, &format!("node{n}"), total, 12.0)).collect();
     let mut samples = 0u64;
     let started = Instant::now();
     let mut nodes: Vec<Option<Child>> = nodes.into_iter().map(Some).collect();

@@ -208,6 +208,7 @@ impl World<'_> {
                             give_back_micros: give_back,
                             close: give_back == h.headroom,
                             renew_ttl_s: Some(TTL_S),
+                            expect_outstanding_micros: None,
                         }
                     })
                     .collect();
@@ -408,6 +409,7 @@ pub(crate) fn share_one_budget<S: LedgerStore>(
                             give_back_micros: lease.amount_micros - settle,
                             close: true,
                             renew_ttl_s: None,
+                            expect_outstanding_micros: None,
                         };
                         store.flush(&node, &[entry], 0).unwrap();
                         settled += settle;
@@ -425,7 +427,7 @@ pub(crate) fn share_one_budget<S: LedgerStore>(
 /// A reconciled lease is kept, so its node's late flush is told `Reconciled` (and moves no
 /// money); a closed lease is deleted, so a flush naming it is refused as unknown. On
 /// mandate "kept", which the caller's store must not hold yet.
-pub(crate) fn reconciled_leases_are_kept_and_closed_ones_deleted(store: &dyn LedgerStore) {
+pub(crate) fn reconciled_and_closed_leases_are_kept(store: &dyn LedgerStore) {
     use holon::store::StoreError;
     store.publish_limits("kept", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
     let ask = |node: &str| GrantRequest {
@@ -443,13 +445,23 @@ pub(crate) fn reconciled_leases_are_kept_and_closed_ones_deleted(store: &dyn Led
     };
 
     let closed = store.grant(&ask("a")).unwrap().unwrap();
-    let close =
-        FlushEntry { lease: closed.id, settle_micros: 400, give_back_micros: 600, close: true, renew_ttl_s: None };
+    let close = FlushEntry {
+        lease: closed.id,
+        settle_micros: 400,
+        give_back_micros: 600,
+        close: true,
+        renew_ttl_s: None,
+        expect_outstanding_micros: None,
+    };
     assert_eq!(store.flush("a", &[close], 0).unwrap()[0].state, LeaseState::Closed);
+    // A closed lease is kept (a repeated flush must find it): naming it moves nothing, and
+    // money through it is refused.
     let late = FlushEntry { lease: closed.id, ..FlushEntry::default() };
-    match store.flush("a", &[late], 1) {
-        Err(StoreError::UnknownLease(id)) => assert_eq!(id, closed.id),
-        other => panic!("a flush naming a closed lease: {other:?}"),
+    assert_eq!(store.flush("a", &[late], 1).unwrap()[0].state, LeaseState::Closed);
+    let more = FlushEntry { lease: closed.id, settle_micros: 1, ..FlushEntry::default() };
+    match store.flush("a", &[more], 1) {
+        Err(StoreError::Escrow(holon::store::EscrowError::LeaseClosed { lease })) => assert_eq!(lease, closed.id),
+        other => panic!("money through a closed lease: {other:?}"),
     }
 
     let reconciled = store.grant(&ask("b")).unwrap().unwrap();
@@ -466,6 +478,7 @@ pub(crate) fn reconciled_leases_are_kept_and_closed_ones_deleted(store: &dyn Led
             give_back_micros: 10,
             close: true,
             renew_ttl_s: Some(30),
+            expect_outstanding_micros: None,
         };
         let out = store.flush("b", &[late], now_unix).unwrap();
         assert_eq!((out[0].lease, out[0].state, out[0].outstanding_micros), (reconciled.id, LeaseState::Reconciled, 0));
