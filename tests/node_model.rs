@@ -66,6 +66,9 @@ impl LedgerStore for Shared {
     fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
         self.0.held_calls(mandate, now_unix)
     }
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        self.0.release_held(id)
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -198,6 +198,10 @@ impl LedgerStore for Flaky {
         self.up()?;
         self.inner.held_calls(mandate, now_unix)
     }
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.release_held(id)
+    }
 }
 
 #[test]
@@ -436,6 +440,9 @@ impl LedgerStore for LostAnswers {
     fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
         self.inner.held_calls(mandate, now_unix)
     }
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        self.inner.release_held(id)
+    }
 }
 
 /// Flushes whose commits went through but whose answers were lost are sent again exactly
@@ -509,4 +516,48 @@ fn a_restarted_node_never_reuses_a_held_call_id_and_an_engine_has_one_node() {
     let again = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", at)).unwrap();
     assert_ne!(again.held_id(7), id, "local ids start again at every start; store ids must not");
     again.drain().unwrap();
+}
+
+static BLOCK_CLOCK: AtomicI64 = AtomicI64::new(synthetic::AT_UNIX);
+fn block_clock() -> Timestamp {
+    Timestamp::from_unix(BLOCK_CLOCK.load(Ordering::SeqCst))
+}
+
+/// Documents published without `per_day` to a running store-backed engine stop the engine
+/// checking the day, while the store keeps its `per_day` (a publish only lowers): the node
+/// then admits nothing more through its leases (`per_day_exceeded`), and gives them back
+/// once their day has passed. Before, day leases served later days.
+#[test]
+fn a_per_day_dropped_from_running_documents_stops_the_leases_and_gives_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, call) = engine("10", block_clock);
+    let node = Node::start(Arc::clone(&engine), sqlite(&dir), config("n1", block_clock)).unwrap();
+    let (spent, _) = spend_until_refused(&engine, &call, 900, 50);
+    assert_eq!(spent, 50 * 900);
+    let net =
+        synthetic::network(&synthetic::Shape { agents: 4, mandates: 1, total: Amount::parse("10").unwrap() }).unwrap();
+    let mut input = net.input.clone();
+    let mut m = (*input.mandates[0]).clone();
+    m.budget.per_day = None;
+    input.mandates[0] = Arc::new(m);
+    engine.publish(&input).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match engine.admit(&call) {
+            Admission::Denied(d) if d.codes.contains(Code::PerDayExceeded) => break,
+            Admission::Allowed(r) => r.release(call.at).unwrap(),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "the node kept its leases usable");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // The next day, the day-old leases go back to the store.
+    BLOCK_CLOCK.fetch_add(86_400, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while status(&*sqlite(&dir)).nodes.iter().any(|n| n.node == "n1" && n.leased_micros > 0) {
+        assert!(Instant::now() < deadline, "the node kept its past day's leases");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    node.drain().unwrap();
+    assert_eq!(status(&*sqlite(&dir)).spent_micros, spent);
 }

@@ -126,6 +126,18 @@ impl Book {
         self.give_back(GiveBackFrom::Any, owed);
     }
 
+    /// Lets every give-back owed from leases of days before some day come from leases of
+    /// days before `day` instead (a later day: more leases qualify, none less safely).
+    pub(crate) fn owe_before(&mut self, day: u64) {
+        for (from, _) in &mut self.give_back {
+            if let GiveBackFrom::Before(d) = from
+                && *d < day
+            {
+                *d = day;
+            }
+        }
+    }
+
     /// What the node holds in open leases.
     pub(crate) fn outstanding_micros(&self) -> u64 {
         self.leases.iter().map(|l| l.outstanding_micros).sum()

@@ -57,6 +57,10 @@ struct Tracked {
     /// The wait before the next try once the store granted nothing: doubles each time, up
     /// to `RETRY_MS_MAX`, so an exhausted mandate does not keep the store busy.
     backoff_ms: u64,
+    /// The store enforces a `per_day` the documents no longer have (they were published
+    /// without it to the running engine, which then stopped enforcing the day): the node
+    /// takes no lease on it and gives back what it can (docs/store.md).
+    blocked: bool,
     /// The UTC day whose past leases were last given back.
     rolled_day: u64,
 }
@@ -212,6 +216,7 @@ impl Runner {
                     last_use_at: now,
                     retry_at: None,
                     backoff_ms: RETRY_MS,
+                    blocked: false,
                     rolled_day: 0,
                 }),
             }
@@ -227,8 +232,9 @@ impl Runner {
         }
         let result = self.store.publish_limits(&t.id, t.documents, false);
         self.answered(ix, result.as_ref().err())?;
-        if let Some(t) = self.mandates.get_mut(ix) {
+        if let (Some(t), Ok(enforced)) = (self.mandates.get_mut(ix), result) {
             t.published = Some(t.documents);
+            t.blocked = enforced.per_day_micros.is_some() && t.documents.per_day_micros.is_none();
         }
         Ok(())
     }
@@ -257,6 +263,18 @@ impl Runner {
         let t = self.mandates.get_mut(ix)?;
         let per_day = t.documents.per_day_micros.is_some();
         let ledger = Arc::clone(&t.ledger);
+        if t.blocked {
+            // The engine no longer checks the day the store enforces: no call may use a
+            // lease any more. What is free is withdrawn; leases of past days go back, today's
+            // once the day has passed (a give-back from them could free capacity today's
+            // calls used).
+            ledger.refund_all_leases();
+            let taken = ledger.withdraw_allowance(u64::MAX, None);
+            t.book.give_back(GiveBackFrom::Before(today), taken);
+            t.book.owe_before(today);
+            ledger.set_store_state(StoreState::DayExhausted);
+            return None;
+        }
         // Past days' leases serve no new call: give back what no call of theirs holds.
         if per_day && t.rolled_day != today {
             let past = t.book.outstanding_before(today);

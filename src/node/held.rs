@@ -130,7 +130,7 @@ impl Node {
         };
         let engine: &Engine = &self.engine;
         let (Some(mandate), Some(agent)) = (engine.mandate_ix(&held.mandate), engine.agent_ix(&held.agent)) else {
-            self.store.hold(&held)?;
+            self.store.release_held(&held.id)?;
             return Err(NodeError::HeldNotHere(held_id.to_owned()));
         };
         let call = Call {
@@ -142,7 +142,7 @@ impl Node {
         };
         match engine.admit_approved(&call, approver) {
             Err(e) => {
-                self.store.hold(&held)?;
+                self.store.release_held(&held.id)?;
                 Err(NodeError::Engine(e))
             }
             Ok(admission) => {
@@ -152,7 +152,7 @@ impl Node {
                         matches!(c, crate::admission::Code::LeasePending | crate::admission::Code::StoreUnavailable)
                     })
                 {
-                    self.store.hold(&held)?;
+                    self.store.release_held(&held.id)?;
                 }
                 Ok(admission)
             }

@@ -191,6 +191,9 @@ mod tests {
             fn held_calls(&self, _: Option<&str>, _: i64) -> Result<Vec<crate::store::HeldCall>, StoreError> {
                 Err(StoreError::Unavailable("down".into()))
             }
+            fn release_held(&self, _: &str) -> Result<(), StoreError> {
+                Err(StoreError::Unavailable("down".into()))
+            }
         }
         let err = check_limits(&Down, "m", limits(1, None)).unwrap_err();
         assert!(matches!(err, LimitsCheckError::Store { .. }), "{err:?}");

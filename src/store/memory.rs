@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LeaseState, LedgerStore, Limits,
-    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LeaseState, LedgerStore,
+    Limits, MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
     check_name, grant_day,
 };
 
@@ -19,7 +19,9 @@ struct Rows {
     /// Closed leases, apart (nothing counts them; a repeated flush finds them), purged
     /// `CLOSED_LEASE_KEEP_S` after their expiry.
     closed: BTreeMap<u64, LeaseRow>,
-    held: BTreeMap<String, HeldCall>,
+    /// Held calls, and whether each was taken (a tombstone until `HELD_KEEP_S` after its
+    /// expiry: a copy sent again cannot bring it back).
+    held: BTreeMap<String, (HeldCall, bool)>,
 }
 
 /// Copies of the rows one step changes, written back whole at its end.
@@ -244,17 +246,32 @@ impl LedgerStore for MemoryStore {
 
     fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
         call.check()?;
-        self.rows.lock().held.entry(call.id.clone()).or_insert_with(|| call.clone());
+        self.rows.lock().held.entry(call.id.clone()).or_insert_with(|| (call.clone(), false));
         Ok(())
     }
 
     fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
-        Ok(self.rows.lock().held.remove(id).filter(|c| c.expires_unix >= now_unix))
+        let mut rows = self.rows.lock();
+        let cutoff = now_unix.saturating_sub(HELD_KEEP_S);
+        rows.held.retain(|_, (c, _)| c.expires_unix >= cutoff);
+        let Some((call, taken)) = rows.held.get_mut(id) else { return Ok(None) };
+        if *taken {
+            return Ok(None);
+        }
+        *taken = true;
+        Ok(Some(call.clone()).filter(|c| c.expires_unix >= now_unix))
+    }
+
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        if let Some((_, taken)) = self.rows.lock().held.get_mut(id) {
+            *taken = false;
+        }
+        Ok(())
     }
 
     fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
         let rows = self.rows.lock();
-        let live = |c: &&HeldCall| c.expires_unix >= now_unix && mandate.is_none_or(|m| m == c.mandate);
-        Ok(rows.held.values().filter(live).cloned().collect())
+        let live = |c: &HeldCall| c.expires_unix >= now_unix && mandate.is_none_or(|m| m == c.mandate);
+        Ok(rows.held.values().filter(|(c, taken)| !taken && live(c)).map(|(c, _)| c.clone()).collect())
     }
 }

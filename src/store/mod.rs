@@ -36,6 +36,9 @@ pub const FLUSH_ENTRIES_MAX: usize = 10_000;
 /// How long a closed lease is kept after its expiry, in seconds: a flush sent again after
 /// its commit's answer was lost finds it (and moves nothing) instead of an unknown lease.
 pub const CLOSED_LEASE_KEEP_S: i64 = 3_600;
+/// How long a held call's row is kept after its expiry, in seconds (a taken one is a
+/// tombstone until then: a copy sent again cannot bring it back).
+pub const HELD_KEEP_S: i64 = 86_400;
 
 /// A mandate's limits as the store enforces them, in micro-units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +200,9 @@ pub trait LedgerStore: Send + Sync {
     fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError>;
     /// The held calls not expired by `now_unix` (of one mandate, or all), by id.
     fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError>;
+    /// Puts back a call its taker could not approve (not the issuer, or no lease yet): held
+    /// again, as it was.
+    fn release_held(&self, id: &str) -> Result<(), StoreError>;
 }
 
 /// A store shared by handles in one process (a node and a reader of the same `memory`
@@ -225,6 +231,9 @@ impl<S: LedgerStore + ?Sized> LedgerStore for std::sync::Arc<S> {
     }
     fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
         (**self).held_calls(mandate, now_unix)
+    }
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        (**self).release_held(id)
     }
 }
 

@@ -23,7 +23,7 @@ use r2d2_postgres::{PostgresConnectionManager, r2d2};
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::sql::{HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, Limits,
     MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
     check_name, grant_day,
 };
@@ -62,7 +62,8 @@ CREATE INDEX IF NOT EXISTS holon_leases_by_node ON holon_leases (node, state);
 CREATE INDEX IF NOT EXISTS holon_leases_by_mandate ON holon_leases (mandate, state);
 CREATE TABLE IF NOT EXISTS holon_held_calls (
     id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at BIGINT NOT NULL,
-    max_cost BIGINT, by_capability BIGINT NOT NULL, worst BIGINT NOT NULL, expires BIGINT NOT NULL);
+    max_cost BIGINT, by_capability BIGINT NOT NULL, worst BIGINT NOT NULL, expires BIGINT NOT NULL,
+    taken BIGINT NOT NULL DEFAULT 0);
 ";
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
@@ -440,13 +441,29 @@ impl LedgerStore for PostgresStore {
 
     fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
         self.write(|tx| {
-            // Deleted and returned in one statement: two nodes cannot both take it.
+            // Taken ids stay as tombstones (a copy sent again cannot bring a call back);
+            // rows expired long ago are purged.
+            tx.execute("DELETE FROM holon_held_calls WHERE expires < $1", &[&now_unix.saturating_sub(HELD_KEEP_S)])
+                .map_err(unavailable)?;
+            // Marked taken and returned in one statement: two nodes cannot both take it.
             let row = tx
-                .query_opt(&format!("DELETE FROM holon_held_calls WHERE id = $1 RETURNING {HELD_COLUMNS}"), &[&id])
+                .query_opt(
+                    &format!(
+                        "UPDATE holon_held_calls SET taken = 1 WHERE id = $1 AND taken = 0 RETURNING {HELD_COLUMNS}"
+                    ),
+                    &[&id],
+                )
                 .map_err(unavailable)?;
             let row: Option<HeldColumns> =
                 row.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)));
             row.map(held_row).transpose().map(|c| c.filter(|c| c.expires_unix >= now_unix))
+        })
+    }
+
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute("UPDATE holon_held_calls SET taken = 0 WHERE id = $1", &[&id]).map_err(unavailable)?;
+            Ok(())
         })
     }
 
@@ -456,7 +473,7 @@ impl LedgerStore for PostgresStore {
                 .query(
                     &format!(
                         "SELECT {HELD_COLUMNS} FROM holon_held_calls
-                         WHERE ($1::TEXT IS NULL OR mandate = $1) AND expires >= $2 ORDER BY id"
+                         WHERE ($1::TEXT IS NULL OR mandate = $1) AND expires >= $2 AND taken = 0 ORDER BY id"
                     ),
                     &[&mandate, &now_unix],
                 )

@@ -15,7 +15,7 @@ use super::sql::{
     HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, LeaseColumns, held_columns, held_row, int, lease_row, uint,
 };
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, Limits,
     MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
     check_name, grant_day,
 };
@@ -39,7 +39,8 @@ CREATE INDEX IF NOT EXISTS leases_by_node ON leases (node, state);
 CREATE INDEX IF NOT EXISTS leases_by_mandate ON leases (mandate, state);
 CREATE TABLE IF NOT EXISTS held_calls (
     id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at INTEGER NOT NULL,
-    max_cost INTEGER, by_capability INTEGER NOT NULL, worst INTEGER NOT NULL, expires INTEGER NOT NULL);
+    max_cost INTEGER, by_capability INTEGER NOT NULL, worst INTEGER NOT NULL, expires INTEGER NOT NULL,
+    taken INTEGER NOT NULL DEFAULT 0);
 ";
 
 /// A store in one SQLite file.
@@ -368,14 +369,26 @@ impl LedgerStore for SqliteStore {
 
     fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
         self.write(|tx| {
+            // Taken ids stay as tombstones (a copy sent again cannot bring a call back);
+            // rows expired long ago are purged.
+            tx.execute("DELETE FROM held_calls WHERE expires < ?1", [now_unix.saturating_sub(HELD_KEEP_S)])
+                .map_err(unavailable)?;
             let row: Option<HeldColumns> = tx
-                .query_row(&format!("SELECT {HELD_COLUMNS} FROM held_calls WHERE id = ?1"), [id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
-                })
+                .query_row(
+                    &format!("UPDATE held_calls SET taken = 1 WHERE id = ?1 AND taken = 0 RETURNING {HELD_COLUMNS}"),
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
+                )
                 .optional()
                 .map_err(unavailable)?;
-            tx.execute("DELETE FROM held_calls WHERE id = ?1", [id]).map_err(unavailable)?;
             row.map(held_row).transpose().map(|c| c.filter(|c| c.expires_unix >= now_unix))
+        })
+    }
+
+    fn release_held(&self, id: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute("UPDATE held_calls SET taken = 0 WHERE id = ?1", [id]).map_err(unavailable)?;
+            Ok(())
         })
     }
 
@@ -383,7 +396,7 @@ impl LedgerStore for SqliteStore {
         self.write(|tx| {
             let mut stmt = tx
                 .prepare(&format!(
-                    "SELECT {HELD_COLUMNS} FROM held_calls WHERE (?1 IS NULL OR mandate = ?1) AND expires >= ?2 ORDER BY id"
+                    "SELECT {HELD_COLUMNS} FROM held_calls WHERE (?1 IS NULL OR mandate = ?1) AND expires >= ?2 AND taken = 0 ORDER BY id"
                 ))
                 .map_err(unavailable)?;
             let rows = stmt

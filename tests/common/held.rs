@@ -26,8 +26,12 @@ pub(crate) fn held_calls_are_taken_once_and_expire(store: &dyn LedgerStore) {
     assert_eq!(store.held_calls(None, 10).unwrap(), [a.clone(), call("n1:2", "m1", 50)]);
     assert_eq!(store.held_calls(Some("m0"), 10).unwrap(), std::slice::from_ref(&a), "listed by mandate");
     assert_eq!(store.held_calls(None, 60).unwrap(), std::slice::from_ref(&a), "an expired call is not listed");
-    assert_eq!(store.take_held("n1:1", 10).unwrap(), Some(a), "the first call held under the id");
+    assert_eq!(store.take_held("n1:1", 10).unwrap(), Some(a.clone()), "the first call held under the id");
     assert_eq!(store.take_held("n1:1", 10).unwrap(), None, "taken once");
+    // A copy sent again after it was taken (its first answer lost) cannot bring it back.
+    store.hold(&a).unwrap();
+    assert!(store.held_calls(Some("m0"), 10).unwrap().is_empty(), "a taken call stays taken");
+    assert_eq!(store.take_held("n1:1", 10).unwrap(), None);
     assert_eq!(store.take_held("n1:2", 60).unwrap(), None, "expired: not taken");
     assert_eq!(store.take_held("n1:2", 10).unwrap(), None, "and removed");
     assert_eq!(store.take_held("nobody:7", 10).unwrap(), None);
