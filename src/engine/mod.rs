@@ -39,6 +39,7 @@ mod assess;
 mod explain;
 mod judge;
 mod ledger;
+mod node_link;
 mod pending;
 pub mod receipt;
 mod reclaim;
@@ -283,22 +284,6 @@ impl Engine {
         }
         *generation = next;
         Ok(next)
-    }
-
-    /// Whether root ledgers admit only what a ledger store granted
-    /// ([`EngineConfig::store_backed`]).
-    pub fn is_store_backed(&self) -> bool {
-        self.config.store_backed
-    }
-
-    /// Claims this engine for a node: `false` if one already supplies it.
-    pub(crate) fn attach_node(&self) -> bool {
-        !std::mem::replace(&mut *self.node_attached.lock(), true)
-    }
-
-    /// Releases the claim of [`Engine::attach_node`].
-    pub(crate) fn detach_node(&self) {
-        *self.node_attached.lock() = false;
     }
 
     /// The live snapshot (for inspection; admission loads it itself).

@@ -7,7 +7,7 @@ use super::book::{Book, GiveBackFrom, Plan};
 use super::{Counters, NodeConfig, NodeError, Shared};
 use crate::engine::Engine;
 use crate::engine::internals::{Ledger, StoreState};
-use crate::store::{FLUSH_ENTRIES_MAX, GrantRequest, LedgerStore, Limits, StoreError};
+use crate::store::{GrantRequest, LedgerStore, Limits, StoreError};
 use crate::sync::Arc;
 
 /// A lease holds at least this many of the largest worst case seen on the mandate.
@@ -41,46 +41,46 @@ impl Drop for Attached {
 }
 
 /// One mandate as the node follows it.
-struct Tracked {
-    id: String,
-    ledger: Arc<Ledger>,
+pub(super) struct Tracked {
+    pub(super) id: String,
+    pub(super) ledger: Arc<Ledger>,
     /// The documents' limits, and those last published to the store.
-    documents: Limits,
+    pub(super) documents: Limits,
     published: Option<Limits>,
-    book: Book,
+    pub(super) book: Book,
     /// Recent use, in micro-units per second (smoothed), and when it was last measured.
-    rate_micros_per_s: u64,
-    used_seen_micros: u64,
-    seen_at: Instant,
-    last_use_at: Instant,
-    retry_at: Option<Instant>,
+    pub(super) rate_micros_per_s: u64,
+    pub(super) used_seen_micros: u64,
+    pub(super) seen_at: Instant,
+    pub(super) last_use_at: Instant,
+    pub(super) retry_at: Option<Instant>,
     /// The wait before the next try once the store granted nothing: doubles each time, up
     /// to `RETRY_MS_MAX`, so an exhausted mandate does not keep the store busy.
-    backoff_ms: u64,
+    pub(super) backoff_ms: u64,
     /// The store enforces a `per_day` the documents no longer have (they were published
     /// without it to the running engine, which then stopped enforcing the day): the node
     /// takes no lease on it and gives back what it can (docs/store.md).
-    blocked: bool,
+    pub(super) blocked: bool,
     /// The UTC day whose past leases were last given back.
-    rolled_day: u64,
+    pub(super) rolled_day: u64,
 }
 
 pub(super) struct Runner {
-    engine: Arc<Engine>,
-    store: Arc<dyn LedgerStore>,
-    config: NodeConfig,
-    shared: Arc<Shared>,
-    generation: u64,
+    pub(super) engine: Arc<Engine>,
+    pub(super) store: Arc<dyn LedgerStore>,
+    pub(super) config: NodeConfig,
+    pub(super) shared: Arc<Shared>,
+    pub(super) generation: u64,
     /// Held calls copied to the store: local pending id → the store's id.
     pub(super) mirrored: std::collections::HashMap<u64, String>,
     /// A flush batch whose commit failed, to send again as it was.
-    replay: Option<Vec<(usize, Plan)>>,
+    pub(super) replay: Option<Vec<(usize, Plan)>>,
     /// This run's number, in the store ids of its held calls.
     pub(super) run_id: u64,
     _attached: Attached,
-    mandates: Vec<Tracked>,
-    flushed_at: Instant,
-    renewed_at: Instant,
+    pub(super) mandates: Vec<Tracked>,
+    pub(super) flushed_at: Instant,
+    pub(super) renewed_at: Instant,
 }
 
 impl Runner {
@@ -133,11 +133,11 @@ impl Runner {
         &self.shared.counters
     }
 
-    fn unix(&self) -> i64 {
+    pub(super) fn unix(&self) -> i64 {
         (self.config.clock)().unix()
     }
 
-    fn today(&self) -> u64 {
+    pub(super) fn today(&self) -> u64 {
         u64::try_from((self.config.clock)().utc_day()).unwrap_or(0)
     }
 
@@ -413,121 +413,5 @@ impl Runner {
             t.backoff_ms = t.backoff_ms.saturating_mul(2).min(RETRY_MS_MAX);
         }
         t.ledger.set_store_state(state);
-    }
-
-    /// One group commit of every mandate's settled amounts and give-backs, renewing every
-    /// lease's time to live when `renew`.
-    fn flush(&mut self, renew: bool) -> bool {
-        // A flush whose commit failed goes again first, exactly as it was: the store may
-        // have committed it (the answer was lost), and its entries say what each lease held
-        // before, so a second application moves nothing (`expect_outstanding_micros`).
-        if let Some(batch) = self.replay.take()
-            && !self.commit(batch)
-        {
-            return false;
-        }
-        let ttl = renew.then_some(self.config.lease_ttl_s);
-        let plans: Vec<(usize, Plan)> = self
-            .mandates
-            .iter()
-            .enumerate()
-            .filter_map(|(ix, t)| {
-                let settled = t.ledger.settled_micros();
-                (renew || t.book.has_work(settled)).then(|| (ix, t.book.plan(settled, ttl)))
-            })
-            .filter(|(_, plan)| !plan.entries.is_empty())
-            .collect();
-        self.flushed_at = Instant::now();
-        // Batches of whole mandates, each within the store's limit per flush; a batch that
-        // fails stops the flush (the rest is planned again next time).
-        let mut batch: Vec<(usize, Plan)> = Vec::new();
-        let mut entries = 0usize;
-        let mut committed = true;
-        for (ix, plan) in plans {
-            if entries + plan.entries.len() > FLUSH_ENTRIES_MAX && !batch.is_empty() {
-                committed = self.commit(std::mem::take(&mut batch));
-                entries = 0;
-                if !committed {
-                    break;
-                }
-            }
-            entries += plan.entries.len();
-            batch.push((ix, plan));
-        }
-        if committed && !batch.is_empty() {
-            committed = self.commit(batch);
-        }
-        // A renewal that failed is tried again at the next flush, not a third of a time to
-        // live later.
-        if renew && committed {
-            self.renewed_at = self.flushed_at;
-        }
-        let (leases, leased) = self.mandates.iter().fold((0u64, 0u64), |(n, m), t| {
-            let count = u64::try_from(t.book.lease_count()).unwrap_or(u64::MAX);
-            (n.saturating_add(count), m.saturating_add(t.book.outstanding_micros()))
-        });
-        Counters::set(&self.shared.counters.leases, leases);
-        Counters::set(&self.shared.counters.leased_micros, leased);
-        committed
-    }
-
-    fn commit(&mut self, batch: Vec<(usize, Plan)>) -> bool {
-        let entries: Vec<_> = batch.iter().flat_map(|(_, plan)| plan.entries.iter().copied()).collect();
-        let result = self.store.flush(&self.config.node, &entries, self.unix());
-        let outcomes = match result {
-            Ok(outcomes) => {
-                let _ = self.answered(usize::MAX, None);
-                outcomes
-            }
-            // Maybe written, maybe not (the answer to a commit can be lost): the same batch
-            // goes again first in the next flush.
-            Err(e) => {
-                let _ = self.answered(usize::MAX, Some(&e));
-                self.replay = Some(batch);
-                return false;
-            }
-        };
-        Counters::add(&self.shared.counters.flushes, 1);
-        for (ix, plan) in batch {
-            let Some(t) = self.mandates.get_mut(ix) else { continue };
-            let done = t.book.commit(plan, &outcomes);
-            Counters::add(&self.shared.counters.settled_micros, done.settled_micros);
-            Counters::add(&self.shared.counters.given_back_micros, done.given_back_micros);
-            Counters::add(&self.shared.counters.reconciled_micros, done.reconciled_micros);
-            if t.ledger.store_state() == StoreState::Unavailable {
-                t.ledger.set_store_state(StoreState::Leasing);
-            }
-        }
-        true
-    }
-
-    /// The end: withdraws every unused allowance, flushes everything, gives it back and
-    /// closes what is left with nothing outstanding.
-    pub(super) fn drain(mut self) -> Result<(), NodeError> {
-        let today = self.today();
-        for t in &mut self.mandates {
-            let ledger = &t.ledger;
-            ledger.refund_all_leases();
-            let day = t.documents.per_day_micros.map(|_| today);
-            let taken = ledger.withdraw_allowance(u64::MAX, day);
-            t.book.give_back(GiveBackFrom::Day(day), taken);
-            let rest = ledger.withdraw_allowance(u64::MAX, None);
-            t.book.give_back(if day.is_some() { GiveBackFrom::Before(today) } else { GiveBackFrom::Day(None) }, rest);
-            // Nothing reserved any more: no call will spend through any lease, so what is
-            // owed may come from any of them. Not with a `per_day`: settled amounts go to
-            // leases oldest first, whatever their day, so a give-back from any lease could
-            // free a day's capacity its calls used; what cannot go back stays leased until
-            // the lease's time to live passes and a reconcile counts it (under-use only).
-            if day.is_none() && ledger.used_micros() == ledger.settled_micros() {
-                t.book.owe_anywhere();
-            }
-        }
-        if self.flush(false) {
-            Ok(())
-        } else {
-            Err(NodeError::Store(StoreError::Unavailable(
-                "the drain's last flush failed; the leases stay open until their time to live passes".to_owned(),
-            )))
-        }
     }
 }

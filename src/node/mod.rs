@@ -21,6 +21,7 @@
 
 mod book;
 mod cycle;
+mod flush;
 mod held;
 
 pub use cycle::{
