@@ -21,7 +21,7 @@ use postgres::{Client, NoTls, Transaction};
 use r2d2_postgres::{PostgresConnectionManager, r2d2};
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
-use super::sql::{HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
+use super::sql::{HELD_COLUMNS, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
 use super::{
     CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, Limits,
     MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
@@ -210,6 +210,10 @@ fn save_day(tx: &mut Transaction<'_>, mandate: &str, day: u64, d: &DayRow) -> Re
 
 fn lease_of(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
     lease_row((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)))
+}
+
+fn held_of(r: &postgres::Row) -> Result<HeldCall, StoreError> {
+    held_row((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)))
 }
 
 fn save_lease(tx: &mut Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
@@ -454,9 +458,7 @@ impl LedgerStore for PostgresStore {
                     &[&id],
                 )
                 .map_err(unavailable)?;
-            let row: Option<HeldColumns> =
-                row.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)));
-            row.map(held_row).transpose().map(|c| c.filter(|c| c.expires_unix >= now_unix))
+            row.as_ref().map(held_of).transpose().map(|c| c.filter(|c| c.expires_unix >= now_unix))
         })
     }
 
@@ -478,9 +480,7 @@ impl LedgerStore for PostgresStore {
                     &[&mandate, &now_unix],
                 )
                 .map_err(unavailable)?;
-            rows.into_iter()
-                .map(|r| held_row((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7))))
-                .collect()
+            rows.iter().map(held_of).collect()
         })
     }
 }

@@ -177,6 +177,10 @@ fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseColumns> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
 }
 
+fn held_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeldColumns> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+}
+
 fn save_lease(tx: &rusqlite::Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
     // Closed and reconciled leases are kept: a late or repeated flush finds them and moves
     // nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry, on a grant).
@@ -377,7 +381,7 @@ impl LedgerStore for SqliteStore {
                 .query_row(
                     &format!("UPDATE held_calls SET taken = 1 WHERE id = ?1 AND taken = 0 RETURNING {HELD_COLUMNS}"),
                     [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
+                    held_of,
                 )
                 .optional()
                 .map_err(unavailable)?;
@@ -400,9 +404,7 @@ impl LedgerStore for SqliteStore {
                 ))
                 .map_err(unavailable)?;
             let rows = stmt
-                .query_map(params![mandate, now_unix], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
-                })
+                .query_map(params![mandate, now_unix], held_of)
                 .map_err(unavailable)?
                 .collect::<Result<Vec<HeldColumns>, _>>()
                 .map_err(unavailable)?;
