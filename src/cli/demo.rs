@@ -180,7 +180,7 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
         let call = Call { max_cost: top.max_cost, ..Call::new(mandate_ix, agent, s.at) };
         let max = top.max_cost.map(|m| format!(" max_cost {m} {cur}")).unwrap_or_default();
         outln!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent)?;
-        let mut admission = retrying(|| engine.admit(&call));
+        let mut admission = retrying(|| Ok(engine.admit(&call)))?;
         if let Admission::Held(p) = &admission {
             outln!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case)?;
             match &top.approve_as {
@@ -188,7 +188,7 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
                     let id = p.id;
                     // Through the node: the held call is in the store, approvable on any node.
                     let held = run.node().held_id(id);
-                    admission = retrying_approval(|| run.node().approve(&held, who, s.at))?;
+                    admission = retrying(|| run.node().approve(&held, who, s.at))?;
                     outln!("    approved by {who}")?;
                 }
                 None => continue,
@@ -300,33 +300,17 @@ fn sub_call(
     Ok(())
 }
 
-/// Admits again while the only reason to refuse is a lease on its way (`lease_pending`:
-/// the node is refilling), for up to `LEASE_WAIT_MS`, as a gateway would retry.
-fn retrying<'e>(mut admit: impl FnMut() -> Admission<'e>) -> Admission<'e> {
-    let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
-    loop {
-        let admission = admit();
-        match &admission {
-            Admission::Denied(d)
-                if d.codes.iter().all(|c| c == Code::LeasePending) && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            _ => return admission,
-        }
-    }
-}
-
-/// [`retrying`] for an approval through the node: the held call reaches the store within
-/// a poll (until then it is unknown there), and a call refused for want of a lease stays
-/// held.
-fn retrying_approval<'e>(
-    mut approve: impl FnMut() -> Result<Admission<'e>, holon::node::NodeError>,
+/// Asks again while the only reason to refuse is a lease on its way (`lease_pending`: the
+/// node is refilling), for up to `LEASE_WAIT_MS`, as a gateway would retry. For an approval
+/// through the node also while the held call is not in the store yet (it gets there within
+/// a poll); a call refused for want of a lease stays held.
+fn retrying<'e>(
+    mut ask: impl FnMut() -> Result<Admission<'e>, holon::node::NodeError>,
 ) -> anyhow::Result<Admission<'e>> {
     let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
     loop {
         let waiting = std::time::Instant::now() < deadline;
-        match approve() {
+        match ask() {
             Err(holon::node::NodeError::UnknownHeld(_)) if waiting => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => return Err(e.into()),
             Ok(Admission::Denied(d)) if d.codes.iter().all(|c| c == Code::LeasePending) && waiting => {

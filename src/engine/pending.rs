@@ -143,23 +143,7 @@ impl Engine {
         if self.remove_pending(pending).is_none() {
             return Err(EngineError::UnknownPending(pending));
         }
-        let admission = self.admit_inner(&Call { at, ..held.call }, true);
-        self.hold_again_if_short(pending, held, &admission);
-        Ok(admission)
-    }
-
-    /// On a store-backed node, a call refused only because the node's leases are short (a
-    /// refill on its way, or the store away) stays held: the approval can be given again
-    /// in a moment instead of being lost. Out of line: the approval path stays small.
-    #[inline(never)]
-    fn hold_again_if_short(&self, pending: u64, held: Pending, admission: &Admission<'_>) {
-        if let Admission::Denied(d) = admission
-            && !d.codes.is_empty()
-            && d.codes.iter().all(|c| matches!(c, Code::LeasePending | Code::StoreUnavailable))
-            && self.take_pending_place()
-        {
-            self.pending.insert(pending, held);
-        }
+        Ok(self.admit_inner(&Call { at, ..held.call }, true))
     }
 
     /// The issuer (or the gateway on its behalf) refuses a held call.

@@ -223,10 +223,7 @@ impl Node {
     /// first leases, then keeps the engine supplied from a thread of its own. An
     /// unreachable store is an error here (a node that cannot start does not run).
     pub fn start(engine: Arc<Engine>, store: Box<dyn LedgerStore>, config: NodeConfig) -> Result<Node, NodeError> {
-        config.check()?;
-        if !engine.is_store_backed() {
-            return Err(NodeError::NotStoreBacked);
-        }
+        // The settings and the engine are checked by `Stepper::start_shared`, first.
         let poll = std::time::Duration::from_millis(config.poll_ms);
         let (name, clock) = (config.node.clone(), config.clock);
         let store: held::SharedStore = Arc::from(store);
