@@ -139,6 +139,12 @@ impl<'e> Reservation<'e> {
         self.run.as_ref().map(|r| &*r.mandate.source)
     }
 
+    /// Whether the reservation still holds its slot: `false` once the reaper reclaimed it
+    /// (after the callee's timeout plus the grace; a late settle still reconciles it).
+    pub fn is_active(&self) -> bool {
+        self.engine.slots().is_active(self.held.ticket)
+    }
+
     /// What the run's sub-calls have reserved or settled so far (an estimate while they
     /// run; see [`Reservation::settle`] for the figure billed).
     pub fn run_spent(&self) -> Amount {

@@ -202,7 +202,8 @@ struct Shared {
 /// A running node. Dropping it drains it.
 pub struct Node {
     shared: Arc<Shared>,
-    thread: Option<std::thread::JoinHandle<Result<(), NodeError>>>,
+    /// Behind a lock so that [`Node::drain_in_place`] can stop it through `&self`.
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<Result<(), NodeError>>>>,
     /// For approvals from the caller's thread (`held.rs`).
     engine: Arc<Engine>,
     store: held::SharedStore,
@@ -248,7 +249,7 @@ impl Node {
                 if *thread_shared.skip_drain.lock() { Ok(()) } else { runner.drain() }
             })
             .map_err(|e| NodeError::Thread(e.to_string()))?;
-        Ok(Node { shared, thread: Some(thread), engine, store, name, clock, run_id })
+        Ok(Node { shared, thread: parking_lot::Mutex::new(Some(thread)), engine, store, name, clock, run_id })
     }
 
     /// What the node has done so far.
@@ -265,7 +266,16 @@ impl Node {
     /// the leases left with nothing outstanding. Stop admitting calls and end their
     /// reservations first: a lease still holding a reservation stays open until its time
     /// to live passes (then `holon ledger reconcile` counts it).
-    pub fn drain(mut self) -> Result<NodeStats, NodeError> {
+    pub fn drain(self) -> Result<NodeStats, NodeError> {
+        self.stop()?;
+        Ok(self.stats())
+    }
+
+    /// [`Node::drain`] for a node that lives as long as its process (`holon serve` keeps
+    /// it for the process's life, so that an approval's reservation may be held across
+    /// requests): the same drain, through `&self`. Once drained, the node supplies nothing
+    /// more (calls get `lease_pending`); a second call does nothing.
+    pub fn drain_in_place(&self) -> Result<NodeStats, NodeError> {
         self.stop()?;
         Ok(self.stats())
     }
@@ -273,15 +283,16 @@ impl Node {
     /// Stops the thread **without** the drain, as a crash would (tests only): what was
     /// settled since the last flush and every lease stay as they are in the store.
     #[doc(hidden)]
-    pub fn halt_without_drain(mut self) {
+    pub fn halt_without_drain(self) {
         *self.shared.skip_drain.lock() = true;
         let _ = self.stop();
     }
 
-    fn stop(&mut self) -> Result<(), NodeError> {
+    fn stop(&self) -> Result<(), NodeError> {
         *self.shared.stop.lock() = true;
         self.shared.wake.notify_one();
-        match self.thread.take() {
+        let thread = self.thread.lock().take();
+        match thread {
             Some(thread) => thread.join().map_err(|_| NodeError::ThreadPanicked)?,
             None => Ok(()),
         }
