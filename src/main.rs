@@ -2,6 +2,8 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::process::ExitCode;
 

@@ -10,6 +10,8 @@ mod mandate;
 mod node;
 mod out;
 mod search;
+#[cfg(feature = "serve")]
+mod serve;
 mod style;
 mod validate;
 
@@ -133,6 +135,13 @@ enum Command {
     /// The ledger store that budgets are drawn from across nodes (docs/store.md).
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// Serve admission over HTTP/JSON to gateways in any language (docs/serve.md).
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeArgs),
+    /// Bearer tokens for `holon serve`.
+    #[cfg(feature = "serve")]
+    #[command(subcommand)]
+    Token(serve::TokenCommand),
     /// Rank only the agents a mandate permits.
     Search {
         /// Words to match against ids, classes, names and descriptions.
@@ -403,6 +412,10 @@ pub(crate) fn run() -> ExitCode {
             })
         }
         Command::Validate { paths, json } => validate::run(&paths, json, &style),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::serve(args),
+        #[cfg(feature = "serve")]
+        Command::Token(serve::TokenCommand::New { role, tokens }) => serve::token_new(&role, &tokens),
         Command::Ledger(LedgerCommand::Status { store, mandate, json }) => {
             ledger::status(&store, mandate.as_deref(), json, &style)
         }

@@ -6,6 +6,8 @@ pub(crate) mod cluster;
 pub(crate) mod held;
 #[cfg(feature = "cli")]
 pub(crate) mod job_state;
+#[cfg(feature = "serve")]
+pub(crate) mod server;
 pub(crate) mod store_model;
 
 use holon::doc::{self, Limits};

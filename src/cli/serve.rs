@@ -1,0 +1,79 @@
+//! `holon serve` and `holon token new`: their flags; the server itself is `crate::serve`.
+
+use std::path::{Path, PathBuf};
+
+use super::exit;
+use super::flags::{serve_concurrent_max, serve_grace_s, serve_request_ms};
+use super::out;
+
+#[derive(clap::Args)]
+pub(super) struct ServeArgs {
+    /// The directory of manifests, mandates and agent records; reloaded on change or
+    /// SIGHUP (an invalid document keeps the old ones serving).
+    #[arg(long)]
+    documents: PathBuf,
+    /// Where to listen (`127.0.0.1:0` picks a free port; the first line on standard output
+    /// says which).
+    #[arg(long, default_value = "127.0.0.1:8844")]
+    listen: String,
+    /// The ledger store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, default_value = "sqlite:.holon/ledger.db")]
+    store: String,
+    /// This node's name in the store (keep it across restarts: a restarted node counts
+    /// what it left in leases).
+    #[arg(long, default_value = "serve")]
+    node: String,
+    /// The tokens file (`holon token new` writes it).
+    #[arg(long, default_value = ".holon/tokens")]
+    tokens: PathBuf,
+    /// Append one JSON line per receipt to this file.
+    #[arg(long)]
+    receipts: Option<PathBuf>,
+    /// Seconds open reservations get to settle after SIGTERM, 0 to 3,600.
+    #[arg(long, default_value_t = 30, value_parser = serve_grace_s)]
+    grace_s: u64,
+    /// Longest a request may take, in ms, 1 to 600,000 (then 408).
+    #[arg(long, default_value_t = 10_000, value_parser = serve_request_ms)]
+    request_ms: u64,
+    /// Requests handled at once, 1 to 65,536 (more wait their turn).
+    #[arg(long, default_value_t = 1_024, value_parser = serve_concurrent_max)]
+    concurrent_max: usize,
+    /// Logs as JSON lines (default: for people).
+    #[arg(long)]
+    json_logs: bool,
+}
+
+#[derive(clap::Subcommand)]
+pub(super) enum TokenCommand {
+    /// Appends a new token's SHA-256 to the tokens file and prints the token, once.
+    New {
+        /// `gateway`, or `account:NAME` for the issuer NAME.
+        #[arg(long)]
+        role: String,
+        #[arg(long, default_value = ".holon/tokens")]
+        tokens: PathBuf,
+    },
+}
+
+pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
+    crate::serve::run(&crate::serve::ServeOptions {
+        documents: a.documents,
+        listen: a.listen,
+        store: a.store,
+        node: a.node,
+        tokens: a.tokens,
+        receipts: a.receipts,
+        grace_s: a.grace_s,
+        request_ms: a.request_ms,
+        concurrent_max: a.concurrent_max,
+        json_logs: a.json_logs,
+    })?;
+    Ok(exit::OK)
+}
+
+pub(super) fn token_new(role: &str, tokens: &Path) -> anyhow::Result<u8> {
+    let role = crate::serve::auth::Role::parse(role).map_err(anyhow::Error::msg)?;
+    let token = crate::serve::auth::new_token(&role, tokens).map_err(anyhow::Error::msg)?;
+    out::text(format_args!("{token}\n"))?;
+    Ok(exit::OK)
+}

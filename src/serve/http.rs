@@ -1,0 +1,208 @@
+//! The HTTP/JSON API (schema/openapi.yaml) on axum: authentication, limits, and the
+//! mapping of the service's answers to status codes. A decision is always a 200; errors
+//! are 4xx/5xx with a JSON body `{"error", "field"?}`.
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+
+use super::auth::Role;
+use super::metrics::ApiLabels;
+use super::service::{Refusal, Service};
+use super::wire::{self, ErrorBody};
+
+/// Limits on the HTTP side.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HttpLimits {
+    /// Longest a request may take, in ms (then 408).
+    pub request_ms: u64,
+    /// Requests handled at once (more wait their turn).
+    pub concurrent_max: usize,
+}
+
+type Svc = &'static Service;
+
+pub(crate) fn router(svc: Svc, limits: HttpLimits) -> Router {
+    let timeout = Duration::from_millis(limits.request_ms);
+    Router::new()
+        .route("/v1/admit", post(admit))
+        .route("/v1/reservations/{id}/settle", post(settle))
+        .route("/v1/reservations/{id}/release", post(release))
+        .route("/v1/reservations/{id}/calls", post(sub_call))
+        .route("/v1/pending/{id}/approve", post(approve))
+        .route("/v1/pending/{id}/refuse", post(refuse))
+        .route("/v1/mandates/{id}", get(mandate))
+        .route("/v1/status", get(status))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(wire::BODY_BYTES_MAX))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                    json(StatusCode::REQUEST_TIMEOUT, &ErrorBody::new("the request took too long"))
+                }))
+                .timeout(timeout)
+                .concurrency_limit(limits.concurrent_max),
+        )
+        .with_state(svc)
+}
+
+fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_string(body).unwrap_or_default())
+        .into_response()
+}
+
+fn refused(r: Refusal) -> Response {
+    let mut response = json(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &r.body);
+    if r.status == 401 {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+fn answer<T: Serialize>(result: Result<T, Refusal>) -> Response {
+    match result {
+        Ok(body) => json(StatusCode::OK, &body),
+        Err(r) => refused(r),
+    }
+}
+
+/// The bearer token's role, or the 401 to send.
+fn authenticate(svc: Svc, headers: &HeaderMap) -> Result<Role, Refusal> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let unauthorized = |why: &str| Refusal::new(401, why);
+    match token {
+        None => Err(unauthorized("a bearer token is required: `Authorization: Bearer <token>`")),
+        Some(t) => svc.role_of(t).ok_or_else(|| unauthorized("the bearer token is not one this server accepts")),
+    }
+}
+
+/// The gateway's role, or the 401/403 to send.
+fn gateway(svc: Svc, headers: &HeaderMap) -> Result<(), Refusal> {
+    match authenticate(svc, headers)? {
+        Role::Gateway => Ok(()),
+        Role::Account(_) => {
+            Err(Refusal::new(403, "this endpoint is the gateway's; an account token may only approve, refuse and read"))
+        }
+    }
+}
+
+async fn admit(State(svc): State<Svc>, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    if let Err(r) = gateway(svc, &headers) {
+        return refused(r);
+    }
+    let result = match wire::parse::<wire::AdmitRequest>(&body) {
+        Ok(req) => svc.admit(req).await,
+        Err(e) => Err(e.into()),
+    };
+    svc.metrics.admission_seconds.get_or_create(&ApiLabels { api: "http" }).observe(started.elapsed().as_secs_f64());
+    answer(result)
+}
+
+async fn sub_call(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = gateway(svc, &headers) {
+        return refused(r);
+    }
+    match wire::parse::<wire::SubCallRequest>(&body) {
+        Ok(req) => answer(svc.sub_call(&id, req).await),
+        Err(e) => refused(e.into()),
+    }
+}
+
+async fn settle(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = gateway(svc, &headers) {
+        return refused(r);
+    }
+    match wire::parse::<wire::SettleRequest>(&body) {
+        Ok(req) => answer(svc.settle(&id, req)),
+        Err(e) => refused(e.into()),
+    }
+}
+
+async fn release(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = gateway(svc, &headers) {
+        return refused(r);
+    }
+    match wire::parse_optional::<wire::AtRequest>(&body) {
+        Ok(_) => answer(svc.release(&id)),
+        Err(e) => refused(e.into()),
+    }
+}
+
+async fn approve(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    let role = match authenticate(svc, &headers) {
+        Ok(role) => role,
+        Err(r) => return refused(r),
+    };
+    let at = match wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
+        Ok(at) => at,
+        Err(e) => return refused(e.into()),
+    };
+    answer(svc.approve(&id, &role, at).await)
+}
+
+async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    let role = match authenticate(svc, &headers) {
+        Ok(role) => role,
+        Err(r) => return refused(r),
+    };
+    if let Err(e) = wire::parse_optional::<wire::AtRequest>(&body) {
+        return refused(e.into());
+    }
+    answer(svc.refuse(&id, &role).await)
+}
+
+async fn mandate(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    match authenticate(svc, &headers) {
+        Ok(role) => answer(svc.mandate(&id, &role)),
+        Err(r) => refused(r),
+    }
+}
+
+async fn status(State(svc): State<Svc>, headers: HeaderMap) -> Response {
+    match authenticate(svc, &headers) {
+        Ok(_) => json(StatusCode::OK, &svc.status_json()),
+        Err(r) => refused(r),
+    }
+}
+
+async fn healthz() -> Response {
+    json(StatusCode::OK, &serde_json::json!({ "status": "ok" }))
+}
+
+async fn readyz(State(svc): State<Svc>, headers: HeaderMap) -> Response {
+    if let Err(r) = authenticate(svc, &headers) {
+        return refused(r);
+    }
+    // Acquire: pairs with the Release of the shutdown that cleared it (a flag, read alone).
+    if svc.ready.load(std::sync::atomic::Ordering::Acquire) {
+        json(StatusCode::OK, &serde_json::json!({ "ready": true }))
+    } else {
+        json(StatusCode::SERVICE_UNAVAILABLE, &serde_json::json!({ "ready": false, "error": "shutting down" }))
+    }
+}
+
+async fn metrics(State(svc): State<Svc>, headers: HeaderMap) -> Response {
+    if let Err(r) = authenticate(svc, &headers) {
+        return refused(r);
+    }
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], svc.metrics_text()).into_response()
+}
+
+async fn not_found() -> Response {
+    json(StatusCode::NOT_FOUND, &ErrorBody::new("no such endpoint; see schema/openapi.yaml"))
+}

@@ -1,0 +1,147 @@
+//! `--documents DIR` read into one snapshot input, all or nothing: every `.yaml`/`.yml`
+//! file below `DIR` must be a valid manifest, mandate or agent record, or one of the
+//! documents the server knowingly leaves to other verbs (a simulation scenario, a job
+//! mandate). Anything else is an error that names its file and JSON Pointer, and the
+//! server keeps serving what it had (docs/serve.md, "Hot reload").
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use holon::doc::{self, DocError, Limits};
+use holon::documents::{self, Document};
+use holon::engine::SnapshotInput;
+use holon::manifest::Manifest;
+use holon::pattern::AgentId;
+use holon::record::AgentRecord;
+use serde::Serialize;
+
+/// Why a documents directory was refused: the first file at fault, where in it, and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LoadFailure {
+    pub file: String,
+    /// A JSON Pointer into the document (`/` for the whole file).
+    pub pointer: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}: {}", self.file, self.pointer, self.message)
+    }
+}
+
+/// What a directory held, compiled-ready.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub input: SnapshotInput,
+    /// Files left to other verbs (scenarios, job mandates), by path.
+    pub ignored: Vec<String>,
+}
+
+/// Reads every document below `dir`. The first file that is not a valid document of a kind
+/// the server serves or knowingly ignores refuses the whole directory.
+pub(crate) fn load(dir: &Path) -> Result<Loaded, LoadFailure> {
+    let limits = Limits::default();
+    let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
+    if !dir.is_dir() {
+        return Err(whole(dir, "not a directory: give --documents the directory that holds the documents"));
+    }
+    let mut manifests: Vec<(PathBuf, Manifest)> = Vec::new();
+    let mut mandates = Vec::new();
+    let mut records: BTreeMap<AgentId, Vec<(PathBuf, AgentRecord)>> = BTreeMap::new();
+    let mut ignored = Vec::new();
+    for file in files {
+        match read_one(&file, &limits)? {
+            Some(Document::Manifest(m)) => manifests.push((file, *m)),
+            Some(Document::Mandate(m)) => mandates.push(Arc::new(*m)),
+            Some(Document::Record(r)) => records.entry(r.agent.clone()).or_default().push((file, *r)),
+            #[cfg(feature = "job")]
+            Some(Document::JobMandate(_)) => ignored.push(file.display().to_string()),
+            None => ignored.push(file.display().to_string()),
+        }
+    }
+    let agents = manifests
+        .into_iter()
+        .map(|(path, m)| {
+            let record = record_for(&path, &m, records.get(&m.id).map(Vec::as_slice).unwrap_or_default());
+            (Arc::new(m), record.map(Arc::new))
+        })
+        .collect();
+    Ok(Loaded { input: SnapshotInput { mandates, agents }, ignored })
+}
+
+/// A manifest's record: the one beside it (same directory) first, then any for its id and
+/// version, then any for its id without a version.
+fn record_for(path: &Path, m: &Manifest, records: &[(PathBuf, AgentRecord)]) -> Option<AgentRecord> {
+    let applies = |r: &AgentRecord| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version);
+    let beside = records.iter().find(|(p, r)| p.parent() == path.parent() && applies(r));
+    let versioned = records.iter().find(|(_, r)| r.version.as_ref() == Some(&m.version));
+    let any = records.iter().find(|(_, r)| r.version.is_none());
+    beside.or(versioned).or(any).map(|(_, r)| r.clone()).filter(applies)
+}
+
+/// One file: a served document, `None` for one the server knowingly leaves to other
+/// verbs, or the failure.
+fn read_one(file: &Path, limits: &Limits) -> Result<Option<Document>, LoadFailure> {
+    let text = doc::read_text(file, limits).map_err(|e| whole(file, &e.to_string()))?;
+    let value = doc::yaml::parse(&text, limits).map_err(|e| whole(file, &e.to_string()))?;
+    // A simulation scenario (`holon mandate simulate`) sits beside the examples.
+    if value.get("holon_scenario").is_some() {
+        return Ok(None);
+    }
+    let checked = documents::check_value(&value).map_err(|e| match e {
+        DocError::UnknownKind => whole(
+            file,
+            "not a holon document: a manifest starts with `holon:`, a mandate with `holon_mandate:`, a record with `holon_record:`; move other files out of the documents directory",
+        ),
+        other => whole(file, &other.to_string()),
+    })?;
+    match checked.result {
+        Ok(document) => Ok(Some(document)),
+        Err(violations) => {
+            let first = violations.into_iter().next();
+            let kind = checked.kind.as_str();
+            Err(match first {
+                Some(v) => LoadFailure {
+                    file: file.display().to_string(),
+                    pointer: v.path,
+                    message: format!("invalid {kind}: {}", v.message),
+                },
+                None => whole(file, &format!("invalid {kind}")),
+            })
+        }
+    }
+}
+
+fn whole(file: &Path, message: &str) -> LoadFailure {
+    LoadFailure { file: file.display().to_string(), pointer: "/".to_owned(), message: message.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_examples_load_and_the_scenario_is_left_alone() {
+        let loaded = load(Path::new("examples")).unwrap();
+        assert_eq!(loaded.input.mandates.len(), 2);
+        assert_eq!(loaded.input.agents.len(), 7);
+        assert!(loaded.input.agents.iter().all(|(_, r)| r.is_some()), "every example agent has its record");
+        assert_eq!(loaded.ignored.len(), 1, "{:?}", loaded.ignored);
+    }
+
+    #[test]
+    fn an_unknown_file_or_an_invalid_document_refuses_the_directory_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.yaml"), "hello: world\n").unwrap();
+        let failure = load(dir.path()).unwrap_err();
+        assert!(failure.file.ends_with("notes.yaml") && failure.message.contains("not a holon document"));
+        std::fs::remove_file(dir.path().join("notes.yaml")).unwrap();
+        let text = std::fs::read_to_string("examples/mandates/alice-root.yaml").unwrap();
+        std::fs::write(dir.path().join("m.yaml"), text.replace("per_call: \"2.00\"", "per_call: \"two\"")).unwrap();
+        let failure = load(dir.path()).unwrap_err();
+        assert_eq!(failure.pointer, "/budget/per_call", "{failure}");
+        assert!(load(&dir.path().join("m.yaml")).is_err(), "a file is not a directory");
+    }
+}

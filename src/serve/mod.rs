@@ -1,0 +1,250 @@
+//! `holon serve`: the admission engine as a sidecar for gateways in any language, over
+//! HTTP/JSON (docs/serve.md). A layer above the engine: the library does not know it
+//! exists, and it lives in the binary behind the `serve` feature.
+//!
+//! - `loader`: `--documents DIR` into one snapshot input, all or nothing;
+//! - `auth`: bearer tokens by SHA-256 hash, roles, `holon token new`;
+//! - `service`: what a request does (engine, node, open reservations, reload, reaper);
+//! - `decision`: decisions into response bodies, with every reason as a sentence;
+//! - `http`: the axum router, authentication, limits, status codes;
+//! - `wire`: the JSON bodies; `metrics`: Prometheus.
+
+pub(crate) mod auth;
+mod decision;
+mod http;
+mod loader;
+mod metrics;
+mod service;
+mod wire;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use holon::engine::{ChannelSink, Engine, EngineConfig, NullSink, ReceiptSink};
+use holon::node::{Node, NodeConfig};
+use holon::store::{self, LedgerStore};
+
+use service::Service;
+
+/// Every setting of `holon serve`.
+#[derive(Debug, Clone)]
+pub(crate) struct ServeOptions {
+    pub documents: PathBuf,
+    pub listen: String,
+    pub store: String,
+    pub node: String,
+    pub tokens: PathBuf,
+    pub receipts: Option<PathBuf>,
+    pub grace_s: u64,
+    pub request_ms: u64,
+    pub concurrent_max: usize,
+    pub json_logs: bool,
+}
+
+/// How often the reaper runs, in ms.
+const REAP_MS: u64 = 1_000;
+/// Quiet time after a file change before a reload, in ms (an editor writes in bursts).
+const RELOAD_QUIET_MS: u64 = 100;
+/// Receipts the sink queues before it counts drops.
+const RECEIPT_QUEUE: usize = 65_536;
+
+pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
+    init_logs(options.json_logs);
+    let tokens = auth::Tokens::load(&options.tokens).map_err(anyhow::Error::msg)?;
+    if tokens.len() == 0 {
+        anyhow::bail!(
+            "tokens file {} holds no token: add one with `holon token new --role gateway --tokens {}`",
+            options.tokens.display(),
+            options.tokens.display()
+        );
+    }
+    let loaded = loader::load(&options.documents).map_err(|f| anyhow::anyhow!("{f}"))?;
+    let (sink, receipts): (Arc<dyn ReceiptSink>, _) = match &options.receipts {
+        Some(path) => {
+            let (sink, rx) = ChannelSink::new(RECEIPT_QUEUE);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("receipts file {}", path.display()))?;
+            (Arc::new(sink), Some((rx, file)))
+        }
+        None => (Arc::new(NullSink), None),
+    };
+    let engine = Arc::new(Engine::with_sink(EngineConfig { store_backed: true, ..EngineConfig::default() }, sink));
+    engine.publish(&loaded.input).context("compiling the documents")?;
+    if let Some(path) = options.store.strip_prefix("sqlite:").map(std::path::Path::new)
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("the store's directory {}", dir.display()))?;
+    }
+    let store: Arc<dyn LedgerStore> = Arc::from(store::open(&options.store)?);
+    let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), NodeConfig::new(&options.node))?;
+    // For the process's life (see `service`): reservations are held across requests.
+    let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
+    let node: &'static Node = Box::leak(Box::new(node));
+    let kind = if options.store == "memory" {
+        "memory"
+    } else if options.store.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    let svc: &'static Service = Box::leak(Box::new(Service::new(
+        engine,
+        node,
+        store,
+        kind,
+        options.documents.clone(),
+        options.tokens.clone(),
+        tokens,
+        loaded.ignored,
+    )));
+    let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine.names(), file));
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("the async runtime")?;
+    let result = runtime.block_on(serve(svc, options));
+    // The reaper and the signal tasks never end on their own.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    // Every reservation is settled, released or past the grace: flush and give back.
+    let drained = node.drain_in_place();
+    if let Some(writer) = writer {
+        writer.finish();
+    }
+    tracing::info!(open = svc.open_count(), "stopped");
+    drained.context("draining the node")?;
+    result
+}
+
+async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(&options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    let addr = listener.local_addr()?;
+    // The one line a supervisor (or a test) reads to find the port.
+    println!("holon serve: listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%addr, documents = %options.documents.display(), store = svc.store_kind, "serving");
+
+    let _watcher = watch(svc)?;
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(REAP_MS));
+        loop {
+            tick.tick().await;
+            let _ = tokio::task::spawn_blocking(move || svc.reap()).await;
+        }
+    });
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            let _ = tokio::task::spawn_blocking(move || svc.reload()).await;
+        }
+    });
+    let limits = http::HttpLimits { request_ms: options.request_ms, concurrent_max: options.concurrent_max };
+    let grace = Duration::from_secs(options.grace_s);
+    axum::serve(listener, http::router(svc, limits)).with_graceful_shutdown(shutdown(svc, grace)).await?;
+    Ok(())
+}
+
+/// Resolves when the server should stop: after SIGTERM or SIGINT, admissions are refused
+/// (`/readyz` 503) while open reservations get up to `grace` to settle.
+async fn shutdown(svc: &'static Service, grace: Duration) {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    // Release: `/readyz` and admissions read it with Acquire (a flag, nothing else ordered).
+    svc.ready.store(false, Ordering::Release);
+    tracing::info!(open = svc.open_count(), grace_s = grace.as_secs(), "shutting down: admitting nothing more");
+    let deadline = Instant::now() + grace;
+    while svc.open_count() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reloads on any change below the documents directory (or to the tokens file).
+fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    // Only the documents and the tokens file: the tokens file's directory may hold the
+    // SQLite store, written all the time.
+    let documents = std::fs::canonicalize(&svc.documents).context("the documents directory")?;
+    let tokens = std::fs::canonicalize(&svc.tokens_path).context("the tokens file")?;
+    let (docs_seen, tokens_seen) = (documents.clone(), tokens.clone());
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let relevant = event.is_ok_and(|e| {
+            !e.kind.is_access() && e.paths.iter().any(|p| p.starts_with(&docs_seen) || p == &tokens_seen)
+        });
+        if relevant {
+            let _ = tx.send(());
+        }
+    })?;
+    watcher.watch(&documents, notify::RecursiveMode::Recursive).context("watching the documents")?;
+    if let Some(dir) = tokens.parent() {
+        watcher.watch(dir, notify::RecursiveMode::NonRecursive).context("watching the tokens file")?;
+    }
+    std::thread::Builder::new().name("holon-reload".to_owned()).spawn(move || {
+        while rx.recv().is_ok() {
+            // Wait for the burst to end.
+            while rx.recv_timeout(Duration::from_millis(RELOAD_QUIET_MS)).is_ok() {}
+            let _ = svc.reload();
+        }
+    })?;
+    Ok(watcher)
+}
+
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOLON_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+}
+
+/// Writes receipts as JSON lines until told to finish, then drains what is left.
+struct ReceiptWriter {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl ReceiptWriter {
+    fn start(
+        rx: holon::engine::receipt::ReceiptReceiver,
+        names: Arc<holon::engine::Names>,
+        file: std::fs::File,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut out = std::io::BufWriter::new(file);
+            loop {
+                // Acquire: pairs with the Release in `finish`; every receipt submitted before
+                // it is in the channel, read by the pass after.
+                let last = seen.load(Ordering::Acquire);
+                for r in rx.try_iter() {
+                    if writeln!(out, "{}", holon::engine::receipt::receipt_json(&r, &names)).is_err() {
+                        tracing::error!("the receipts file cannot be written; receipts are being lost");
+                    }
+                }
+                let _ = out.flush();
+                if last {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(holon::engine::receipt::DRAIN_INTERVAL_MS));
+            }
+        });
+        ReceiptWriter { stop, thread }
+    }
+
+    fn finish(self) {
+        // Release: see the Acquire in the writer's loop.
+        self.stop.store(true, Ordering::Release);
+        let _ = self.thread.join();
+    }
+}

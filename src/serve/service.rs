@@ -1,0 +1,476 @@
+//! What `holon serve` does for a request, whatever the protocol: the engine, its node,
+//! the table of open reservations, the tokens, the reload status. The HTTP layer
+//! (`http.rs`) only maps these results to status codes and JSON.
+//!
+//! The engine, the node and this service live as long as the process (they are leaked
+//! once at start): a reservation is held across requests as `Reservation<'static>`, and
+//! an open reservation is never dropped, because dropping one releases its budget while
+//! the call may have run. At shutdown the ones still open stay spent at their worst case
+//! (the node's drain leaves their leases for `holon ledger reconcile`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use dashmap::DashMap;
+use holon::admission::{Code, CodeSet};
+use holon::engine::{Admission, AgentIx, Call, Engine, MandateIx, Reservation, SubCall};
+use holon::money::Amount;
+use holon::node::{Node, NodeError};
+use holon::pattern::Principal;
+use holon::store::LedgerStore;
+use holon::time::Timestamp;
+use serde::Serialize;
+
+use super::auth::{Role, Tokens};
+use super::loader::{self, LoadFailure};
+use super::metrics::{Metrics, as_gauge};
+use super::wire::{self, DecisionBody, ErrorBody, SettledBody};
+
+/// The longest a request waits for a lease on its way (`lease_pending`), or for a call
+/// held a moment ago to reach the store, in ms.
+pub(crate) const LEASE_WAIT_MS: u64 = 50;
+
+/// An error answer: HTTP status and body.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub status: u16,
+    pub body: ErrorBody,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: u16, error: impl Into<String>) -> Refusal {
+        Refusal { status, body: ErrorBody::new(error) }
+    }
+}
+
+impl From<ErrorBody> for Refusal {
+    fn from(body: ErrorBody) -> Refusal {
+        Refusal { status: 400, body }
+    }
+}
+
+pub(super) struct Open {
+    pub(super) reservation: Reservation<'static>,
+    pub(super) agent: AgentIx,
+}
+
+/// The last reload, for `/v1/status`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct ReloadStatus {
+    pub reloads: u64,
+    pub failures: u64,
+    pub ignored_files: Vec<String>,
+    /// The last reload's error, until a reload succeeds.
+    pub last_error: Option<LoadFailure>,
+    pub last_error_at: Option<String>,
+}
+
+pub(crate) struct Service {
+    pub engine: &'static Engine,
+    pub node: &'static Node,
+    pub store: Arc<dyn LedgerStore>,
+    pub store_kind: &'static str,
+    pub documents: PathBuf,
+    pub tokens_path: PathBuf,
+    pub tokens: ArcSwap<Tokens>,
+    pub metrics: Metrics,
+    pub status: parking_lot::Mutex<ReloadStatus>,
+    /// Serializes reloads (the watcher and SIGHUP may ask at once).
+    reload_lock: parking_lot::Mutex<()>,
+    pub(super) open: DashMap<u64, Open>,
+    /// False once shutdown began.
+    pub ready: AtomicBool,
+}
+
+impl Service {
+    // Each part is a different thing `run` built; a struct of them would only rename them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        engine: &'static Engine,
+        node: &'static Node,
+        store: Arc<dyn LedgerStore>,
+        store_kind: &'static str,
+        documents: PathBuf,
+        tokens_path: PathBuf,
+        tokens: Tokens,
+        ignored: Vec<String>,
+    ) -> Service {
+        Service {
+            engine,
+            node,
+            store,
+            store_kind,
+            documents,
+            tokens_path,
+            tokens: ArcSwap::from_pointee(tokens),
+            metrics: Metrics::new(),
+            status: parking_lot::Mutex::new(ReloadStatus { ignored_files: ignored, ..ReloadStatus::default() }),
+            reload_lock: parking_lot::Mutex::new(()),
+            open: DashMap::new(),
+            ready: AtomicBool::new(true),
+        }
+    }
+
+    /// The role of a bearer token, if the tokens file holds it.
+    pub(crate) fn role_of(&self, token: &str) -> Option<Role> {
+        self.tokens.load().role_of(token)
+    }
+
+    // ---- calls ----------------------------------------------------------------------
+
+    /// `POST /v1/admit`.
+    pub(crate) async fn admit(&self, req: wire::AdmitRequest) -> Result<DecisionBody, Refusal> {
+        // Acquire: pairs with the shutdown's Release (a flag, read alone).
+        if !self.ready.load(Ordering::Acquire) {
+            return Err(Refusal::new(
+                503,
+                "shutting down: admitting nothing more; settle or release open reservations",
+            ));
+        }
+        let max_cost = req.max_cost.as_deref().map(|m| wire::money("/max_cost", m)).transpose()?;
+        let at = wire::at("/at", req.at.as_deref())?;
+        let Some(mandate) = self.engine.mandate_ix(&req.mandate) else {
+            return Ok(self.unknown(Code::UnknownMandate, &req.mandate, None));
+        };
+        let Some(agent) = self.engine.agent_ix(&req.agent) else {
+            return Ok(self.unknown(Code::UnknownAgent, &req.agent, Some(mandate)));
+        };
+        if let Some(class) = &req.capability {
+            let snap = self.engine.snapshot();
+            let offers = snap.agent(agent).is_some_and(|a| a.source.classes().any(|c| c.as_str() == class));
+            if !offers {
+                return Err(ErrorBody::field(
+                    "/capability",
+                    format!("agent `{}` does not offer capability `{class}`: pick one of its implementers", req.agent),
+                )
+                .into());
+            }
+        }
+        let call = Call { max_cost, by_capability: req.capability.is_some(), ..Call::new(mandate, agent, at) };
+        let admission = self.waiting_for_lease(|| Ok(self.engine.admit(&call))).await?;
+        Ok(self.decision(admission, mandate, agent, Some(call), None))
+    }
+
+    /// `POST /v1/reservations/{id}/calls`: a sub-call of an open orchestrator's run.
+    pub(crate) async fn sub_call(&self, parent: &str, req: wire::SubCallRequest) -> Result<DecisionBody, Refusal> {
+        let max_cost = req.max_cost.as_deref().map(|m| wire::money("/max_cost", m)).transpose()?;
+        let at = wire::at("/at", req.at.as_deref())?;
+        let id = reservation_id(parent)?;
+        let entry = self.open.get(&id).ok_or_else(|| not_open(parent))?;
+        let r = &entry.reservation;
+        let snap = self.engine.snapshot();
+        let (agent, capability) = match (&req.agent, &req.capability) {
+            (Some(name), None) => (self.engine.agent_ix(name), None),
+            (None, Some(class)) => {
+                (super::decision::cheapest_implementer(&snap, r, class, at, max_cost), Some(class.as_str()))
+            }
+            _ => return Err(ErrorBody::field("/agent", "give exactly one of `agent` and `capability`").into()),
+        };
+        let run_mandate = r.sub_mandate().map(|m| m.id.clone()).unwrap_or_default();
+        let mandate_ix = self.engine.mandate_ix(&run_mandate).unwrap_or(MandateIx(u32::MAX));
+        let Some(agent) = agent else {
+            let label = req.agent.or(req.capability).unwrap_or_default();
+            return Ok(self.unknown(Code::UnknownAgent, &label, None));
+        };
+        if let (Some(cap), Some(callee)) = (max_cost, snap.agent(agent)) {
+            let price = callee.source.pricing.ceiling().unwrap_or(Amount::MAX);
+            if price > cap {
+                let codes = CodeSet::EMPTY.with(Code::MaxCostBelowPrice);
+                return Ok(self.denied_body(codes, price, agent, None, Some((r, entry.agent)), at));
+            }
+        }
+        let admission = r.sub_call(&SubCall { agent, capability, at });
+        let parent_agent = entry.agent;
+        let body = match admission {
+            Admission::Denied(d) => self.denied_body(d.codes, d.worst_case, agent, None, Some((r, parent_agent)), at),
+            other => self.decision(other, mandate_ix, agent, None, Some((r, parent_agent))),
+        };
+        Ok(body)
+    }
+
+    /// `POST /v1/reservations/{id}/settle`. The body is read before anything changes.
+    pub(crate) fn settle(&self, id: &str, req: wire::SettleRequest) -> Result<SettledBody, Refusal> {
+        let actual = wire::money("/actual", &req.actual)?;
+        if req.latency_ms.is_some_and(|l| l > wire::LATENCY_MS_MAX) {
+            return Err(ErrorBody::field("/latency_ms", format!("at most {} ms", wire::LATENCY_MS_MAX)).into());
+        }
+        let outcome = req.outcome.unwrap_or_default();
+        let key = reservation_id(id)?;
+        let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        let settled =
+            open.reservation.settle(actual, Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
+        self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: outcome.as_str() }).inc();
+        Ok(SettledBody {
+            receipt: key.to_string(),
+            worst_case: settled.worst_case.to_string(),
+            kept: settled.kept.to_string(),
+            billed: settled.billed.to_string(),
+            passthrough: settled.passthrough.to_string(),
+            late: settled.late,
+            outcome: outcome.as_str(),
+        })
+    }
+
+    /// `POST /v1/reservations/{id}/release`.
+    pub(crate) fn release(&self, id: &str) -> Result<wire::ReleasedBody, Refusal> {
+        let key = reservation_id(id)?;
+        let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        open.reservation.release(Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
+        self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: "released" }).inc();
+        Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
+    }
+
+    // ---- held calls -----------------------------------------------------------------
+
+    /// `POST /v1/pending/{id}/approve`: only the mandate's issuer; anyone else changes
+    /// nothing.
+    pub(crate) async fn approve(&self, id: &str, role: &Role, at: Timestamp) -> Result<DecisionBody, Refusal> {
+        let (approver, mandate, agent) = self.issuer_of_held(id, role).await?;
+        let admission = self
+            .waiting_for_lease(|| match self.node.approve(id, &approver, at) {
+                Ok(a) => Ok(a),
+                Err(e) => Err(node_refusal(e)),
+            })
+            .await?;
+        let mut body = self.decision(admission, mandate, agent, None, None);
+        if body.decision == "denied" && body.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable") {
+            // The node put the call back: it can be approved again.
+            body.pending = Some(id.to_owned());
+        }
+        Ok(body)
+    }
+
+    /// `POST /v1/pending/{id}/refuse`.
+    pub(crate) async fn refuse(&self, id: &str, role: &Role) -> Result<wire::RefusedBody, Refusal> {
+        self.issuer_of_held(id, role).await?;
+        let refused = self.node.refuse(id).map_err(node_refusal)?;
+        if !refused {
+            return Err(Refusal::new(
+                404,
+                format!("no held call `{id}`: it was approved or refused already, or expired"),
+            ));
+        }
+        Ok(wire::RefusedBody { pending: id.to_owned(), refused })
+    }
+
+    /// The account's principal if it issued the held call's mandate: 403 for anyone else
+    /// (nothing is taken out of the store), 404 for a call not held.
+    async fn issuer_of_held(&self, id: &str, role: &Role) -> Result<(Principal, MandateIx, AgentIx), Refusal> {
+        let Role::Account(principal) = role else {
+            return Err(Refusal::new(403, "only the mandate's issuer (an `account:NAME` token) approves or refuses"));
+        };
+        let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
+        loop {
+            let now = Timestamp::now().unix();
+            let held = self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string()))?;
+            if let Some(call) = held.into_iter().find(|c| c.id == id) {
+                let snap = self.engine.snapshot();
+                let mandate = self.engine.mandate_ix(&call.mandate);
+                let issuer = mandate.and_then(|m| snap.mandate(m)).map(|m| m.source.issuer.clone());
+                return match (issuer, mandate) {
+                    (Some(issuer), Some(m)) if &issuer == principal => {
+                        Ok((issuer, m, self.engine.agent_ix(&call.agent).unwrap_or(AgentIx(u32::MAX))))
+                    }
+                    (Some(_), _) => Err(Refusal::new(
+                        403,
+                        format!(
+                            "`{}` did not issue mandate `{}`; only its issuer may",
+                            principal.as_str(),
+                            call.mandate
+                        ),
+                    )),
+                    _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
+                };
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Refusal::new(
+                    404,
+                    format!(
+                        "no held call `{id}`: it was approved or refused already, it expired, or it was never held"
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    // ---- reads ----------------------------------------------------------------------
+
+    /// `GET /v1/mandates/{id}`: the gateway, or the mandate's issuer.
+    pub(crate) fn mandate(&self, id: &str, role: &Role) -> Result<serde_json::Value, Refusal> {
+        let snap = self.engine.snapshot();
+        let ix = self.engine.mandate_ix(id).filter(|ix| snap.mandate(*ix).is_some());
+        let (Some(ix), true) = (ix, matches!(role, Role::Gateway | Role::Account(_))) else {
+            return Err(Refusal::new(404, format!("no mandate `{id}` in the documents being served")));
+        };
+        let Some(m) = snap.mandate(ix) else {
+            return Err(Refusal::new(404, format!("no mandate `{id}`")));
+        };
+        if let Role::Account(p) = role
+            && p != &m.source.issuer
+        {
+            return Err(Refusal::new(403, format!("`{}` did not issue mandate `{id}`", p.as_str())));
+        }
+        let b = &m.source.budget;
+        let ledger = self.engine.ledger(ix);
+        let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
+        let (spent, settled, today_spent) =
+            ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
+        let store = self.store.status(Some(id)).ok().and_then(|s| s.into_iter().next());
+        let money = |micros: u64| Amount::from_micros(micros).to_string();
+        Ok(serde_json::json!({
+            "id": id,
+            "issuer": m.source.issuer.as_str(),
+            "currency": b.currency.to_string(),
+            "limits": {
+                "total": b.total.to_string(),
+                "per_call": b.per_call.map(|a| a.to_string()),
+                "per_day": b.per_day.map(|a| a.to_string()),
+                "approval_above": m.source.approval.as_ref().map(|a| a.above.to_string()),
+            },
+            "spent": store.as_ref().map_or_else(|| money(settled), |s| money(s.spent_micros)),
+            "reserved": money(spent.saturating_sub(settled)),
+            "today": money(today_spent),
+            "leased": store.as_ref().map(|s| money(s.leased_micros)),
+        }))
+    }
+
+    /// `GET /v1/status`.
+    pub(crate) fn status_json(&self) -> serde_json::Value {
+        let stats = self.engine.stats();
+        let node = self.node.stats();
+        let status = self.status.lock().clone();
+        serde_json::json!({
+            "generation": stats.generation,
+            "documents": { "directory": self.documents.display().to_string(), "mandates": stats.mandates, "agents": stats.agents, "ignored_files": status.ignored_files },
+            "reloads": status.reloads,
+            "reload_failures": status.failures,
+            "last_reload_error": status.last_error,
+            "last_reload_error_at": status.last_error_at,
+            "in_flight": self.open.len(),
+            "held": self.engine.held_count(),
+            "receipts_dropped": stats.receipts_dropped,
+            "store": { "kind": self.store_kind, "round_trips": node.round_trips, "errors": node.store_errors },
+            // Acquire: pairs with the shutdown's Release (a flag, read alone).
+            "ready": self.ready.load(Ordering::Acquire),
+        })
+    }
+
+    /// `GET /metrics`: the gauges read now, then the exposition.
+    pub(crate) fn metrics_text(&self) -> String {
+        let stats = self.engine.stats();
+        let node = self.node.stats();
+        let m = &self.metrics;
+        m.in_flight.set(as_gauge(self.open.len() as u64));
+        m.held.set(as_gauge(self.engine.held_count() as u64));
+        m.receipts_dropped.set(as_gauge(stats.receipts_dropped));
+        m.store_round_trips.set(as_gauge(node.round_trips));
+        m.store_errors.set(as_gauge(node.store_errors));
+        m.generation.set(as_gauge(stats.generation));
+        m.encode()
+    }
+
+    /// Reservations open through this server.
+    pub(crate) fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
+    // ---- reload and expiry ----------------------------------------------------------
+
+    /// Validates and compiles every document and the tokens file, then publishes them
+    /// atomically; on any error the old snapshot and tokens keep serving and the error is
+    /// reported (`/v1/status`, the log, `holon_reload_failures_total`).
+    pub(crate) fn reload(&self) -> Result<u64, LoadFailure> {
+        let _one = self.reload_lock.lock();
+        let result = loader::load(&self.documents).and_then(|loaded| {
+            let tokens = Tokens::load(&self.tokens_path).map_err(|message| LoadFailure {
+                file: self.tokens_path.display().to_string(),
+                pointer: "/".to_owned(),
+                message,
+            })?;
+            let generation = self.engine.publish(&loaded.input).map_err(|e| LoadFailure {
+                file: self.documents.display().to_string(),
+                pointer: "/".to_owned(),
+                message: e.to_string(),
+            })?;
+            self.tokens.store(Arc::new(tokens));
+            self.status.lock().ignored_files = loaded.ignored;
+            Ok(generation)
+        });
+        let mut status = self.status.lock();
+        match &result {
+            Ok(generation) => {
+                status.reloads += 1;
+                status.last_error = None;
+                status.last_error_at = None;
+                self.metrics.reloads.inc();
+                self.node.wake();
+                tracing::info!(generation, "reloaded the documents");
+            }
+            Err(failure) => {
+                status.failures += 1;
+                status.last_error = Some(failure.clone());
+                status.last_error_at = Some(Timestamp::now().to_string());
+                self.metrics.reload_failures.inc();
+                tracing::error!(file = %failure.file, pointer = %failure.pointer, message = %failure.message, "reload refused; the old snapshot keeps serving");
+            }
+        }
+        result
+    }
+
+    /// The reaper: reclaims reservations past their callee's timeout plus the grace (their
+    /// worst case stays spent) and forgets them here; drops expired held calls.
+    pub(crate) fn reap(&self) -> usize {
+        let now = Timestamp::now();
+        let reclaimed = self.engine.reclaim_expired(now);
+        self.engine.expire_pending(now);
+        // A reclaimed reservation dropped unsettled keeps its worst case spent.
+        self.open.retain(|_, open| open.reservation.is_active());
+        reclaimed
+    }
+
+    /// Asks again while the only reason to refuse is a lease on its way, for up to
+    /// [`LEASE_WAIT_MS`], waking the node.
+    async fn waiting_for_lease<F>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
+    where
+        F: FnMut() -> Result<Admission<'static>, Refusal>,
+    {
+        let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
+        loop {
+            let admission = ask()?;
+            let waiting = matches!(&admission, Admission::Denied(d)
+                if !d.codes.is_empty() && d.codes.iter().all(|c| c == Code::LeasePending));
+            if !waiting || std::time::Instant::now() >= deadline {
+                return Ok(admission);
+            }
+            self.node.wake();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+fn reservation_id(text: &str) -> Result<u64, Refusal> {
+    text.parse::<u64>().map_err(|_| Refusal::new(404, format!("no reservation `{text}`: ids are decimal numbers")))
+}
+
+fn not_open(id: &str) -> Refusal {
+    Refusal::new(
+        404,
+        format!(
+            "no open reservation `{id}`: it was settled or released already, expired (reclaimed after its callee's timeout plus the grace; its worst case stays spent), or never made"
+        ),
+    )
+}
+
+fn node_refusal(e: NodeError) -> Refusal {
+    match e {
+        NodeError::UnknownHeld(_) => Refusal::new(404, e.to_string()),
+        NodeError::HeldNotHere(_) => Refusal::new(409, e.to_string()),
+        NodeError::Engine(holon::engine::EngineError::Approval(_)) => Refusal::new(403, e.to_string()),
+        NodeError::Store(_) => Refusal::new(503, e.to_string()),
+        other => Refusal::new(409, other.to_string()),
+    }
+}

@@ -1,0 +1,192 @@
+//! The JSON the HTTP API speaks (schema/openapi.yaml describes it): request bodies read
+//! strictly (unknown keys refused, money as decimal strings, every failure naming its
+//! field), and the response bodies.
+
+use holon::money::Amount;
+use holon::time::Timestamp;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Largest request body read, in bytes.
+pub(crate) const BODY_BYTES_MAX: usize = 64 * 1024;
+/// Largest `latency_ms` a settle reports (a day).
+pub(crate) const LATENCY_MS_MAX: u64 = 86_400_000;
+
+/// A 4xx answer: what is wrong, and which field (a JSON Pointer) when one is at fault.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ErrorBody {
+    pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ErrorBody {
+    pub(crate) fn new(error: impl Into<String>) -> ErrorBody {
+        ErrorBody { error: error.into(), field: None }
+    }
+    pub(crate) fn field(field: &str, error: impl Into<String>) -> ErrorBody {
+        ErrorBody { error: error.into(), field: Some(field.to_owned()) }
+    }
+}
+
+/// Reads a JSON body of type `T`; a syntax, type or unknown-key error names its field.
+pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ErrorBody> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "/".to_owned() } else { format!("/{}", path.replace('.', "/")) };
+        ErrorBody::field(&field, format!("the request body: {}", e.inner()))
+    })
+}
+
+/// An optional body (approve, release): empty means the defaults.
+pub(crate) fn parse_optional<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ErrorBody> {
+    if body.iter().all(u8::is_ascii_whitespace) { Ok(T::default()) } else { parse(body) }
+}
+
+/// A money field: a decimal string in the mandate's currency.
+pub(crate) fn money(field: &str, text: &str) -> Result<Amount, ErrorBody> {
+    Amount::parse(text).map_err(|e| {
+        ErrorBody::field(
+            field,
+            format!("`{field}` must be a decimal string such as \"0.25\" (at most 6 decimals): {e}"),
+        )
+    })
+}
+
+/// The call's time: the `at` field (RFC 3339) or the server's clock.
+pub(crate) fn at(field: &str, text: Option<&str>) -> Result<Timestamp, ErrorBody> {
+    match text {
+        None => Ok(Timestamp::now()),
+        Some(t) => Timestamp::parse(t).map_err(|_| {
+            ErrorBody::field(field, format!("`{field}` must be an RFC 3339 time such as \"2026-11-20T10:00:00Z\""))
+        }),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AdmitRequest {
+    pub mandate: String,
+    pub agent: String,
+    pub max_cost: Option<String>,
+    /// The capability the gateway picked `agent` for (the caller asked for the capability).
+    pub capability: Option<String>,
+    pub at: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SubCallRequest {
+    pub agent: Option<String>,
+    pub capability: Option<String>,
+    pub max_cost: Option<String>,
+    pub at: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    #[default]
+    Success,
+    Error,
+    DeclaredFailure,
+}
+
+impl Outcome {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Error => "error",
+            Outcome::DeclaredFailure => "declared_failure",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SettleRequest {
+    pub actual: String,
+    pub outcome: Option<Outcome>,
+    pub latency_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AtRequest {
+    pub at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ReasonBody {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The decision on a call (admit, sub-call, approve): always 200.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DecisionBody {
+    pub decision: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    /// The agent the decision is about (for a sub-call by capability, the one picked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    pub worst_case: String,
+    /// What an allowed orchestrator's sub-calls may spend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_budget: Option<String>,
+    pub currency: String,
+    pub codes: Vec<&'static str>,
+    pub reasons: Vec<ReasonBody>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct SettledBody {
+    /// The id of the call's receipt (the reservation's id).
+    pub receipt: String,
+    pub worst_case: String,
+    /// Kept against the mandate: the bill, at most the worst case.
+    pub kept: String,
+    /// What the caller pays as docs/rulings.md (delegation) bills it: own cost plus the
+    /// sub-calls' passthrough.
+    pub billed: String,
+    pub passthrough: String,
+    /// The reservation had expired and was reclaimed; this settle reconciled it.
+    pub late: bool,
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ReleasedBody {
+    pub receipt: String,
+    pub released: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RefusedBody {
+    pub pending: String,
+    pub refused: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_body_names_its_field() {
+        let e = parse::<SettleRequest>(br#"{"actual": 1}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/actual"), "{e:?}");
+        let e = parse::<SettleRequest>(br#"{"actual": "1", "tip": "2"}"#).unwrap_err();
+        assert!(e.error.contains("tip"), "{e:?}");
+        let e = parse::<SettleRequest>(br#"{"actual": "1", "latency_ms": 1e400}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/latency_ms"), "{e:?}");
+        assert!(parse::<SettleRequest>(b"{").is_err());
+        assert_eq!(money("/actual", "NaN").unwrap_err().field.as_deref(), Some("/actual"));
+        assert!(money("/actual", "-1").is_err() && money("/actual", "1e3").is_err());
+        assert!(at("/at", Some("yesterday")).is_err());
+        assert!(parse_optional::<AtRequest>(b"  ").unwrap().at.is_none());
+    }
+}

@@ -1,0 +1,122 @@
+//! A real `holon serve` process on a loopback port, on a copy of the bundled examples, with
+//! a gateway token and an account token for alice and one for bob; a real HTTP client.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+pub(crate) struct Server {
+    child: Option<Child>,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+    pub gateway: String,
+    pub alice: String,
+    pub bob: String,
+    agent: ureq::Agent,
+}
+
+fn holon() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_holon"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn new_token(role: &str, tokens: &Path) -> String {
+    let out = holon().args(["token", "new", "--role", role, "--tokens"]).arg(tokens).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+impl Server {
+    /// Starts a server on a copy of `examples/` (edit it under `self.docs()`).
+    pub(crate) fn start() -> Server {
+        Server::start_with(|_| {})
+    }
+
+    /// Starts a server after `edit` changed the copy of the examples.
+    pub(crate) fn start_with(edit: impl FnOnce(&Path)) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(Path::new("examples"), &dir.path().join("docs"));
+        edit(&dir.path().join("docs"));
+        let tokens = dir.path().join("tokens");
+        let (gateway, alice, bob) =
+            (new_token("gateway", &tokens), new_token("account:alice", &tokens), new_token("account:bob", &tokens));
+        let mut child = holon()
+            .args(["serve", "--listen", "127.0.0.1:0", "--grace-s", "2", "--documents"])
+            .arg(dir.path().join("docs"))
+            .arg("--tokens")
+            .arg(&tokens)
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.path().join("ledger.db").display()))
+            .arg("--receipts")
+            .arg(dir.path().join("receipts.jsonl"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        Server { child: Some(child), url, dir, gateway, alice, bob, agent }
+    }
+
+    pub(crate) fn docs(&self) -> PathBuf {
+        self.dir.path().join("docs")
+    }
+
+    /// POSTs `body` (raw) with `token`; returns the status and the JSON answer.
+    pub(crate) fn post_raw(&self, path: &str, token: Option<&str>, body: &str) -> (u16, Value) {
+        let mut req = self.agent.post(format!("{}{path}", self.url)).header("content-type", "application/json");
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let mut resp = req.send(body).unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub(crate) fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.post_raw(path, Some(token), &body.to_string())
+    }
+
+    pub(crate) fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let mut req = self.agent.get(format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let mut resp = req.call().unwrap();
+        (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap())
+    }
+
+    /// SIGTERM, then waits for the exit; returns whether it exited cleanly.
+    pub(crate) fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else { return false };
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        child.wait().map(|s| s.success()).unwrap_or(false)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! `holon serve` end to end: a real server process, a real HTTP client, loopback.
+#![cfg(feature = "serve")]
+
+mod common;
+
+use common::server::Server;
+use serde_json::{Value, json};
+
+const MANDATE: &str = "alice/m-2026-11";
+
+fn admit(s: &Server, agent: &str, max_cost: Option<&str>) -> Value {
+    let mut body = json!({ "mandate": MANDATE, "agent": agent });
+    if let Some(m) = max_cost {
+        body["max_cost"] = json!(m);
+    }
+    let (status, answer) = s.post("/v1/admit", &s.gateway, body);
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+#[test]
+fn the_worked_example_through_http_number_for_number() {
+    let mut s = Server::start();
+    // 0.10 + passthrough cap 3.00 = 3.10 > per_call 2.00.
+    let first = admit(&s, "holon-labs/invoice-pipeline", None);
+    assert_eq!((first["decision"].as_str(), first["worst_case"].as_str()), (Some("denied"), Some("3.10")), "{first}");
+    assert_eq!(first["codes"], json!(["per_call_exceeded"]));
+    assert!(first["reasons"][0]["message"].as_str().unwrap().contains("2.00"), "{first}");
+    // With max_cost 0.60: held for alice.
+    let held = admit(&s, "holon-labs/invoice-pipeline", Some("0.60"));
+    assert_eq!(held["decision"], "held", "{held}");
+    let pending = held["pending"].as_str().unwrap().to_owned();
+    let approve = format!("/v1/pending/{pending}/approve");
+    // The agent's gateway may not approve, nor may bob: 403, and the call stays held.
+    let (status, _) = s.post(&approve, &s.gateway, json!({}));
+    assert_eq!(status, 403);
+    let (status, answer) = s.post(&approve, &s.bob, json!({}));
+    assert_eq!(status, 403, "{answer}");
+    let (status, approved) = s.post(&approve, &s.alice, json!({}));
+    assert_eq!(status, 200, "{approved}");
+    assert_eq!(approved["decision"], "allowed", "{approved}");
+    assert_eq!((approved["worst_case"].as_str(), approved["sub_budget"].as_str()), (Some("0.60"), Some("0.50")));
+    let run = approved["reservation"].as_str().unwrap().to_owned();
+    // A second approval finds nothing.
+    assert_eq!(s.post(&approve, &s.alice, json!({})).0, 404);
+    // Six sub-calls by capability: the gateway's pick is the cheapest admissible one.
+    for (capability, cost) in [
+        ("extraction.table", "0.004"),
+        ("extraction.table", "0.004"),
+        ("extraction.table", "0.004"),
+        ("extraction.table", "0.004"),
+        ("finance.fx", "0.001"),
+        ("finance.fx", "0.001"),
+    ] {
+        let (status, sub) =
+            s.post(&format!("/v1/reservations/{run}/calls"), &s.gateway, json!({ "capability": capability }));
+        assert_eq!((status, sub["decision"].as_str()), (200, Some("allowed")), "{sub}");
+        let id = sub["reservation"].as_str().unwrap();
+        let (status, settled) = s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": cost }));
+        assert_eq!((status, settled["kept"].as_str()), (200, Some(cost)), "{settled}");
+    }
+    let (status, settled) = s.post(
+        &format!("/v1/reservations/{run}/settle"),
+        &s.gateway,
+        json!({ "actual": "0.10", "outcome": "success", "latency_ms": 850 }),
+    );
+    assert_eq!(status, 200, "{settled}");
+    assert_eq!(
+        (settled["billed"].as_str(), settled["passthrough"].as_str()),
+        (Some("0.118"), Some("0.018")),
+        "{settled}"
+    );
+    // Settled once: a second settle changes nothing.
+    assert_eq!(s.post(&format!("/v1/reservations/{run}/settle"), &s.gateway, json!({ "actual": "0" })).0, 404);
+    let (status, m) = s.get(&format!("/v1/mandates/{}", MANDATE.replace('/', "%2F")), Some(&s.alice));
+    assert_eq!(status, 200, "{m}");
+    let m: Value = serde_json::from_str(&m).unwrap();
+    assert_eq!((m["limits"]["total"].as_str(), m["reserved"].as_str()), (Some("100.00"), Some("0.00")), "{m}");
+    assert_eq!(s.get(&format!("/v1/mandates/{}", MANDATE.replace('/', "%2F")), Some(&s.bob)).0, 403);
+    // Stopped, the node flushes: the store counts 0.118 spent.
+    assert!(s.stop(), "a clean shutdown");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["ledger", "status", "--json", "--store"])
+        .arg(format!("sqlite:{}", s.dir.path().join("ledger.db").display()))
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spent = status.to_string();
+    assert!(spent.contains("\"spent\":\"0.118\"") || spent.contains("118000"), "{spent}");
+    let receipts = std::fs::read_to_string(s.dir.path().join("receipts.jsonl")).unwrap();
+    assert!(receipts.lines().count() >= 9, "{receipts}");
+}
+
+#[test]
+fn no_token_a_wrong_token_or_a_wrong_role_changes_nothing() {
+    let s = Server::start();
+    let body = json!({ "mandate": MANDATE, "agent": "acme/table-extract" }).to_string();
+    assert_eq!(s.post_raw("/v1/admit", None, &body).0, 401);
+    assert_eq!(s.post_raw("/v1/admit", Some("holon_not_a_token"), &body).0, 401);
+    let (status, answer) = s.post_raw("/v1/admit", Some(&s.alice), &body);
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer["error"].is_string());
+    assert_eq!(s.get("/v1/status", None).0, 401);
+    assert_eq!(s.get("/metrics", None).0, 401);
+    assert_eq!(s.get("/healthz", None).0, 200);
+    // Nothing was admitted by any of them.
+    let (_, metrics) = s.get("/metrics", Some(&s.gateway));
+    assert!(!metrics.contains("decision=\"allowed\""), "{metrics}");
+    // Bad input: a 400 naming the field, never a 5xx.
+    for (body, field) in [
+        (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","max_cost":"NaN"}"#, "/max_cost"),
+        (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","max_cost":1}"#, "/max_cost"),
+        (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","tip":"1"}"#, "/"),
+        (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","at":"soon"}"#, "/at"),
+        (r#"{"mandate":"alice/m-2026-11""#, "/"),
+    ] {
+        let (status, answer) = s.post_raw("/v1/admit", Some(&s.gateway), body);
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert!(answer["field"].as_str().is_some_and(|f| f.starts_with(field)), "{body}: {answer}");
+    }
+    let huge = format!(r#"{{"mandate":"{}","agent":"a/b"}}"#, "m".repeat(100_000));
+    assert_eq!(s.post_raw("/v1/admit", Some(&s.gateway), &huge).0, 413);
+}
+
+#[test]
+fn a_reload_applies_a_lowered_limit_and_a_broken_file_keeps_the_old_snapshot() {
+    let s = Server::start();
+    let allowed = admit(&s, "holon-labs/invoice-pipeline", Some("0.30"));
+    assert_eq!(allowed["decision"], "allowed", "{allowed}");
+    let id = allowed["reservation"].as_str().unwrap();
+    assert_eq!(s.post(&format!("/v1/reservations/{id}/release"), &s.gateway, json!({})).0, 200);
+    let path = s.docs().join("mandates/alice-root.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("per_call: \"2.00\"", "per_call: \"0.20\"")).unwrap();
+    let denied = wait_for(|| {
+        let a = admit(&s, "holon-labs/invoice-pipeline", Some("0.30"));
+        (a["codes"] == json!(["per_call_exceeded"])).then_some(a)
+    });
+    assert_eq!(denied["codes"], json!(["per_call_exceeded"]), "{denied}");
+    // A broken file: the old snapshot keeps serving, the error names the file and field.
+    std::fs::write(&path, text.replace("per_call: \"2.00\"", "per_call: \"lots\"")).unwrap();
+    let status = wait_for(|| {
+        let (_, body) = s.get("/v1/status", Some(&s.gateway));
+        let v: Value = serde_json::from_str(&body).unwrap();
+        (!v["last_reload_error"].is_null()).then_some(v)
+    });
+    assert!(status["last_reload_error"]["file"].as_str().unwrap().ends_with("alice-root.yaml"), "{status}");
+    assert_eq!(status["last_reload_error"]["pointer"], "/budget/per_call", "{status}");
+    let still = admit(&s, "holon-labs/invoice-pipeline", Some("0.30"));
+    assert_eq!(still["codes"], json!(["per_call_exceeded"]), "the lowered limit still serves: {still}");
+    let (_, metrics) = s.get("/metrics", Some(&s.gateway));
+    assert!(metrics.lines().any(|l| l.starts_with("holon_reload_failures_total") && !l.ends_with(" 0")), "{metrics}");
+}
+
+#[test]
+fn concurrent_clients_on_one_hot_mandate_never_overrun() {
+    let s = Server::start_with(|docs| {
+        let path = docs.join("mandates/alice-root.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text =
+            text.replace("total: \"100.00\"", "total: \"0.20\"").replace("per_call: \"2.00\"", "per_call: \"0.10\"");
+        std::fs::write(&path, text.replace("per_day: \"20.00\"", "per_day: \"0.20\"")).unwrap();
+    });
+    let kept_micros = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..40 {
+                    let a = admit(&s, "acme/table-extract", None);
+                    if let Some(id) = a["reservation"].as_str() {
+                        let (_, settled) =
+                            s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0.004" }));
+                        let kept = holon::money::Amount::parse(settled["kept"].as_str().unwrap()).unwrap();
+                        kept_micros.fetch_add(kept.micros(), std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let kept = kept_micros.into_inner();
+    assert!(kept <= 200_000, "kept {kept} micros of a 0.20 budget");
+    assert!(kept >= 100_000, "the budget was used: {kept}");
+}
+
+fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..200 {
+        if let Some(v) = f() {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("timed out waiting");
+}
