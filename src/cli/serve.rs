@@ -16,6 +16,16 @@ pub(super) struct ServeArgs {
     /// says which).
     #[arg(long, default_value = "127.0.0.1:8844")]
     listen: String,
+    /// Also serve Envoy's external authorization (`envoy.service.auth.v3.Authorization`)
+    /// over gRPC on this address.
+    #[arg(long)]
+    grpc: Option<String>,
+    /// The request header Envoy's Check carries the mandate in.
+    #[arg(long, default_value = "x-holon-mandate")]
+    mandate_header: String,
+    /// The request header Envoy's Check carries the agent in.
+    #[arg(long, default_value = "x-holon-agent")]
+    agent_header: String,
     /// The ledger store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
     #[arg(long, default_value = "sqlite:.holon/ledger.db")]
     store: String,
@@ -59,6 +69,9 @@ pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
     crate::serve::run(&crate::serve::ServeOptions {
         documents: a.documents,
         listen: a.listen,
+        grpc: a.grpc,
+        mandate_header: a.mandate_header,
+        agent_header: a.agent_header,
         store: a.store,
         node: a.node,
         tokens: a.tokens,

@@ -7,10 +7,12 @@
 //! - `service`: what a request does (engine, node, open reservations, reload, reaper);
 //! - `decision`: decisions into response bodies, with every reason as a sentence;
 //! - `http`: the axum router, authentication, limits, status codes;
+//! - `ext_authz`: Envoy's external authorization over gRPC (tonic, `envoy-types`);
 //! - `wire`: the JSON bodies; `metrics`: Prometheus.
 
 pub(crate) mod auth;
 mod decision;
+mod ext_authz;
 mod http;
 mod loader;
 mod metrics;
@@ -35,6 +37,10 @@ use service::Service;
 pub(crate) struct ServeOptions {
     pub documents: PathBuf,
     pub listen: String,
+    /// Envoy ext_authz over gRPC, if set.
+    pub grpc: Option<String>,
+    pub mandate_header: String,
+    pub agent_header: String,
     pub store: String,
     pub node: String,
     pub tokens: PathBuf,
@@ -146,8 +152,39 @@ async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<
     });
     let limits = http::HttpLimits { request_ms: options.request_ms, concurrent_max: options.concurrent_max };
     let grace = Duration::from_secs(options.grace_s);
-    axum::serve(listener, http::router(svc, limits)).with_graceful_shutdown(shutdown(svc, grace)).await?;
+    // Set once the grace is over: both servers stop listening then.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let grpc = match &options.grpc {
+        None => None,
+        Some(address) => {
+            let listener =
+                tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))?;
+            println!("holon serve: ext_authz gRPC on {}", listener.local_addr()?);
+            let _ = std::io::stdout().flush();
+            let headers = ext_authz::Headers::new(&options.mandate_header, &options.agent_header);
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            let stop = stopped(stop_rx.clone());
+            Some(tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(ext_authz::server(svc, headers))
+                    .serve_with_incoming_shutdown(incoming, stop),
+            ))
+        }
+    };
+    tokio::spawn(async move {
+        shutdown(svc, grace).await;
+        let _ = stop_tx.send(true);
+    });
+    axum::serve(listener, http::router(svc, limits)).with_graceful_shutdown(stopped(stop_rx)).await?;
+    if let Some(grpc) = grpc {
+        grpc.await.context("the gRPC server")?.context("the gRPC server")?;
+    }
     Ok(())
+}
+
+/// Resolves once `stop` turns true.
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
 /// Resolves when the server should stop: after SIGTERM or SIGINT, admissions are refused

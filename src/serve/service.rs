@@ -30,8 +30,9 @@ use super::metrics::{Metrics, as_gauge};
 use super::wire::{self, DecisionBody, ErrorBody, SettledBody};
 
 /// The longest a request waits for a lease on its way (`lease_pending`), or for a call
-/// held a moment ago to reach the store, in ms.
-pub(crate) const LEASE_WAIT_MS: u64 = 50;
+/// held a moment ago to reach the store, in ms. A node refills within a poll or two; on a
+/// loaded machine (or a store far away) that can take much longer than a poll.
+pub(crate) const LEASE_WAIT_MS: u64 = 2_000;
 
 /// An error answer: HTTP status and body.
 #[derive(Debug)]
@@ -235,7 +236,7 @@ impl Service {
                 Err(e) => Err(node_refusal(e)),
             })
             .await?;
-        let mut body = self.decision(admission, mandate, agent, None, None);
+        let mut body = self.decision(admission, mandate, agent, Some(Call::new(mandate, agent, at)), None);
         if body.decision == "denied" && body.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable") {
             // The node put the call back: it can be approved again.
             body.pending = Some(id.to_owned());

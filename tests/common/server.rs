@@ -10,6 +10,8 @@ use serde_json::Value;
 pub(crate) struct Server {
     child: Option<Child>,
     pub url: String,
+    /// Envoy ext_authz over gRPC: `http://127.0.0.1:PORT`.
+    pub grpc: String,
     pub dir: tempfile::TempDir,
     pub gateway: String,
     pub alice: String,
@@ -55,7 +57,7 @@ impl Server {
         let (gateway, alice, bob) =
             (new_token("gateway", &tokens), new_token("account:alice", &tokens), new_token("account:bob", &tokens));
         let mut child = holon()
-            .args(["serve", "--listen", "127.0.0.1:0", "--grace-s", "2", "--documents"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--grace-s", "2", "--documents"])
             .arg(dir.path().join("docs"))
             .arg("--tokens")
             .arg(&tokens)
@@ -67,12 +69,16 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        out.read_line(&mut line).unwrap();
         let url = line.trim().rsplit(' ').next().unwrap().to_owned();
         assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        let grpc = format!("http://{}", line.trim().rsplit(' ').next().unwrap());
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        Server { child: Some(child), url, dir, gateway, alice, bob, agent }
+        Server { child: Some(child), url, grpc, dir, gateway, alice, bob, agent }
     }
 
     pub(crate) fn docs(&self) -> PathBuf {

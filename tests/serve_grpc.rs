@@ -1,0 +1,88 @@
+//! Envoy ext_authz `Check` against a real `holon serve`, with a client built from the
+//! same published protos (envoy-types), over loopback.
+#![cfg(feature = "serve")]
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::server::Server;
+use envoy_types::pb::envoy::service::auth::v3::attribute_context::{HttpRequest, Request as AttrRequest};
+use envoy_types::pb::envoy::service::auth::v3::authorization_client::AuthorizationClient;
+use envoy_types::pb::envoy::service::auth::v3::check_response::HttpResponse;
+use envoy_types::pb::envoy::service::auth::v3::{AttributeContext, CheckRequest, CheckResponse};
+use serde_json::json;
+
+fn check_request(headers: &[(&str, &str)]) -> CheckRequest {
+    let headers: HashMap<String, String> = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    CheckRequest {
+        attributes: Some(AttributeContext {
+            request: Some(AttrRequest {
+                http: Some(HttpRequest { headers, ..Default::default() }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn check(s: &Server, token: Option<&str>, headers: &[(&str, &str)]) -> Result<CheckResponse, tonic::Status> {
+    let mut client = AuthorizationClient::connect(s.grpc.clone()).await.unwrap();
+    let mut request = tonic::Request::new(check_request(headers));
+    if let Some(t) = token {
+        request.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    client.check(request).await.map(tonic::Response::into_inner)
+}
+
+#[test]
+fn ext_authz_allows_with_a_reservation_header_and_denies_with_the_codes() {
+    let s = Server::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let allowed = [("x-holon-mandate", "alice/m-2026-11"), ("x-holon-agent", "acme/table-extract")];
+        // No token, or an account's token: refused, nothing reserved.
+        assert_eq!(check(&s, None, &allowed).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+        assert_eq!(check(&s, Some(&s.alice), &allowed).await.unwrap_err().code(), tonic::Code::PermissionDenied);
+        // Allowed: OK, and the reservation id in a header for the upstream request.
+        let ok = check(&s, Some(&s.gateway), &allowed).await.unwrap();
+        assert_eq!(ok.status.as_ref().unwrap().code, 0, "{ok:?}");
+        let Some(HttpResponse::OkResponse(http)) = ok.http_response else { panic!("{ok:?}") };
+        let header = http.headers.iter().filter_map(|h| h.header.as_ref()).find(|h| h.key == "x-holon-reservation");
+        let id = header.expect("the reservation header").value.clone();
+        // Settled over HTTP.
+        let (status, settled) =
+            s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0.004" }));
+        assert_eq!((status, settled["kept"].as_str()), (200, Some("0.004")), "{settled}");
+        // Denied: 403 with the codes, and the decision as the body.
+        let denied = check(
+            &s,
+            Some(&s.gateway),
+            &[("x-holon-mandate", "alice/m-2026-11"), ("x-holon-agent", "holon-labs/invoice-pipeline")],
+        )
+        .await
+        .unwrap();
+        assert_eq!(denied.status.as_ref().unwrap().code, tonic::Code::PermissionDenied as i32);
+        let Some(HttpResponse::DeniedResponse(http)) = denied.http_response else { panic!("{denied:?}") };
+        assert_eq!(http.status.as_ref().unwrap().code, 403);
+        let codes = http.headers.iter().filter_map(|h| h.header.as_ref()).find(|h| h.key == "x-holon-codes");
+        assert_eq!(codes.unwrap().value, "per_call_exceeded");
+        let body: serde_json::Value = serde_json::from_str(&http.body).unwrap();
+        assert_eq!(body["worst_case"], "3.10");
+        // A missing header or bad money: 400, nothing reserved.
+        let bad = check(&s, Some(&s.gateway), &[("x-holon-mandate", "alice/m-2026-11")]).await.unwrap();
+        let Some(HttpResponse::DeniedResponse(http)) = bad.http_response else { panic!("{bad:?}") };
+        assert_eq!(http.status.as_ref().unwrap().code, 400);
+        let bad_money = [
+            ("x-holon-mandate", "alice/m-2026-11"),
+            ("x-holon-agent", "acme/table-extract"),
+            ("x-holon-max-cost", "NaN"),
+        ];
+        let bad = check(&s, Some(&s.gateway), &bad_money).await.unwrap();
+        let Some(HttpResponse::DeniedResponse(http)) = bad.http_response else { panic!("{bad:?}") };
+        assert_eq!(http.status.as_ref().unwrap().code, 400, "{}", http.body);
+    });
+    let (_, status) = s.get("/v1/status", Some(&s.gateway));
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["in_flight"], 0, "{status}");
+}
