@@ -309,3 +309,30 @@ fn the_default_sink_writes_one_json_line_per_call_with_names() {
     assert!(lines[1]["reasons"].as_array().unwrap().iter().any(|r| r == "agent_denied"));
     let _ = std::fs::remove_file(&path);
 }
+
+/// Releasing (or dropping) an orchestrator whose sub-calls spent keeps what they took:
+/// before the fix, a release refunded the parent's whole worst case and the sub-calls'
+/// spend left the mandate, so admit → sub-calls → release could spend without limit.
+#[test]
+fn releasing_an_orchestrator_keeps_what_its_sub_calls_took() {
+    let (engine, _rx) = engine_with_receipts();
+    let capped = Call { max_cost: Some(a("0.30")), ..call(&engine, "holon-labs/invoice-pipeline") };
+    let table = engine.agent_ix("acme/table-extract").unwrap();
+    let ledger = engine.ledger(capped.mandate).unwrap();
+    for release in [true, false] {
+        let before = ledger.settled_micros();
+        let Admission::Allowed(r) = engine.admit(&capped) else { panic!("expected allowed") };
+        for _ in 0..4 {
+            let sub = SubCall { agent: table, capability: Some("extraction.table"), at: at() };
+            let Admission::Allowed(child) = r.sub_call(&sub) else { panic!("sub-call not allowed") };
+            child.settle(a("0.004"), at()).unwrap();
+        }
+        if release {
+            r.release(at()).unwrap();
+        } else {
+            drop(r);
+        }
+        assert_eq!(ledger.settled_micros() - before, 16_000, "release {release}: the sub-calls' 0.016 stays spent");
+        assert_eq!(ledger.spent_micros(), ledger.settled_micros(), "nothing else stays reserved");
+    }
+}

@@ -175,11 +175,15 @@ impl<'e> Reservation<'e> {
         Ok(Settled { worst_case: self.held.worst_case, kept, billed, passthrough, late })
     }
 
-    /// Gives the whole reservation back (the call did not happen, or costs nothing). After
-    /// a reclaim it reconciles the kept worst case to 0, once.
+    /// Gives the reservation back (the call did not happen, or costs nothing). After a
+    /// reclaim it reconciles the kept worst case, once. An orchestrator's sub-calls ran and
+    /// billed whatever its own call did: what they took stays billed (a release of a run
+    /// that spent settles at its passthrough), or releasing the parent would erase it.
     pub fn release(mut self, at: Timestamp) -> Result<(), ReservationError> {
         self.ended = true;
-        self.finish(None, at).map(|_| ())
+        let passthrough = self.run_claimed();
+        let billed = (passthrough != Amount::ZERO).then_some(passthrough);
+        self.finish(billed, at).map(|_| ())
     }
 
     /// Releases without a receipt (an orchestrator refused before it ran). Whether the
@@ -274,7 +278,15 @@ impl Drop for Reservation<'_> {
             // Only if the holder still owns the slot: a reclaimed reservation dropped
             // without a word keeps the worst case the reaper kept (the call may have run).
             if self.engine.slots().end(self.held.ticket) {
-                self.held.ledger.refund(self.held.charge);
+                // An orchestrator's sub-calls ran: what they took stays billed (as in
+                // `release`); the rest goes back.
+                let passthrough = self.run_claimed().micros();
+                let kept = if passthrough > 0 {
+                    self.held.ledger.settle(self.held.charge, passthrough)
+                } else {
+                    self.held.ledger.refund(self.held.charge);
+                    0
+                };
                 let now = self.engine.now();
                 self.engine.submit(&Receipt {
                     id: self.held.receipt_id,
@@ -285,7 +297,7 @@ impl Drop for Reservation<'_> {
                     end: End::Released,
                     codes: CodeSet::EMPTY,
                     worst_case: self.held.worst_case,
-                    actual: Amount::ZERO,
+                    actual: Amount::from_micros(kept),
                     at: self.held.at,
                     ended_at: now,
                 });
