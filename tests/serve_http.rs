@@ -113,6 +113,7 @@ fn no_token_a_wrong_token_or_a_wrong_role_changes_nothing() {
         (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","tip":"1"}"#, "/"),
         (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","at":"soon"}"#, "/at"),
         (r#"{"mandate":"alice/m-2026-11""#, "/"),
+        (r#"{"mandate":"alice/m-2026-11","agent":"acme/table-extract","at":"2026-11-20T10:00:00Z"}"#, "/at"),
     ] {
         let (status, answer) = s.post_raw("/v1/admit", Some(&s.gateway), body);
         assert_eq!(status, 400, "{body}: {answer}");
@@ -180,6 +181,28 @@ fn concurrent_clients_on_one_hot_mandate_never_overrun() {
     let kept = kept_micros.into_inner();
     assert!(kept <= 200_000, "kept {kept} micros of a 0.20 budget");
     assert!(kept >= 100_000, "the budget was used: {kept}");
+}
+
+/// Many sub-calls on one run: before the fix, the handler held the table's guard on the
+/// parent while it put the sub-call's reservation in the table, and a sub-call whose id fell
+/// in the parent's shard hung the server.
+#[test]
+fn many_sub_calls_on_one_run_never_hang_the_server() {
+    let s = Server::start();
+    let run = admit(&s, "holon-labs/invoice-pipeline", Some("0.30"));
+    let run = run["reservation"].as_str().unwrap().to_owned();
+    for _ in 0..64 {
+        let (status, sub) =
+            s.post(&format!("/v1/reservations/{run}/calls"), &s.gateway, json!({ "capability": "extraction.table" }));
+        assert_eq!((status, sub["decision"].as_str()), (200, Some("allowed")), "{sub}");
+        let id = sub["reservation"].as_str().unwrap();
+        assert_eq!(s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0" })).0, 200);
+    }
+    // Released, the run keeps what its sub-calls took (nothing here) and ends.
+    let (status, released) = s.post(&format!("/v1/reservations/{run}/release"), &s.gateway, json!({}));
+    assert_eq!(status, 200, "{released}");
+    // An id written another way is not the same reservation.
+    assert_eq!(s.post("/v1/reservations/+1/release", &s.gateway, json!({})).0, 404);
 }
 
 fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {

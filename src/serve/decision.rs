@@ -18,7 +18,7 @@ impl Service {
         agent: AgentIx,
         call: Option<Call>,
         run: Option<(&Reservation<'static>, AgentIx)>,
-    ) -> DecisionBody {
+    ) -> (DecisionBody, Option<(u64, Open)>) {
         let currency = self.currency(mandate, run.map(|(r, _)| r));
         let at = call.map_or_else(Timestamp::now, |c| c.at);
         match admission {
@@ -35,17 +35,18 @@ impl Service {
                     reasons: Vec::new(),
                 };
                 self.count("allowed", CodeSet::EMPTY);
-                self.open.insert(r.receipt_id(), Open { reservation: r, agent });
-                body
+                // Kept by the caller once it holds no guard on the table (a DashMap guard
+                // held across an insert into the same shard deadlocks).
+                (body, Some((r.receipt_id(), Open { reservation: r, agent })))
             }
             Admission::Held(p) => {
                 let codes = CodeSet::EMPTY.with(Code::ApprovalRequired);
                 let mut body = self.denied_body(codes, p.worst_case, agent, call, run, at);
                 body.decision = "held";
                 body.pending = Some(self.node.held_id(p.id));
-                body
+                (body, None)
             }
-            Admission::Denied(d) => self.denied_body(d.codes, d.worst_case, agent, call, run, at),
+            Admission::Denied(d) => (self.denied_body(d.codes, d.worst_case, agent, call, run, at), None),
         }
     }
 

@@ -51,7 +51,9 @@ pub(crate) fn router(svc: Svc, limits: HttpLimits) -> Router {
                     json(StatusCode::REQUEST_TIMEOUT, &ErrorBody::new("the request took too long"))
                 }))
                 .timeout(timeout)
-                .concurrency_limit(limits.concurrent_max),
+                // One semaphore for the whole server: `Router::layer` builds a layer per
+                // route, so a plain `concurrency_limit` would bound each route alone.
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.concurrent_max)),
         )
         .with_state(svc)
 }
@@ -81,7 +83,7 @@ fn authenticate(svc: Svc, headers: &HeaderMap) -> Result<Role, Refusal> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).and_then(|_| v.get(7..)))
         .map(str::trim);
     let unauthorized = |why: &str| Refusal::new(401, why);
     match token {

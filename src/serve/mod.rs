@@ -4,6 +4,7 @@
 //!
 //! - `loader`: `--documents DIR` into one snapshot input, all or nothing;
 //! - `auth`: bearer tokens by SHA-256 hash, roles, `holon token new`;
+//! - `held`: approve and refuse, by the issuer only;
 //! - `service`: what a request does (engine, node, open reservations, reload, reaper);
 //! - `decision`: decisions into response bodies, with every reason as a sentence;
 //! - `http`: the axum router, authentication, limits, status codes;
@@ -13,6 +14,7 @@
 pub(crate) mod auth;
 mod decision;
 mod ext_authz;
+mod held;
 mod http;
 mod loader;
 mod metrics;
@@ -55,6 +57,8 @@ pub(crate) struct ServeOptions {
 const REAP_MS: u64 = 1_000;
 /// Quiet time after a file change before a reload, in ms (an editor writes in bursts).
 const RELOAD_QUIET_MS: u64 = 100;
+/// Longest a reload waits for changes to stop, in ms.
+const RELOAD_WAIT_MS_MAX: u64 = 1_000;
 /// Receipts the sink queues before it counts drops.
 const RECEIPT_QUEUE: usize = 65_536;
 
@@ -216,9 +220,15 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
     let tokens = std::fs::canonicalize(&svc.tokens_path).context("the tokens file")?;
     let (docs_seen, tokens_seen) = (documents.clone(), tokens.clone());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let relevant = event.is_ok_and(|e| {
-            !e.kind.is_access() && e.paths.iter().any(|p| p.starts_with(&docs_seen) || p == &tokens_seen)
-        });
+        // What the loader reads (YAML files outside hidden directories) or the tokens file:
+        // a receipts file or a store in the directory must not keep reloading it.
+        let read = |p: &std::path::Path| {
+            p.starts_with(&docs_seen)
+                && p.extension().is_some_and(|x| x == "yaml" || x == "yml")
+                && p.strip_prefix(&docs_seen)
+                    .is_ok_and(|rest| !rest.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')))
+        };
+        let relevant = event.is_ok_and(|e| !e.kind.is_access() && e.paths.iter().any(|p| read(p) || p == &tokens_seen));
         if relevant {
             let _ = tx.send(());
         }
@@ -229,8 +239,9 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
     }
     std::thread::Builder::new().name("holon-reload".to_owned()).spawn(move || {
         while rx.recv().is_ok() {
-            // Wait for the burst to end.
-            while rx.recv_timeout(Duration::from_millis(RELOAD_QUIET_MS)).is_ok() {}
+            // Wait for the burst to end, but not for ever.
+            let latest = Instant::now() + Duration::from_millis(RELOAD_WAIT_MS_MAX);
+            while Instant::now() < latest && rx.recv_timeout(Duration::from_millis(RELOAD_QUIET_MS)).is_ok() {}
             let _ = svc.reload();
         }
     })?;

@@ -18,8 +18,7 @@ use dashmap::DashMap;
 use holon::admission::{Code, CodeSet};
 use holon::engine::{Admission, AgentIx, Call, Engine, MandateIx, Reservation, SubCall};
 use holon::money::Amount;
-use holon::node::{Node, NodeError};
-use holon::pattern::Principal;
+use holon::node::Node;
 use holon::store::LedgerStore;
 use holon::time::Timestamp;
 use serde::Serialize;
@@ -152,7 +151,15 @@ impl Service {
         }
         let call = Call { max_cost, by_capability: req.capability.is_some(), ..Call::new(mandate, agent, at) };
         let admission = self.waiting_for_lease(|| Ok(self.engine.admit(&call))).await?;
-        Ok(self.decision(admission, mandate, agent, Some(call), None))
+        Ok(self.keep(self.decision(admission, mandate, agent, Some(call), None)))
+    }
+
+    /// Puts an allowed call's reservation in the table; never called with a guard on it.
+    pub(super) fn keep(&self, (body, open): (DecisionBody, Option<(u64, Open)>)) -> DecisionBody {
+        if let Some((id, open)) = open {
+            self.open.insert(id, open);
+        }
+        body
     }
 
     /// `POST /v1/reservations/{id}/calls`: a sub-call of an open orchestrator's run.
@@ -185,11 +192,15 @@ impl Service {
         }
         let admission = r.sub_call(&SubCall { agent, capability, at });
         let parent_agent = entry.agent;
-        let body = match admission {
-            Admission::Denied(d) => self.denied_body(d.codes, d.worst_case, agent, None, Some((r, parent_agent)), at),
+        let outcome = match admission {
+            Admission::Denied(d) => {
+                (self.denied_body(d.codes, d.worst_case, agent, None, Some((r, parent_agent)), at), None)
+            }
             other => self.decision(other, mandate_ix, agent, None, Some((r, parent_agent))),
         };
-        Ok(body)
+        // The parent's guard goes before the sub-call's reservation is put in the table.
+        drop(entry);
+        Ok(self.keep(outcome))
     }
 
     /// `POST /v1/reservations/{id}/settle`. The body is read before anything changes.
@@ -222,80 +233,6 @@ impl Service {
         open.reservation.release(Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: "released" }).inc();
         Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
-    }
-
-    // ---- held calls -----------------------------------------------------------------
-
-    /// `POST /v1/pending/{id}/approve`: only the mandate's issuer; anyone else changes
-    /// nothing.
-    pub(crate) async fn approve(&self, id: &str, role: &Role, at: Timestamp) -> Result<DecisionBody, Refusal> {
-        let (approver, mandate, agent) = self.issuer_of_held(id, role).await?;
-        let admission = self
-            .waiting_for_lease(|| match self.node.approve(id, &approver, at) {
-                Ok(a) => Ok(a),
-                Err(e) => Err(node_refusal(e)),
-            })
-            .await?;
-        let mut body = self.decision(admission, mandate, agent, Some(Call::new(mandate, agent, at)), None);
-        if body.decision == "denied" && body.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable") {
-            // The node put the call back: it can be approved again.
-            body.pending = Some(id.to_owned());
-        }
-        Ok(body)
-    }
-
-    /// `POST /v1/pending/{id}/refuse`.
-    pub(crate) async fn refuse(&self, id: &str, role: &Role) -> Result<wire::RefusedBody, Refusal> {
-        self.issuer_of_held(id, role).await?;
-        let refused = self.node.refuse(id).map_err(node_refusal)?;
-        if !refused {
-            return Err(Refusal::new(
-                404,
-                format!("no held call `{id}`: it was approved or refused already, or expired"),
-            ));
-        }
-        Ok(wire::RefusedBody { pending: id.to_owned(), refused })
-    }
-
-    /// The account's principal if it issued the held call's mandate: 403 for anyone else
-    /// (nothing is taken out of the store), 404 for a call not held.
-    async fn issuer_of_held(&self, id: &str, role: &Role) -> Result<(Principal, MandateIx, AgentIx), Refusal> {
-        let Role::Account(principal) = role else {
-            return Err(Refusal::new(403, "only the mandate's issuer (an `account:NAME` token) approves or refuses"));
-        };
-        let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
-        loop {
-            let now = Timestamp::now().unix();
-            let held = self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string()))?;
-            if let Some(call) = held.into_iter().find(|c| c.id == id) {
-                let snap = self.engine.snapshot();
-                let mandate = self.engine.mandate_ix(&call.mandate);
-                let issuer = mandate.and_then(|m| snap.mandate(m)).map(|m| m.source.issuer.clone());
-                return match (issuer, mandate) {
-                    (Some(issuer), Some(m)) if &issuer == principal => {
-                        Ok((issuer, m, self.engine.agent_ix(&call.agent).unwrap_or(AgentIx(u32::MAX))))
-                    }
-                    (Some(_), _) => Err(Refusal::new(
-                        403,
-                        format!(
-                            "`{}` did not issue mandate `{}`; only its issuer may",
-                            principal.as_str(),
-                            call.mandate
-                        ),
-                    )),
-                    _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
-                };
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(Refusal::new(
-                    404,
-                    format!(
-                        "no held call `{id}`: it was approved or refused already, it expired, or it was never held"
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
     }
 
     // ---- reads ----------------------------------------------------------------------
@@ -387,11 +324,19 @@ impl Service {
     pub(crate) fn reload(&self) -> Result<u64, LoadFailure> {
         let _one = self.reload_lock.lock();
         let result = loader::load(&self.documents).and_then(|loaded| {
-            let tokens = Tokens::load(&self.tokens_path).map_err(|message| LoadFailure {
-                file: self.tokens_path.display().to_string(),
-                pointer: "/".to_owned(),
-                message,
-            })?;
+            let tokens = Tokens::load(&self.tokens_path)
+                .and_then(|t| {
+                    if t.len() == 0 {
+                        Err("holds no token: every client would be locked out; the old tokens keep serving".to_owned())
+                    } else {
+                        Ok(t)
+                    }
+                })
+                .map_err(|message| LoadFailure {
+                    file: self.tokens_path.display().to_string(),
+                    pointer: "/".to_owned(),
+                    message,
+                })?;
             let generation = self.engine.publish(&loaded.input).map_err(|e| LoadFailure {
                 file: self.documents.display().to_string(),
                 pointer: "/".to_owned(),
@@ -435,7 +380,7 @@ impl Service {
 
     /// Asks again while the only reason to refuse is a lease on its way, for up to
     /// [`LEASE_WAIT_MS`], waking the node.
-    async fn waiting_for_lease<F>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
+    pub(super) async fn waiting_for_lease<F>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
     where
         F: FnMut() -> Result<Admission<'static>, Refusal>,
     {
@@ -453,8 +398,12 @@ impl Service {
     }
 }
 
+/// A reservation id: a decimal number written as the server wrote it (no sign, no
+/// leading zero), so one reservation has one name.
 fn reservation_id(text: &str) -> Result<u64, Refusal> {
-    text.parse::<u64>().map_err(|_| Refusal::new(404, format!("no reservation `{text}`: ids are decimal numbers")))
+    text.parse::<u64>().ok().filter(|n| n.to_string() == text).ok_or_else(|| {
+        Refusal::new(404, format!("no reservation `{text}`: ids are decimal numbers as the server gave them"))
+    })
 }
 
 fn not_open(id: &str) -> Refusal {
@@ -464,14 +413,4 @@ fn not_open(id: &str) -> Refusal {
             "no open reservation `{id}`: it was settled or released already, expired (reclaimed after its callee's timeout plus the grace; its worst case stays spent), or never made"
         ),
     )
-}
-
-fn node_refusal(e: NodeError) -> Refusal {
-    match e {
-        NodeError::UnknownHeld(_) => Refusal::new(404, e.to_string()),
-        NodeError::HeldNotHere(_) => Refusal::new(409, e.to_string()),
-        NodeError::Engine(holon::engine::EngineError::Approval(_)) => Refusal::new(403, e.to_string()),
-        NodeError::Store(_) => Refusal::new(503, e.to_string()),
-        other => Refusal::new(409, other.to_string()),
-    }
 }

@@ -54,14 +54,28 @@ pub(crate) fn money(field: &str, text: &str) -> Result<Amount, ErrorBody> {
     })
 }
 
-/// The call's time: the `at` field (RFC 3339) or the server's clock.
+/// How far a call's `at` may be from the server's clock, in seconds. A caller's time
+/// decides the mandate's validity window and the reservation's deadline: one far off would
+/// pass an expired mandate or keep a slot for ever.
+pub(crate) const AT_SKEW_S_MAX: i64 = 300;
+
+/// The call's time: the `at` field (RFC 3339, within [`AT_SKEW_S_MAX`] of the server's
+/// clock) or the server's clock.
 pub(crate) fn at(field: &str, text: Option<&str>) -> Result<Timestamp, ErrorBody> {
-    match text {
-        None => Ok(Timestamp::now()),
-        Some(t) => Timestamp::parse(t).map_err(|_| {
-            ErrorBody::field(field, format!("`{field}` must be an RFC 3339 time such as \"2026-11-20T10:00:00Z\""))
-        }),
+    let now = Timestamp::now();
+    let Some(t) = text else { return Ok(now) };
+    let at = Timestamp::parse(t).map_err(|_| {
+        ErrorBody::field(field, format!("`{field}` must be an RFC 3339 time such as \"2026-11-20T10:00:00Z\""))
+    })?;
+    if at.unix().abs_diff(now.unix()) > AT_SKEW_S_MAX.unsigned_abs() {
+        return Err(ErrorBody::field(
+            field,
+            format!(
+                "`{field}` is more than {AT_SKEW_S_MAX} s from the server's clock ({now}); leave it out to use the clock"
+            ),
+        ));
     }
+    Ok(at)
 }
 
 #[derive(Debug, Deserialize)]

@@ -77,7 +77,11 @@ impl Server {
         line.clear();
         out.read_line(&mut line).unwrap();
         let grpc = format!("http://{}", line.trim().rsplit(' ').next().unwrap());
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(20)))
+            .build()
+            .into();
         Server { child: Some(child), url, grpc, dir, gateway, alice, bob, agent }
     }
 

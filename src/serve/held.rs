@@ -1,0 +1,113 @@
+//! Held calls through the service: approve or refuse by the mandate's issuer only, checked
+//! before the call is taken out of the store (so a refused approver disturbs nothing).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use holon::engine::{AgentIx, Call, MandateIx};
+use holon::node::NodeError;
+use holon::pattern::Principal;
+use holon::time::Timestamp;
+
+use super::auth::Role;
+use super::service::{LEASE_WAIT_MS, Refusal, Service};
+use super::wire::{self, DecisionBody};
+
+impl Service {
+    /// `POST /v1/pending/{id}/approve`: only the mandate's issuer; anyone else changes
+    /// nothing.
+    pub(crate) async fn approve(&self, id: &str, role: &Role, at: Timestamp) -> Result<DecisionBody, Refusal> {
+        // Acquire: pairs with the shutdown's Release (a flag, read alone).
+        if !self.ready.load(Ordering::Acquire) {
+            return Err(Refusal::new(503, "shutting down: admitting nothing more, approvals included"));
+        }
+        let (approver, mandate, agent) = self.issuer_of_held(id, role).await?;
+        let admission = self
+            .waiting_for_lease(|| match self.node.approve(id, &approver, at) {
+                Ok(a) => Ok(a),
+                Err(e) => Err(node_refusal(e)),
+            })
+            .await?;
+        let mut body = self.keep(self.decision(admission, mandate, agent, Some(Call::new(mandate, agent, at)), None));
+        if body.decision == "denied" && body.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable") {
+            // The node put the call back: it can be approved again.
+            body.pending = Some(id.to_owned());
+        }
+        Ok(body)
+    }
+
+    /// `POST /v1/pending/{id}/refuse`.
+    pub(crate) async fn refuse(&self, id: &str, role: &Role) -> Result<wire::RefusedBody, Refusal> {
+        self.issuer_of_held(id, role).await?;
+        let refused = self.node.refuse(id).map_err(node_refusal)?;
+        if !refused {
+            return Err(Refusal::new(
+                404,
+                format!("no held call `{id}`: it was approved or refused already, or expired"),
+            ));
+        }
+        Ok(wire::RefusedBody { pending: id.to_owned(), refused })
+    }
+
+    /// The account's principal if it issued the held call's mandate: 403 for anyone else
+    /// (nothing is taken out of the store), 404 for a call not held.
+    pub(super) async fn issuer_of_held(
+        &self,
+        id: &str,
+        role: &Role,
+    ) -> Result<(Principal, MandateIx, AgentIx), Refusal> {
+        let Role::Account(principal) = role else {
+            return Err(Refusal::new(403, "only the mandate's issuer (an `account:NAME` token) approves or refuses"));
+        };
+        // Only a call held on this node a moment ago may not be in the store yet: wait for
+        // that one; any other id is looked up once (a stranger's guesses cost one read).
+        let here = self.node.held_id(0);
+        let local = id
+            .strip_prefix(here.strip_suffix('0').unwrap_or(&here))
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| self.engine.held_locally().iter().any(|h| h.id == n));
+        let deadline = std::time::Instant::now() + Duration::from_millis(if local { LEASE_WAIT_MS } else { 0 });
+        loop {
+            let now = Timestamp::now().unix();
+            let held = self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string()))?;
+            if let Some(call) = held.into_iter().find(|c| c.id == id) {
+                let snap = self.engine.snapshot();
+                let mandate = self.engine.mandate_ix(&call.mandate);
+                let issuer = mandate.and_then(|m| snap.mandate(m)).map(|m| m.source.issuer.clone());
+                return match (issuer, mandate) {
+                    (Some(issuer), Some(m)) if &issuer == principal => {
+                        Ok((issuer, m, self.engine.agent_ix(&call.agent).unwrap_or(AgentIx(u32::MAX))))
+                    }
+                    (Some(_), _) => Err(Refusal::new(
+                        403,
+                        format!(
+                            "`{}` did not issue mandate `{}`; only its issuer may",
+                            principal.as_str(),
+                            call.mandate
+                        ),
+                    )),
+                    _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
+                };
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Refusal::new(
+                    404,
+                    format!(
+                        "no held call `{id}`: it was approved or refused already, it expired, or it was never held"
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn node_refusal(e: NodeError) -> Refusal {
+    match e {
+        NodeError::UnknownHeld(_) => Refusal::new(404, e.to_string()),
+        NodeError::HeldNotHere(_) => Refusal::new(409, e.to_string()),
+        NodeError::Engine(holon::engine::EngineError::Approval(_)) => Refusal::new(403, e.to_string()),
+        NodeError::Store(_) => Refusal::new(503, e.to_string()),
+        other => Refusal::new(409, other.to_string()),
+    }
+}
