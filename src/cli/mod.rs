@@ -7,7 +7,7 @@ mod job;
 mod ledger;
 mod loadtest;
 mod mandate;
-mod node;
+pub(crate) mod node;
 mod out;
 mod search;
 #[cfg(feature = "serve")]

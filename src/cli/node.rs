@@ -19,13 +19,18 @@ pub(super) struct StoreOptions {
 impl StoreOptions {
     /// The store's kind as a report names it.
     pub(super) fn kind(&self) -> &'static str {
-        if self.url == "memory" {
-            "memory"
-        } else if self.url.starts_with("sqlite:") {
-            "sqlite"
-        } else {
-            "postgres"
-        }
+        store_kind(&self.url)
+    }
+}
+
+/// A store URL's kind as reports name it (`loadtest --json`, `holon serve`'s status).
+pub(crate) fn store_kind(url: &str) -> &'static str {
+    if url == "memory" {
+        "memory"
+    } else if url.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "postgres"
     }
 }
 

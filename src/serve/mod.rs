@@ -97,13 +97,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
-    let kind = if options.store == "memory" {
-        "memory"
-    } else if options.store.starts_with("sqlite:") {
-        "sqlite"
-    } else {
-        "postgres"
-    };
+    let kind = crate::cli::node::store_kind(&options.store);
     let svc: &'static Service = Box::leak(Box::new(Service::new(
         engine,
         node,
