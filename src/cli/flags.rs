@@ -59,17 +59,23 @@ pub(super) fn loadtest_calls(text: &str) -> Result<u64, String> {
     count(text, 1, range::LOADTEST_CALLS_MAX)
 }
 /// Seconds `holon serve` gives open reservations to settle at shutdown.
+#[cfg(feature = "serve")]
 pub(super) const SERVE_GRACE_S_MAX: u64 = 3_600;
 /// Longest a request to `holon serve` may take, in ms.
+#[cfg(feature = "serve")]
 pub(super) const SERVE_REQUEST_MS_MAX: u64 = 600_000;
 /// Requests `holon serve` handles at once.
+#[cfg(feature = "serve")]
 pub(super) const SERVE_CONCURRENT_MAX: u64 = 65_536;
+#[cfg(feature = "serve")]
 pub(super) fn serve_grace_s(text: &str) -> Result<u64, String> {
     count(text, 0, SERVE_GRACE_S_MAX)
 }
+#[cfg(feature = "serve")]
 pub(super) fn serve_request_ms(text: &str) -> Result<u64, String> {
     count(text, 1, SERVE_REQUEST_MS_MAX)
 }
+#[cfg(feature = "serve")]
 pub(super) fn serve_concurrent_max(text: &str) -> Result<usize, String> {
     count(text, 1, SERVE_CONCURRENT_MAX)
 }
