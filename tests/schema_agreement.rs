@@ -75,3 +75,32 @@ fn unreadable_fixtures_are_parse_errors() {
         assert!(documents::check_file(&path, &Limits::default()).is_err(), "{}", path.display());
     }
 }
+
+/// `schema/openapi.yaml` describes exactly the routes `holon serve` has: a route added to
+/// the server without the document (or the reverse) fails here; schemathesis
+/// (`.ci/schemathesis`) then holds each route's answers to the document.
+#[test]
+fn the_openapi_document_has_every_route_of_the_server() {
+    let text = std::fs::read_to_string("schema/openapi.yaml").unwrap();
+    let value = doc::yaml::parse(&text, &Limits::default()).unwrap();
+    let mut documented: Vec<String> = value["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| ops.as_object().unwrap().keys().map(move |m| format!("{} {path}", m.to_uppercase())))
+        .collect();
+    let http = std::fs::read_to_string("src/serve/http.rs").unwrap();
+    let mut served: Vec<String> = http
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".route(\""))
+        .map(|rest| {
+            let (path, handler) = rest.split_once("\", ").unwrap();
+            let method = handler.split_once('(').unwrap().0.to_uppercase();
+            format!("{method} {path}")
+        })
+        .collect();
+    documented.sort();
+    served.sort();
+    assert!(served.len() >= 11, "the route parser went blind: {served:?}");
+    assert_eq!(documented, served);
+}

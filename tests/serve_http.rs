@@ -120,7 +120,17 @@ fn no_token_a_wrong_token_or_a_wrong_role_changes_nothing() {
         assert!(answer["field"].as_str().is_some_and(|f| f.starts_with(field)), "{body}: {answer}");
     }
     let huge = format!(r#"{{"mandate":"{}","agent":"a/b"}}"#, "m".repeat(100_000));
-    assert_eq!(s.post_raw("/v1/admit", Some(&s.gateway), &huge).0, 413);
+    let (status, answer) = s.post_raw("/v1/admit", Some(&s.gateway), &huge);
+    assert_eq!(status, 413, "{answer}");
+    // axum's own refusals carry the API's JSON error body too (they were plain text).
+    assert!(answer["error"].as_str().is_some_and(|e| e.contains("65536 bytes")), "{answer}");
+    let (status, text) = s.get("/v1/admit", Some(&s.gateway));
+    assert_eq!(status, 405, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    assert!(answer["error"].is_string(), "{text}");
+    let (status, answer) = s.post_raw("/v1/reservations/%FF/settle", Some(&s.gateway), r#"{"actual":"1"}"#);
+    assert!(status == 400 || status == 404, "{status} {answer}");
+    assert!(answer["error"].is_string(), "{answer}");
 }
 
 #[test]

@@ -45,6 +45,9 @@ pub(crate) fn router(svc: Svc, limits: HttpLimits) -> Router {
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(wire::BODY_BYTES_MAX))
+        // Outermost of the router's own layers: axum's rejections (405, 413, a path that
+        // is not UTF-8) are plain text; the API promises a JSON `Error` body on every 4xx.
+        .layer(axum::middleware::map_response(json_errors))
         .layer(
             tower::ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
@@ -203,6 +206,31 @@ async fn metrics(State(svc): State<Svc>, headers: HeaderMap) -> Response {
         return refused(r);
     }
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], svc.metrics_text()).into_response()
+}
+
+/// Gives every error response that is not already JSON an `Error` body, keeping its status
+/// and headers (a 405's `Allow`).
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let error = match status {
+        StatusCode::METHOD_NOT_ALLOWED => "this path does not take that method; see schema/openapi.yaml".to_owned(),
+        StatusCode::PAYLOAD_TOO_LARGE => format!("the body is larger than {} bytes", wire::BODY_BYTES_MAX),
+        StatusCode::BAD_REQUEST => "the request's path or headers cannot be read".to_owned(),
+        other => format!("the request failed: {other}"),
+    };
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = serde_json::to_string(&ErrorBody::new(error)).unwrap_or_default();
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 async fn not_found() -> Response {

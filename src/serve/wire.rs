@@ -122,7 +122,28 @@ impl Outcome {
 pub(crate) struct SettleRequest {
     pub actual: String,
     pub outcome: Option<Outcome>,
+    #[serde(default, deserialize_with = "whole_number")]
     pub latency_ms: Option<u64>,
+}
+
+/// A JSON number that is a whole number: `250` or `250.0` (JSON, and the OpenAPI
+/// document's `integer`, do not tell them apart; many JSON encoders write the second).
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "the cast is of a whole, non-negative f64 below 2^53, which u64 holds exactly"
+)]
+fn whole_number<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    let Some(n) = Option::<serde_json::Number>::deserialize(de)? else { return Ok(None) };
+    if let Some(u) = n.as_u64() {
+        return Ok(Some(u));
+    }
+    match n.as_f64() {
+        // Below 2^53 every whole f64 is exact, so the cast loses nothing.
+        Some(f) if f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f) => Ok(Some(f as u64)),
+        _ => Err(D::Error::custom(format!("expected a whole number of milliseconds, not {n}"))),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -197,6 +218,14 @@ mod tests {
         assert!(e.error.contains("tip"), "{e:?}");
         let e = parse::<SettleRequest>(br#"{"actual": "1", "latency_ms": 1e400}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("/latency_ms"), "{e:?}");
+        let whole = parse::<SettleRequest>(br#"{"actual": "1", "latency_ms": 250.0}"#).unwrap();
+        assert_eq!(whole.latency_ms, Some(250));
+        for bad in ["250.5", "-1", "-1.0", "\"250\"", "1e300"] {
+            let body = format!(r#"{{"actual": "1", "latency_ms": {bad}}}"#);
+            let e = parse::<SettleRequest>(body.as_bytes()).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("/latency_ms"), "{bad}: {e:?}");
+        }
+        assert_eq!(parse::<SettleRequest>(br#"{"actual": "1", "latency_ms": null}"#).unwrap().latency_ms, None);
         assert!(parse::<SettleRequest>(b"{").is_err());
         assert_eq!(money("/actual", "NaN").unwrap_err().field.as_deref(), Some("/actual"));
         assert!(money("/actual", "-1").is_err() && money("/actual", "1e3").is_err());
