@@ -160,7 +160,7 @@ async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<
             println!("holon serve: ext_authz gRPC on {}", listener.local_addr()?);
             let _ = std::io::stdout().flush();
             let headers = ext_authz::Headers::new(&options.mandate_header, &options.agent_header);
-            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            let incoming = grpc_incoming(listener);
             let stop = stopped(stop_rx.clone());
             Some(tokio::spawn(
                 tonic::transport::Server::builder()
@@ -173,11 +173,33 @@ async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<
         shutdown(svc, grace).await;
         let _ = stop_tx.send(true);
     });
-    axum::serve(listener, http::router(svc, limits)).with_graceful_shutdown(stopped(stop_rx)).await?;
+    axum::serve(http_listener(listener), http::router(svc, limits)).with_graceful_shutdown(stopped(stop_rx)).await?;
     if let Some(grpc) = grpc {
         grpc.await.context("the gRPC server")?.context("the gRPC server")?;
     }
     Ok(())
+}
+
+/// The HTTP listener, its connections with `TCP_NODELAY`: an answer goes out as soon as it
+/// is written, never held by Nagle's algorithm until the peer's (delayed, up to 40 ms)
+/// acknowledgement.
+fn http_listener(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt;
+    fn nodelay(tcp: &mut tokio::net::TcpStream) {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
+        }
+    }
+    listener.tap_io(nodelay as fn(&mut tokio::net::TcpStream))
+}
+
+/// The gRPC connections, with `TCP_NODELAY` as for HTTP: without it, a denial's larger
+/// answer (two segments) waited for Envoy's delayed acknowledgement, 40 ms a call
+/// (`.ci/serve-bench` measured a p99 of 44 ms on denied `Check`s).
+fn grpc_incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
 /// Resolves once `stop` turns true.
@@ -288,5 +310,36 @@ impl ReceiptWriter {
         // Release: see the Acquire in the writer's loop.
         self.stop.store(true, Ordering::Release);
         let _ = self.thread.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+    use tonic::codegen::tokio_stream::StreamExt;
+
+    use super::*;
+
+    async fn bound() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (listener, addr)
+    }
+
+    #[test]
+    fn both_listeners_accept_connections_with_tcp_nodelay() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (listener, addr) = bound().await;
+            let mut http = http_listener(listener);
+            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (stream, _) = http.accept().await;
+            assert!(stream.nodelay().unwrap(), "HTTP");
+            let (listener, addr) = bound().await;
+            let mut grpc = grpc_incoming(listener);
+            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let stream = grpc.next().await.unwrap().unwrap();
+            assert!(stream.nodelay().unwrap(), "gRPC");
+        });
     }
 }
