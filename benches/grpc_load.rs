@@ -118,14 +118,15 @@ fn main() -> Result<(), Error> {
     })?;
     let mut sorted = latencies_us;
     sorted.sort_unstable();
-    let at = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
+    // The nearest rank: the value at (len - 1) × percent / 100.
+    let at = |percent: usize| sorted.get(sorted.len().saturating_sub(1) * percent / 100).copied().unwrap_or(0);
     println!(
         "{{\"requests\":{},\"per_s\":{:.0},\"not_ok\":{},\"p50_us\":{},\"p99_us\":{}}}",
         sorted.len(),
         sorted.len() as f64 / duration.as_secs_f64(),
         refused,
-        at(0.50),
-        at(0.99)
+        at(50),
+        at(99)
     );
     Ok(())
 }
