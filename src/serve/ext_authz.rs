@@ -17,7 +17,6 @@ use envoy_types::ext_authz::v3::{CheckRequestExt, CheckResponseExt, DeniedHttpRe
 use tonic::{Request, Response, Status};
 
 use super::auth::Role;
-use super::metrics::ApiLabels;
 use super::service::Service;
 use super::wire::{AdmitRequest, DecisionBody};
 
@@ -84,11 +83,7 @@ impl Authorization for ExtAuthz {
                 Ok(decision) => respond(&decision),
             },
         };
-        self.svc
-            .metrics
-            .admission_seconds
-            .get_or_create(&ApiLabels { api: "grpc" })
-            .observe(started.elapsed().as_secs_f64());
+        self.svc.metrics.admission_seconds_grpc.observe(started.elapsed().as_secs_f64());
         Ok(Response::new(answer))
     }
 }

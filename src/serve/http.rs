@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 
 use super::auth::Role;
-use super::metrics::ApiLabels;
 use super::service::{Refusal, Service};
 use super::wire::{self, ErrorBody};
 
@@ -44,7 +43,6 @@ pub(crate) fn router(svc: Svc, limits: HttpLimits) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(wire::BODY_BYTES_MAX))
         // Outermost of the router's own layers: axum's rejections (405, 413, a path that
         // is not UTF-8) are plain text; the API promises a JSON `Error` body on every 4xx.
         .layer(axum::middleware::map_response(json_errors))
@@ -95,63 +93,77 @@ fn authenticate(svc: Svc, headers: &HeaderMap) -> Result<Role, Refusal> {
     }
 }
 
-/// The gateway's role, or the 401/403 to send.
-fn gateway(svc: Svc, headers: &HeaderMap) -> Result<(), Refusal> {
-    match authenticate(svc, headers)? {
-        Role::Gateway => Ok(()),
-        Role::Account(_) => {
-            Err(Refusal::new(403, "this endpoint is the gateway's; an account token may only approve, refuse and read"))
-        }
+/// Who is asking (from the headers, borrowed: no copy of the header map), then the body,
+/// read only for an authenticated caller and at most [`wire::BODY_BYTES_MAX`] bytes.
+async fn caller(svc: Svc, request: Request, gateway_only: bool) -> Result<(Role, Bytes), Response> {
+    let (parts, body) = request.into_parts();
+    let role = authenticate(svc, &parts.headers).map_err(refused)?;
+    if gateway_only && role != Role::Gateway {
+        return Err(refused(Refusal::new(
+            403,
+            "this endpoint is the gateway's; an account token may only approve, refuse and read",
+        )));
+    }
+    match axum::body::to_bytes(body, wire::BODY_BYTES_MAX).await {
+        Ok(bytes) => Ok((role, bytes)),
+        Err(_) => Err(json(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &ErrorBody::new(format!("the body is larger than {} bytes, or was cut short", wire::BODY_BYTES_MAX)),
+        )),
     }
 }
 
-async fn admit(State(svc): State<Svc>, headers: HeaderMap, body: Bytes) -> Response {
+async fn admit(State(svc): State<Svc>, request: Request) -> Response {
     let started = Instant::now();
-    if let Err(r) = gateway(svc, &headers) {
-        return refused(r);
-    }
+    let body = match caller(svc, request, true).await {
+        Ok((_, body)) => body,
+        Err(response) => return response,
+    };
     let result = match wire::parse::<wire::AdmitRequest>(&body) {
         Ok(req) => svc.admit(req).await,
         Err(e) => Err(e.into()),
     };
-    svc.metrics.admission_seconds.get_or_create(&ApiLabels { api: "http" }).observe(started.elapsed().as_secs_f64());
+    svc.metrics.admission_seconds_http.observe(started.elapsed().as_secs_f64());
     answer(result)
 }
 
-async fn sub_call(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = gateway(svc, &headers) {
-        return refused(r);
-    }
+async fn sub_call(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
+    let body = match caller(svc, request, true).await {
+        Ok((_, body)) => body,
+        Err(response) => return response,
+    };
     match wire::parse::<wire::SubCallRequest>(&body) {
         Ok(req) => answer(svc.sub_call(&id, req).await),
         Err(e) => refused(e.into()),
     }
 }
 
-async fn settle(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = gateway(svc, &headers) {
-        return refused(r);
-    }
+async fn settle(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
+    let body = match caller(svc, request, true).await {
+        Ok((_, body)) => body,
+        Err(response) => return response,
+    };
     match wire::parse::<wire::SettleRequest>(&body) {
         Ok(req) => answer(svc.settle(&id, req)),
         Err(e) => refused(e.into()),
     }
 }
 
-async fn release(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = gateway(svc, &headers) {
-        return refused(r);
-    }
+async fn release(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
+    let body = match caller(svc, request, true).await {
+        Ok((_, body)) => body,
+        Err(response) => return response,
+    };
     match wire::parse_optional::<wire::AtRequest>(&body) {
         Ok(_) => answer(svc.release(&id)),
         Err(e) => refused(e.into()),
     }
 }
 
-async fn approve(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
-    let role = match authenticate(svc, &headers) {
-        Ok(role) => role,
-        Err(r) => return refused(r),
+async fn approve(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
+    let (role, body) = match caller(svc, request, false).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
     };
     let at = match wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
         Ok(at) => at,
@@ -160,10 +172,10 @@ async fn approve(State(svc): State<Svc>, Path(id): Path<String>, headers: Header
     answer(svc.approve(&id, &role, at).await)
 }
 
-async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
-    let role = match authenticate(svc, &headers) {
-        Ok(role) => role,
-        Err(r) => return refused(r),
+async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
+    let (role, body) = match caller(svc, request, false).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
     };
     if let Err(e) = wire::parse_optional::<wire::AtRequest>(&body) {
         return refused(e.into());

@@ -30,13 +30,20 @@ impl ErrorBody {
 }
 
 /// Reads a JSON body of type `T`; a syntax, type or unknown-key error names its field.
+/// A good body is read once; only a bad one is read again to find the field at fault.
 pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ErrorBody> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    if let Ok(value) = serde_json::from_slice(body) {
+        return Ok(value);
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { "/".to_owned() } else { format!("/{}", path.replace('.', "/")) };
         ErrorBody::field(&field, format!("the request body: {}", e.inner()))
-    })
+    })?;
+    // What the fast path refused with a good value: something after it.
+    de.end().map_err(|e| ErrorBody::field("/", format!("the request body: {e}")))?;
+    Ok(value)
 }
 
 /// An optional body (approve, release): empty means the defaults.
@@ -227,6 +234,10 @@ mod tests {
         }
         assert_eq!(parse::<SettleRequest>(br#"{"actual": "1", "latency_ms": null}"#).unwrap().latency_ms, None);
         assert!(parse::<SettleRequest>(b"{").is_err());
+        // Nothing may follow the value (both paths agree).
+        let e = parse::<SettleRequest>(br#"{"actual": "1"} {"actual": "2"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/"), "{e:?}");
+        assert!(parse::<SettleRequest>(b"{\"actual\": \"1\"}  \n").is_ok());
         assert_eq!(money("/actual", "NaN").unwrap_err().field.as_deref(), Some("/actual"));
         assert!(money("/actual", "-1").is_err() && money("/actual", "1e3").is_err());
         assert!(at("/at", Some("yesterday")).is_err());
