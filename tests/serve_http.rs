@@ -76,7 +76,11 @@ fn the_worked_example_through_http_number_for_number() {
     assert_eq!(status, 200, "{m}");
     let m: Value = serde_json::from_str(&m).unwrap();
     assert_eq!((m["limits"]["total"].as_str(), m["reserved"].as_str()), (Some("100.00"), Some("0.00")), "{m}");
-    assert_eq!(s.get(&format!("/v1/mandates/{}", MANDATE.replace('/', "%2F")), Some(&s.bob)).0, 403);
+    // Bob did not issue it: the same 404 as for a mandate that does not exist.
+    let (status, foreign) = s.get(&format!("/v1/mandates/{}", MANDATE.replace('/', "%2F")), Some(&s.bob));
+    let (_, missing) = s.get("/v1/mandates/alice%2Fno-such-mandate", Some(&s.bob));
+    assert_eq!(status, 404, "{foreign}");
+    assert_eq!(foreign.replace(MANDATE, "ID"), missing.replace("alice/no-such-mandate", "ID"));
     // Stopped, the node flushes: the store counts 0.118 spent.
     assert!(s.stop(), "a clean shutdown");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))

@@ -16,16 +16,17 @@ use super::wire::{self, DecisionBody};
 impl Service {
     /// `POST /v1/pending/{id}/approve`: only the mandate's issuer; anyone else changes
     /// nothing.
-    pub(crate) async fn approve(&self, id: &str, role: &Role, at: Timestamp) -> Result<DecisionBody, Refusal> {
+    pub(crate) async fn approve(&'static self, id: &str, role: &Role, at: Timestamp) -> Result<DecisionBody, Refusal> {
         // Acquire: pairs with the shutdown's Release (a flag, read alone).
         if !self.ready.load(Ordering::Acquire) {
             return Err(Refusal::new(503, "shutting down: admitting nothing more, approvals included"));
         }
         let (approver, mandate, agent) = self.issuer_of_held(id, role).await?;
         let admission = self
-            .waiting_for_lease(|| match self.node.approve(id, &approver, at) {
-                Ok(a) => Ok(a),
-                Err(e) => Err(node_refusal(e)),
+            .waiting_for_lease(|| {
+                let (id, approver) = (id.to_owned(), approver.clone());
+                // The node takes the call out of the store: I/O, off the async workers.
+                async move { self.blocking(move || self.node.approve(&id, &approver, at).map_err(node_refusal)).await? }
             })
             .await?;
         let mut body = self.keep(self.decision(admission, mandate, agent, Some(Call::new(mandate, agent, at)), None));
@@ -37,9 +38,10 @@ impl Service {
     }
 
     /// `POST /v1/pending/{id}/refuse`.
-    pub(crate) async fn refuse(&self, id: &str, role: &Role) -> Result<wire::RefusedBody, Refusal> {
+    pub(crate) async fn refuse(&'static self, id: &str, role: &Role) -> Result<wire::RefusedBody, Refusal> {
         self.issuer_of_held(id, role).await?;
-        let refused = self.node.refuse(id).map_err(node_refusal)?;
+        let owned = id.to_owned();
+        let refused = self.blocking(move || self.node.refuse(&owned).map_err(node_refusal)).await??;
         if !refused {
             return Err(Refusal::new(
                 404,
@@ -52,7 +54,7 @@ impl Service {
     /// The account's principal if it issued the held call's mandate: 403 for anyone else
     /// (nothing is taken out of the store), 404 for a call not held.
     pub(super) async fn issuer_of_held(
-        &self,
+        &'static self,
         id: &str,
         role: &Role,
     ) -> Result<(Principal, MandateIx, AgentIx), Refusal> {
@@ -69,7 +71,9 @@ impl Service {
         let deadline = std::time::Instant::now() + Duration::from_millis(if local { LEASE_WAIT_MS } else { 0 });
         loop {
             let now = Timestamp::now().unix();
-            let held = self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string()))?;
+            let held = self
+                .blocking(move || self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string())))
+                .await??;
             if let Some(call) = held.into_iter().find(|c| c.id == id) {
                 let snap = self.engine.snapshot();
                 let mandate = self.engine.mandate_ix(&call.mandate);

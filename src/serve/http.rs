@@ -185,7 +185,7 @@ async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, request: Request
 
 async fn mandate(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     match authenticate(svc, &headers) {
-        Ok(role) => answer(svc.mandate(&id, &role)),
+        Ok(role) => answer(svc.mandate(&id, &role).await),
         Err(r) => refused(r),
     }
 }

@@ -150,7 +150,8 @@ impl Service {
             }
         }
         let call = Call { max_cost, by_capability: req.capability.is_some(), ..Call::new(mandate, agent, at) };
-        let admission = self.waiting_for_lease(|| Ok(self.engine.admit(&call))).await?;
+        // The engine never waits on the store (a node refills leases in the background).
+        let admission = self.waiting_for_lease(|| std::future::ready(Ok(self.engine.admit(&call)))).await?;
         Ok(self.keep(self.decision(admission, mandate, agent, Some(call), None)))
     }
 
@@ -235,29 +236,46 @@ impl Service {
         Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
     }
 
+    /// Runs `f`, which waits on the store (a file or a network round trip), on tokio's
+    /// blocking pool rather than on an async worker that other requests need.
+    pub(super) async fn blocking<T: Send + 'static>(
+        &'static self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Refusal> {
+        tokio::task::spawn_blocking(f).await.map_err(|e| Refusal::new(503, format!("a store task failed: {e}")))
+    }
+
     // ---- reads ----------------------------------------------------------------------
 
     /// `GET /v1/mandates/{id}`: the gateway, or the mandate's issuer.
-    pub(crate) fn mandate(&self, id: &str, role: &Role) -> Result<serde_json::Value, Refusal> {
+    pub(crate) async fn mandate(&'static self, id: &str, role: &Role) -> Result<serde_json::Value, Refusal> {
         let snap = self.engine.snapshot();
         let ix = self.engine.mandate_ix(id).filter(|ix| snap.mandate(*ix).is_some());
-        let Some(ix) = ix else {
-            return Err(Refusal::new(404, format!("no mandate `{id}` in the documents being served")));
+        // An account reading a mandate it did not issue gets the same 404 as for a mandate
+        // that does not exist: the answer tells a stranger nothing about which ids exist.
+        let not_found = || {
+            Refusal::new(404, format!("no mandate `{id}` that this token may read (an account reads what it issued)"))
         };
-        let Some(m) = snap.mandate(ix) else {
-            return Err(Refusal::new(404, format!("no mandate `{id}`")));
-        };
+        let (ix, m) = ix.and_then(|ix| Some((ix, snap.mandate(ix)?))).ok_or_else(not_found)?;
         if let Role::Account(p) = role
             && p != &m.source.issuer
         {
-            return Err(Refusal::new(403, format!("`{}` did not issue mandate `{id}`", p.as_str())));
+            return Err(not_found());
         }
         let b = &m.source.budget;
         let ledger = self.engine.ledger(ix);
         let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
         let (spent, settled, today_spent) =
             ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
-        let store = self.store.status(Some(id)).ok().and_then(|s| s.into_iter().next());
+        // `spent` is the store's figure: when the store cannot say, the answer is a 503 that
+        // says so, never this server's own figure passed off as the store's.
+        let owned = id.to_owned();
+        let store = self
+            .blocking(move || self.store.status(Some(&owned)))
+            .await?
+            .map_err(|e| Refusal::new(503, format!("the store cannot say what mandate `{id}` spent: {e}")))?
+            .into_iter()
+            .next();
         let money = |micros: u64| Amount::from_micros(micros).to_string();
         Ok(serde_json::json!({
             "id": id,
@@ -380,13 +398,14 @@ impl Service {
 
     /// Asks again while the only reason to refuse is a lease on its way, for up to
     /// [`LEASE_WAIT_MS`], waking the node.
-    pub(super) async fn waiting_for_lease<F>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
+    pub(super) async fn waiting_for_lease<F, A>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
     where
-        F: FnMut() -> Result<Admission<'static>, Refusal>,
+        F: FnMut() -> A,
+        A: std::future::Future<Output = Result<Admission<'static>, Refusal>>,
     {
         let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
         loop {
-            let admission = ask()?;
+            let admission = ask().await?;
             let waiting = matches!(&admission, Admission::Denied(d)
                 if !d.codes.is_empty() && d.codes.iter().all(|c| c == Code::LeasePending));
             if !waiting || std::time::Instant::now() >= deadline {
