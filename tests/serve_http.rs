@@ -219,6 +219,33 @@ fn many_sub_calls_on_one_run_never_hang_the_server() {
     assert_eq!(s.post("/v1/reservations/+1/release", &s.gateway, json!({})).0, 404);
 }
 
+#[test]
+fn a_late_settle_reconciles_a_reclaimed_reservation_once() {
+    // The callee's timeout is 1 s and the grace 0: the reaper (every second) reclaims the
+    // reservation, keeping its worst case spent, and a late settle brings it to the actual.
+    let s = Server::start_with_args(
+        |docs| {
+            let path = docs.join("agents/table-extract/holon.yaml");
+            let text = std::fs::read_to_string(&path).unwrap().replace("timeout_s: 60", "timeout_s: 1");
+            std::fs::write(path, text).unwrap();
+        },
+        &["--expiry-grace-s", "0"],
+    );
+    let allowed = admit(&s, "acme/table-extract", None);
+    assert_eq!(allowed["decision"], "allowed", "{allowed}");
+    let id = allowed["reservation"].as_str().unwrap().to_owned();
+    wait_for(|| {
+        let (_, status) = s.get("/v1/status", Some(&s.gateway));
+        let status: Value = serde_json::from_str(&status).unwrap();
+        (status["in_flight"] == 0).then_some(())
+    });
+    let (status, settled) = s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0.002" }));
+    assert_eq!(status, 200, "{settled}");
+    assert_eq!((settled["late"].as_bool(), settled["kept"].as_str()), (Some(true), Some("0.002")), "{settled}");
+    let (status, again) = s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0" }));
+    assert_eq!(status, 404, "reconciled once: {again}");
+}
+
 fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
     for _ in 0..200 {
         if let Some(v) = f() {

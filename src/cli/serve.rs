@@ -42,6 +42,10 @@ pub(super) struct ServeArgs {
     /// Seconds open reservations get to settle after SIGTERM, 0 to 3,600.
     #[arg(long, default_value_t = 30, value_parser = serve_grace_s)]
     grace_s: u64,
+    /// Seconds a reservation gets past its callee's `timeout_s` before the reaper
+    /// reclaims it (its worst case stays spent until a late settle), 0 to 3,600.
+    #[arg(long, default_value_t = 30, value_parser = serve_grace_s)]
+    expiry_grace_s: u64,
     /// Longest a request may take, in ms, 1 to 600,000 (then 408).
     #[arg(long, default_value_t = 10_000, value_parser = serve_request_ms)]
     request_ms: u64,
@@ -60,6 +64,7 @@ pub(super) enum TokenCommand {
         /// `gateway`, or `account:NAME` for the issuer NAME.
         #[arg(long)]
         role: String,
+        /// The tokens file to append to (created 0600 if missing).
         #[arg(long, default_value = ".holon/tokens")]
         tokens: PathBuf,
     },
@@ -77,6 +82,7 @@ pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
         tokens: a.tokens,
         receipts: a.receipts,
         grace_s: a.grace_s,
+        expiry_grace_s: a.expiry_grace_s,
         request_ms: a.request_ms,
         concurrent_max: a.concurrent_max,
         json_logs: a.json_logs,

@@ -37,7 +37,7 @@ impl Service {
                 self.count("allowed", CodeSet::EMPTY);
                 // Kept by the caller once it holds no guard on the table (a DashMap guard
                 // held across an insert into the same shard deadlocks).
-                (body, Some((r.receipt_id(), Open { reservation: r, agent })))
+                (body, Some((r.receipt_id(), Open { reservation: r, agent, reclaimed_at: None })))
             }
             Admission::Held(p) => {
                 let codes = CodeSet::EMPTY.with(Code::ApprovalRequired);

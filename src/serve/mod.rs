@@ -48,6 +48,8 @@ pub(crate) struct ServeOptions {
     pub tokens: PathBuf,
     pub receipts: Option<PathBuf>,
     pub grace_s: u64,
+    /// Seconds past a callee's `timeout_s` before its reservation is reclaimed.
+    pub expiry_grace_s: u64,
     pub request_ms: u64,
     pub concurrent_max: usize,
     pub json_logs: bool,
@@ -85,7 +87,10 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         }
         None => (Arc::new(NullSink), None),
     };
-    let engine = Arc::new(Engine::with_sink(EngineConfig { store_backed: true, ..EngineConfig::default() }, sink));
+    let engine = Arc::new(Engine::with_sink(
+        EngineConfig { store_backed: true, grace_s: options.expiry_grace_s, ..EngineConfig::default() },
+        sink,
+    ));
     engine.publish(&loaded.input).context("compiling the documents")?;
     if let Some(path) = options.store.strip_prefix("sqlite:").map(std::path::Path::new)
         && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())

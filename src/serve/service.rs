@@ -55,7 +55,20 @@ impl From<ErrorBody> for Refusal {
 pub(super) struct Open {
     pub(super) reservation: Reservation<'static>,
     pub(super) agent: AgentIx,
+    /// When the reaper first found it reclaimed (its callee's timeout plus the grace had
+    /// passed); kept [`LATE_SETTLE_S`] more for a late settle to reconcile.
+    pub(super) reclaimed_at: Option<std::time::Instant>,
 }
+
+/// How long a reclaimed reservation waits for its late settle, in seconds. The reaper
+/// kept its worst case spent; a settle within this window brings it to the actual cost
+/// (the engine reconciles exactly once). After it, or without a settle, the worst case
+/// stays spent.
+pub(crate) const LATE_SETTLE_S: u64 = 3_600;
+/// Most reclaimed reservations kept for a late settle; past it the reaper forgets the
+/// newest (their worst case stays spent), so a gateway that never settles cannot grow the
+/// table without bound.
+pub(crate) const RECLAIMED_KEPT_MAX: usize = 65_536;
 
 /// The last reload, for `/v1/status`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -306,7 +319,7 @@ impl Service {
             "reload_failures": status.failures,
             "last_reload_error": status.last_error,
             "last_reload_error_at": status.last_error_at,
-            "in_flight": self.open.len(),
+            "in_flight": self.open_count(),
             "held": self.engine.held_count(),
             "receipts_dropped": stats.receipts_dropped,
             "store": { "kind": self.store_kind, "round_trips": node.round_trips, "errors": node.store_errors },
@@ -320,7 +333,7 @@ impl Service {
         let stats = self.engine.stats();
         let node = self.node.stats();
         let m = &self.metrics;
-        m.in_flight.set(as_gauge(self.open.len() as u64));
+        m.in_flight.set(as_gauge(self.open_count() as u64));
         m.held.set(as_gauge(self.engine.held_count() as u64));
         m.receipts_dropped.set(as_gauge(stats.receipts_dropped));
         m.store_round_trips.set(as_gauge(node.round_trips));
@@ -330,8 +343,10 @@ impl Service {
     }
 
     /// Reservations open through this server.
+    /// Reservations open through this server (not those reclaimed and awaiting a late
+    /// settle).
     pub(crate) fn open_count(&self) -> usize {
-        self.open.len()
+        self.open.iter().filter(|open| open.reclaimed_at.is_none() && open.reservation.is_active()).count()
     }
 
     // ---- reload and expiry ----------------------------------------------------------
@@ -391,8 +406,18 @@ impl Service {
         let now = Timestamp::now();
         let reclaimed = self.engine.reclaim_expired(now);
         self.engine.expire_pending(now);
-        // A reclaimed reservation dropped unsettled keeps its worst case spent.
-        self.open.retain(|_, open| open.reservation.is_active());
+        // A reclaimed reservation stays for its late settle, within LATE_SETTLE_S and
+        // RECLAIMED_KEPT_MAX; dropped unsettled, it keeps its worst case spent.
+        let (clock, window) = (std::time::Instant::now(), Duration::from_secs(LATE_SETTLE_S));
+        let mut kept = 0_usize;
+        self.open.retain(|_, open| {
+            if open.reservation.is_active() {
+                return true;
+            }
+            let since = *open.reclaimed_at.get_or_insert(clock);
+            kept += 1;
+            clock.duration_since(since) < window && kept <= RECLAIMED_KEPT_MAX
+        });
         reclaimed
     }
 
@@ -429,7 +454,7 @@ fn not_open(id: &str) -> Refusal {
     Refusal::new(
         404,
         format!(
-            "no open reservation `{id}`: it was settled or released already, expired (reclaimed after its callee's timeout plus the grace; its worst case stays spent), or never made"
+            "no open reservation `{id}`: it was settled or released already, never made, or reclaimed (after its callee's timeout plus the grace) more than {LATE_SETTLE_S} s ago; its worst case stays spent"
         ),
     )
 }

@@ -50,6 +50,11 @@ impl Server {
 
     /// Starts a server after `edit` changed the copy of the examples.
     pub(crate) fn start_with(edit: impl FnOnce(&Path)) -> Server {
+        Server::start_with_args(edit, &[])
+    }
+
+    /// Starts a server after `edit`, with `args` added to `holon serve`'s.
+    pub(crate) fn start_with_args(edit: impl FnOnce(&Path), args: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(Path::new("examples"), &dir.path().join("docs"));
         edit(&dir.path().join("docs"));
@@ -65,6 +70,7 @@ impl Server {
             .arg(format!("sqlite:{}", dir.path().join("ledger.db").display()))
             .arg("--receipts")
             .arg(dir.path().join("receipts.jsonl"))
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
