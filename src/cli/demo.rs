@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use holon::admission::{self, Code, Verdict};
+use holon::admission::{Code, Verdict};
 use holon::doc::{self, Limits};
 use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, Receipt, SnapshotInput, SubCall};
@@ -255,19 +255,7 @@ fn sub_call(
     // The gateway's pick for a capability: the cheapest implementer the sub-mandate admits.
     let (agent, capability) = match (&sc.capability, &sc.agent) {
         (Some(class), _) => {
-            let assessor = holon::engine::Assessor::new(sub, &*snap)?;
-            let ctx = admission::CallContext { by_capability: true, ..admission::CallContext::at(at) };
-            let admits = |a: &&holon::engine::CompiledAgent| {
-                assessor
-                    .assess(&a.source, a.record.as_deref(), &ctx)
-                    .is_ok_and(|assessment| assessment.verdict == Verdict::Allowed)
-            };
-            let best = snap
-                .agents()
-                .filter(|a| a.source.classes().any(|c| c == class))
-                .filter(admits)
-                .min_by_key(|a| (a.source.pricing.ceiling().unwrap_or(Amount::MAX), a.source.id.clone()));
-            (best.map(|a| a.ix), Some(class.as_str()))
+            (holon::engine::cheapest_implementer(sub, &snap, class.as_str(), at, None)?, Some(class.as_str()))
         }
         (None, Some(id)) => (engine.agent_ix(id.as_str()), None),
         _ => (None, None),

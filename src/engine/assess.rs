@@ -8,15 +8,17 @@ use super::EngineError;
 use super::judge::{self, CallFacts, KnownSpend, Step};
 use super::ledger::Ledger;
 use super::registry::LedgerKey;
-use super::snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, compile_agent, compile_mandate};
+use super::snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, compile_agent, compile_mandate};
 use super::symbols::Names;
 use crate::admission::explain::{self, Documents, Figures};
 use crate::admission::{Assessment, CallContext, Verdict};
 use crate::lookup::AgentLookup;
 use crate::mandate::Mandate;
 use crate::manifest::Manifest;
+use crate::money::Amount;
 use crate::record::AgentRecord;
 use crate::sync::Arc;
+use crate::time::Timestamp;
 
 /// One mandate compiled, ready to assess calls to any agent the lookup knows.
 pub struct Assessor<'a> {
@@ -143,4 +145,27 @@ pub(crate) fn judged(
         own_ceiling,
         reasons: explain::reasons(judgement.codes, docs, &explained, figures),
     }
+}
+
+/// The gateway's pick for a capability inside a delegated run (`holon serve`'s sub-calls by
+/// capability, the demo): the implementer of `class` in `snap` that `sub_mandate` admits at
+/// `at` by capability, whose price ceiling is lowest (ties by id), and at most `max_cost`
+/// when one is given. `None` when none is admitted; an error when the sub-mandate cannot be
+/// compiled.
+pub fn cheapest_implementer(
+    sub_mandate: &Mandate,
+    snap: &Snapshot,
+    class: &str,
+    at: Timestamp,
+    max_cost: Option<Amount>,
+) -> Result<Option<AgentIx>, EngineError> {
+    let assessor = Assessor::new(sub_mandate, snap)?;
+    let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
+    let best = snap
+        .agents()
+        .filter(|a| a.source.classes().any(|c| c.as_str() == class))
+        .filter(|a| max_cost.is_none_or(|cap| a.source.pricing.ceiling().is_some_and(|price| price <= cap)))
+        .filter(|a| assessor.assess(&a.source, a.record.as_deref(), &ctx).is_ok_and(|x| x.verdict == Verdict::Allowed))
+        .min_by_key(|a| (a.source.pricing.ceiling().unwrap_or(Amount::MAX), a.source.id.clone()));
+    Ok(best.map(|a| a.ix))
 }

@@ -68,7 +68,7 @@ use crate::money::Amount;
 use crate::sync::{self, Arc, AtomicU64, SnapshotCell};
 use crate::time::Timestamp;
 
-pub use assess::{Assessor, Callee};
+pub use assess::{Assessor, Callee, cheapest_implementer};
 use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};

@@ -2,7 +2,7 @@
 //! store, and one sentence per code from the documents (`holon::admission::explain`).
 
 use holon::admission::{self, Code, CodeSet, Reason};
-use holon::engine::{Admission, AgentIx, Call, CompiledAgent, MandateIx, Reservation, Snapshot};
+use holon::engine::{Admission, AgentIx, Call, CompiledAgent, MandateIx, Reservation};
 use holon::money::Amount;
 use holon::time::Timestamp;
 
@@ -160,30 +160,6 @@ impl Service {
     fn agent_name(&self, agent: AgentIx) -> Option<String> {
         self.engine.snapshot().agent(agent).map(|a| a.source.id.to_string())
     }
-}
-
-/// The gateway's pick for a capability inside a run: the cheapest implementer the
-/// sub-mandate admits (within `max_cost`), ties by id.
-pub(super) fn cheapest_implementer(
-    snap: &Snapshot,
-    r: &Reservation<'static>,
-    class: &str,
-    at: Timestamp,
-    max_cost: Option<Amount>,
-) -> Option<AgentIx> {
-    let sub = r.sub_mandate()?;
-    let assessor = holon::engine::Assessor::new(sub, snap).ok()?;
-    let ctx = admission::CallContext { by_capability: true, ..admission::CallContext::at(at) };
-    snap.agents()
-        .filter(|a| a.source.classes().any(|c| c.as_str() == class))
-        .filter(|a| max_cost.is_none_or(|cap| a.source.pricing.ceiling().is_some_and(|p| p <= cap)))
-        .filter(|a| {
-            assessor
-                .assess(&a.source, a.record.as_deref(), &ctx)
-                .is_ok_and(|x| x.verdict == admission::Verdict::Allowed)
-        })
-        .min_by_key(|a| (a.source.pricing.ceiling().unwrap_or(Amount::MAX), a.source.id.clone()))
-        .map(|a| a.ix)
 }
 
 fn fallback_sentence(code: Code) -> String {

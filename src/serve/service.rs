@@ -187,7 +187,10 @@ impl Service {
         let (agent, capability) = match (&req.agent, &req.capability) {
             (Some(name), None) => (self.engine.agent_ix(name), None),
             (None, Some(class)) => {
-                (super::decision::cheapest_implementer(&snap, r, class, at, max_cost), Some(class.as_str()))
+                // A sub-mandate that cannot be compiled admits nobody: no pick.
+                let sub = r.sub_mandate();
+                let pick = sub.and_then(|m| holon::engine::cheapest_implementer(m, &snap, class, at, max_cost).ok());
+                (pick.flatten(), Some(class.as_str()))
             }
             _ => return Err(ErrorBody::field("/agent", "give exactly one of `agent` and `capability`").into()),
         };
