@@ -132,6 +132,12 @@ fn no_token_a_wrong_token_or_a_wrong_role_changes_nothing() {
     assert_eq!(status, 405, "{text}");
     let answer: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert!(answer["error"].is_string(), "{text}");
+    // `at` is checked wherever it is taken, release and refuse included.
+    for path in ["/v1/reservations/1/release", "/v1/pending/serve:0:1/refuse"] {
+        let token = if path.contains("refuse") { &s.alice } else { &s.gateway };
+        let (status, answer) = s.post_raw(path, Some(token), r#"{"at":"yesterday"}"#);
+        assert_eq!((status, answer["field"].as_str()), (400, Some("/at")), "{path}: {answer}");
+    }
     let (status, answer) = s.post_raw("/v1/reservations/%FF/settle", Some(&s.gateway), r#"{"actual":"1"}"#);
     assert!(status == 400 || status == 404, "{status} {answer}");
     assert!(answer["error"].is_string(), "{answer}");
@@ -234,11 +240,15 @@ fn a_late_settle_reconciles_a_reclaimed_reservation_once() {
     let allowed = admit(&s, "acme/table-extract", None);
     assert_eq!(allowed["decision"], "allowed", "{allowed}");
     let id = allowed["reservation"].as_str().unwrap().to_owned();
-    wait_for(|| {
+    // About 3 s (the deadline's second, then a reaper tick); generous for a loaded runner.
+    wait_for_s(30, || {
         let (_, status) = s.get("/v1/status", Some(&s.gateway));
         let status: Value = serde_json::from_str(&status).unwrap();
         (status["in_flight"] == 0).then_some(())
     });
+    // Reclaimed: a release would give the worst case back although the call may have run.
+    let (status, refused) = s.post(&format!("/v1/reservations/{id}/release"), &s.gateway, json!({}));
+    assert_eq!(status, 409, "{refused}");
     let (status, settled) = s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0.002" }));
     assert_eq!(status, 200, "{settled}");
     assert_eq!((settled["late"].as_bool(), settled["kept"].as_str()), (Some(true), Some("0.002")), "{settled}");
@@ -246,8 +256,12 @@ fn a_late_settle_reconciles_a_reclaimed_reservation_once() {
     assert_eq!(status, 404, "reconciled once: {again}");
 }
 
-fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
-    for _ in 0..200 {
+fn wait_for<T>(f: impl FnMut() -> Option<T>) -> T {
+    wait_for_s(5, f)
+}
+
+fn wait_for_s<T>(seconds: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..seconds * 40 {
         if let Some(v) = f() {
             return v;
         }

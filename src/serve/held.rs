@@ -22,6 +22,29 @@ impl Service {
             return Err(Refusal::new(503, "shutting down: admitting nothing more, approvals included"));
         }
         let (approver, mandate, agent) = self.issuer_of_held(id, role).await?;
+        // The approval takes the call out of the store: it runs to its end in a task of its
+        // own, whatever happens to this request (a timeout, a closed connection). If nobody
+        // is left to hear the answer, nobody learnt the reservation's id: it is released
+        // and the call held again, to be approved anew.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let outcome = self.approve_now(&id, &approver, mandate, agent, at).await;
+            if let Err(Ok(unheard)) = tx.send(outcome) {
+                self.undo_approval(&id, &unheard).await;
+            }
+        });
+        rx.await.map_err(|_| Refusal::new(503, "the approval's task ended without an answer"))?
+    }
+
+    async fn approve_now(
+        &'static self,
+        id: &str,
+        approver: &Principal,
+        mandate: MandateIx,
+        agent: AgentIx,
+        at: Timestamp,
+    ) -> Result<DecisionBody, Refusal> {
         let admission = self
             .waiting_for_lease(|| {
                 let (id, approver) = (id.to_owned(), approver.clone());
@@ -35,6 +58,24 @@ impl Service {
             body.pending = Some(id.to_owned());
         }
         Ok(body)
+    }
+
+    /// An approval whose answer nobody received: its reservation released (the call never
+    /// started: only the answer named it) and the call held again.
+    async fn undo_approval(&'static self, id: &str, unheard: &DecisionBody) {
+        let Some(key) = unheard.reservation.as_deref().and_then(|r| r.parse::<u64>().ok()) else { return };
+        let Some((_, open)) = self.open.remove(&key) else { return };
+        if let Err(e) = open.reservation.release(Timestamp::now()) {
+            tracing::warn!(held = id, error = %e, "an unheard approval's reservation could not be released");
+        }
+        let owned = id.to_owned();
+        match self.blocking(move || self.store.release_held(&owned)).await {
+            Ok(Ok(())) => tracing::info!(held = id, "an approval nobody heard was undone: the call is held again"),
+            Ok(Err(e)) => tracing::warn!(held = id, error = %e, "an unheard approval's call could not be held again"),
+            Err(e) => {
+                tracing::warn!(held = id, error = %e.body.error, "an unheard approval's call could not be held again")
+            }
+        }
     }
 
     /// `POST /v1/pending/{id}/refuse`.
@@ -82,13 +123,10 @@ impl Service {
                     (Some(issuer), Some(m)) if &issuer == principal => {
                         Ok((issuer, m, self.engine.agent_ix(&call.agent).unwrap_or(AgentIx(u32::MAX))))
                     }
+                    // Not the mandate named: a stranger learns nothing about whose call it is.
                     (Some(_), _) => Err(Refusal::new(
                         403,
-                        format!(
-                            "`{}` did not issue mandate `{}`; only its issuer may",
-                            principal.as_str(),
-                            call.mandate
-                        ),
+                        format!("`{}` did not issue this held call's mandate; only its issuer may", principal.as_str()),
                     )),
                     _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
                 };

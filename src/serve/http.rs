@@ -154,7 +154,7 @@ async fn release(State(svc): State<Svc>, Path(id): Path<String>, request: Reques
         Ok((_, body)) => body,
         Err(response) => return response,
     };
-    match wire::parse_optional::<wire::AtRequest>(&body) {
+    match wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
         Ok(_) => answer(svc.release(&id)),
         Err(e) => refused(e.into()),
     }
@@ -177,7 +177,7 @@ async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, request: Request
         Ok(caller) => caller,
         Err(response) => return response,
     };
-    if let Err(e) = wire::parse_optional::<wire::AtRequest>(&body) {
+    if let Err(e) = wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
         return refused(e.into());
     }
     answer(svc.refuse(&id, &role).await)

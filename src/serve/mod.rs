@@ -115,10 +115,29 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     )));
     let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine.names(), file));
 
+    // The reaper has a thread of its own: no request can keep it waiting (a store that
+    // hangs holds request tasks, never the reclaiming of expired reservations).
+    let reaping = Arc::new(AtomicBool::new(true));
+    let reaper = {
+        let reaping = Arc::clone(&reaping);
+        std::thread::Builder::new()
+            .name("holon-reaper".to_owned())
+            .spawn(move || {
+                // Acquire: pairs with the Release that stops it (a flag, read alone).
+                while reaping.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(REAP_MS));
+                    svc.reap();
+                }
+            })
+            .context("starting the reaper")?
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("the async runtime")?;
     let result = runtime.block_on(serve(svc, options));
-    // The reaper and the signal tasks never end on their own.
+    // The signal tasks never end on their own.
     runtime.shutdown_timeout(Duration::from_secs(1));
+    // Release: the reaper reads it with Acquire; nothing else is ordered by it.
+    reaping.store(false, Ordering::Release);
+    let _ = reaper.join();
     // Every reservation is settled, released or past the grace: flush and give back.
     let drained = node.drain_in_place();
     if let Some(writer) = writer {
@@ -140,13 +159,6 @@ async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<
     tracing::info!(%addr, documents = %options.documents.display(), store = svc.store_kind, "serving");
 
     let _watcher = watch(svc)?;
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(REAP_MS));
-        loop {
-            tick.tick().await;
-            let _ = tokio::task::spawn_blocking(move || svc.reap()).await;
-        }
-    });
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {

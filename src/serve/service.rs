@@ -66,8 +66,8 @@ pub(super) struct Open {
 /// stays spent.
 pub(crate) const LATE_SETTLE_S: u64 = 3_600;
 /// Most reclaimed reservations kept for a late settle; past it the reaper forgets the
-/// newest (their worst case stays spent), so a gateway that never settles cannot grow the
-/// table without bound.
+/// ones it meets after the first this many (in the table's order, not by age; their worst
+/// case stays spent), so a gateway that never settles cannot grow the table without bound.
 pub(crate) const RECLAIMED_KEPT_MAX: usize = 65_536;
 
 /// The last reload, for `/v1/status`.
@@ -96,7 +96,14 @@ pub(crate) struct Service {
     pub(super) open: DashMap<u64, Open>,
     /// False once shutdown began.
     pub ready: AtomicBool,
+    /// Requests' store tasks at once ([`STORE_TASKS_MAX`]): a store that hangs holds at
+    /// most these, and further requests get a 503 at once instead of queueing without end.
+    store_tasks: Arc<tokio::sync::Semaphore>,
 }
+
+/// Most requests waiting on the store at once (approvals, refusals, reads of the store's
+/// figures); more get a 503. The reaper and reloads run on threads of their own.
+pub(crate) const STORE_TASKS_MAX: usize = 16;
 
 impl Service {
     // Each part is a different thing `run` built; a struct of them would only rename them.
@@ -124,6 +131,7 @@ impl Service {
             reload_lock: parking_lot::Mutex::new(()),
             open: DashMap::new(),
             ready: AtomicBool::new(true),
+            store_tasks: Arc::new(tokio::sync::Semaphore::new(STORE_TASKS_MAX)),
         }
     }
 
@@ -243,22 +251,43 @@ impl Service {
         })
     }
 
-    /// `POST /v1/reservations/{id}/release`.
+    /// `POST /v1/reservations/{id}/release`. A reservation the reaper reclaimed cannot be
+    /// released: its callee's time ran out, so the call may have run and billed; it is
+    /// settled with what it cost (the engine would reconcile a release to nothing).
     pub(crate) fn release(&self, id: &str) -> Result<wire::ReleasedBody, Refusal> {
         let key = reservation_id(id)?;
         let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        if open.reclaimed_at.is_some() || !open.reservation.is_active() {
+            self.open.insert(key, open);
+            return Err(Refusal::new(
+                409,
+                format!(
+                    "reservation `{id}` outlived its callee's timeout and was reclaimed; the call may have run: settle it with what it cost (its worst case stays spent until then)"
+                ),
+            ));
+        }
         open.reservation.release(Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: "released" }).inc();
         Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
     }
 
     /// Runs `f`, which waits on the store (a file or a network round trip), on tokio's
-    /// blocking pool rather than on an async worker that other requests need.
+    /// blocking pool rather than on an async worker that other requests need; at most
+    /// [`STORE_TASKS_MAX`] at once (the permit lives as long as the task, even when the
+    /// request that started it is gone), else a 503.
     pub(super) async fn blocking<T: Send + 'static>(
         &'static self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Refusal> {
-        tokio::task::spawn_blocking(f).await.map_err(|e| Refusal::new(503, format!("a store task failed: {e}")))
+        let permit = Arc::clone(&self.store_tasks).try_acquire_owned().map_err(|_| {
+            Refusal::new(503, format!("{STORE_TASKS_MAX} requests are already waiting on the store; retry shortly"))
+        })?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f()
+        })
+        .await
+        .map_err(|e| Refusal::new(503, format!("a store task failed: {e}")))
     }
 
     // ---- reads ----------------------------------------------------------------------
@@ -418,8 +447,11 @@ impl Service {
                 return true;
             }
             let since = *open.reclaimed_at.get_or_insert(clock);
+            if clock.duration_since(since) >= window {
+                return false;
+            }
             kept += 1;
-            clock.duration_since(since) < window && kept <= RECLAIMED_KEPT_MAX
+            kept <= RECLAIMED_KEPT_MAX
         });
         reclaimed
     }
@@ -457,7 +489,7 @@ fn not_open(id: &str) -> Refusal {
     Refusal::new(
         404,
         format!(
-            "no open reservation `{id}`: it was settled or released already, never made, or reclaimed (after its callee's timeout plus the grace) more than {LATE_SETTLE_S} s ago; its worst case stays spent"
+            "no open reservation `{id}`: it was settled or released already, never made, or reclaimed (after its callee's timeout plus the grace) and forgotten ({LATE_SETTLE_S} s later, or past {RECLAIMED_KEPT_MAX} reclaimed reservations); a forgotten one's worst case stays spent"
         ),
     )
 }
