@@ -248,3 +248,92 @@ pub(super) fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u
     outln!("{}", serde_json::to_string_pretty(&out)?)?;
     Ok(exit::OK)
 }
+
+#[derive(clap::Subcommand)]
+pub(super) enum JobCommand {
+    /// Record tool calls (JSON lines on stdin or --input). Never blocks.
+    Observe {
+        /// The job's name (letters, digits, `-`, `_`, `.`); `observe` creates the job.
+        job: String,
+        /// The run these calls belong to (default: HOLON_RUN, the hook's session_id).
+        #[arg(long)]
+        run: Option<String>,
+        /// Read the calls from this file instead of standard input (JSON lines).
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Paths are made relative to this (default: the hook's cwd, else the current directory).
+        #[arg(long)]
+        workdir: Option<String>,
+    },
+    /// Compile the observations into a pending mandate version and print it.
+    Propose {
+        /// The job's name.
+        job: String,
+    },
+    /// Activate the pending version; its SHA-256 is stored with the approval.
+    Approve {
+        /// The job's name.
+        job: String,
+    },
+    /// Check one call (JSON on stdin): exit 0 allow, 2 block (reason on stderr).
+    Check {
+        /// The job's name.
+        job: String,
+        /// The run this call belongs to (default: HOLON_RUN, the hook's session_id; without
+        /// one, every such call shares one run and its write budget).
+        #[arg(long)]
+        run: Option<String>,
+        /// cron or interactive (default: HOLON_SCOPE; unknown is treated as cron).
+        #[arg(long)]
+        scope: Option<String>,
+        /// An interactive scope asks its person instead of blocking (never a cron run).
+        #[arg(long)]
+        ask: bool,
+        /// Print the decision as JSON on standard output (the exit code is the same).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The Leash Line.
+    Status {
+        /// The job's name.
+        job: String,
+    },
+    /// Blocked and escalated calls, newest first.
+    Drift {
+        /// The job's name.
+        job: String,
+        /// Print the drift records as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A new pending version allowing every failing aspect of a drifted call.
+    Widen {
+        /// The job's name.
+        job: String,
+        /// The drifted call to allow, by the id `holon job drift` shows.
+        drift_id: String,
+        /// A broader rule instead of the exact subject, with a preview.
+        #[arg(long)]
+        pattern: bool,
+        /// Print the new pending version and its preview as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reactivate the previously approved version.
+    Undo {
+        /// The job's name.
+        job: String,
+        /// Allow undoing the first approved version: the job returns to observe mode and
+        /// nothing is enforced any more.
+        #[arg(long)]
+        to_observe: bool,
+    },
+    /// Rules with their evidence, as JSON (the only format).
+    Export {
+        /// The job's name.
+        job: String,
+        /// Accepted for compatibility: the output is always JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}

@@ -240,3 +240,72 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) -> std::io
     }
     Ok(())
 }
+
+#[derive(clap::Subcommand)]
+pub(super) enum MandateCommand {
+    /// May the grantee call these agents? Exit 0 all allowed, 3 some held, 1 some denied.
+    Check {
+        /// The caller mandate (a YAML file).
+        mandate: PathBuf,
+        /// holon.yaml files or directories searched recursively.
+        #[arg(required = true)]
+        agents: Vec<PathBuf>,
+        /// The caller's ceiling for the call, in the mandate's currency.
+        #[arg(long)]
+        max_cost: Option<String>,
+        /// What the mandate has spent in all, a decimal amount in its currency (default 0).
+        #[arg(long)]
+        spent_total: Option<String>,
+        /// What it has spent today (UTC), a decimal amount in its currency (default 0).
+        #[arg(long)]
+        spent_today: Option<String>,
+        /// The decision time (RFC 3339); default now.
+        #[arg(long)]
+        at: Option<String>,
+        /// Agent records (files or directories): the measured figures `require` thresholds
+        /// are checked against.
+        #[arg(long)]
+        records: Option<PathBuf>,
+        /// Print one decision per agent as JSON, with its codes and reasons.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Is CHILD within PARENT? Exit 0 valid, 1 not.
+    Attenuate {
+        /// The parent mandate (a YAML file).
+        parent: PathBuf,
+        /// The child mandate that must narrow it in every way.
+        child: PathBuf,
+        /// Agent manifests (files or directories) that declared `agent@range` patterns
+        /// resolve against, as `mandate derive` resolves them; without, they match nothing.
+        #[arg(long)]
+        agents: Vec<PathBuf>,
+        /// Print the verdict and every widening found as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the sub-mandate the gateway derives for AGENT's delegated run.
+    Derive {
+        /// The caller's mandate the run is admitted under (a YAML file).
+        parent: PathBuf,
+        /// The orchestrator agent's manifest: a path to its holon.yaml, not its id.
+        agent: PathBuf,
+        /// The caller's ceiling for the run, in the mandate's currency (default: the
+        /// agent's price ceiling).
+        #[arg(long)]
+        max_cost: Option<String>,
+        /// Print the derived sub-mandate as JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a delegated call tree described in a scenario file.
+    Simulate {
+        /// The root caller mandate (a YAML file).
+        mandate: PathBuf,
+        /// The scenario file: the call tree to replay (examples/worked-example/scenario.yaml).
+        scenario: PathBuf,
+        /// Print every call's decision and the totals as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}

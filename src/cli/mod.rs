@@ -3,6 +3,8 @@
 
 mod demo;
 mod flags;
+#[cfg(test)]
+mod help_test;
 mod job;
 mod ledger;
 mod loadtest;
@@ -50,6 +52,7 @@ struct Cli {
 enum Command {
     /// Validate manifests, mandates and agent records (files or directories, recursively).
     Validate {
+        /// Files or directories (searched recursively for .yaml/.yml).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Print {"files":[{"path","kind","valid","errors":[{"path","message"}]}]}.
@@ -123,14 +126,14 @@ enum Command {
     },
     /// Decide, narrow, derive and simulate under caller mandates.
     #[command(subcommand)]
-    Mandate(MandateCommand),
+    Mandate(mandate::MandateCommand),
     /// Job mandates: learn a scheduled job's tool calls, approve, enforce, review drift.
     Job {
         /// The state directory (default: HOLON_STATE, else .holon).
         #[arg(long, global = true)]
         state: Option<PathBuf>,
         #[command(subcommand)]
-        command: JobCommand,
+        command: job::JobCommand,
     },
     /// The ledger store that budgets are drawn from across nodes (docs/store.md).
     #[command(subcommand)]
@@ -146,15 +149,19 @@ enum Command {
     Search {
         /// Words to match against ids, classes, names and descriptions.
         query: Option<String>,
+        /// The caller mandate whose permitted agents are ranked (a YAML file).
         #[arg(long)]
         mandate: PathBuf,
+        /// The directory of agent manifests to search.
         #[arg(long)]
         agents: PathBuf,
+        /// Agent records (files or directories) for ranking and `require` thresholds.
         #[arg(long)]
         records: Option<PathBuf>,
         /// The decision time (RFC 3339); default now.
         #[arg(long)]
         at: Option<String>,
+        /// Print the ranked and excluded agents as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -218,125 +225,6 @@ enum LedgerCommand {
     },
 }
 
-#[derive(Subcommand)]
-enum JobCommand {
-    /// Record tool calls (JSON lines on stdin or --input). Never blocks.
-    Observe {
-        job: String,
-        /// The run these calls belong to (default: HOLON_RUN, the hook's session_id).
-        #[arg(long)]
-        run: Option<String>,
-        #[arg(long)]
-        input: Option<PathBuf>,
-        /// Paths are made relative to this (default: the hook's cwd, else the current directory).
-        #[arg(long)]
-        workdir: Option<String>,
-    },
-    /// Compile the observations into a pending mandate version and print it.
-    Propose { job: String },
-    /// Activate the pending version; its SHA-256 is stored with the approval.
-    Approve { job: String },
-    /// Check one call (JSON on stdin): exit 0 allow, 2 block (reason on stderr).
-    Check {
-        job: String,
-        #[arg(long)]
-        run: Option<String>,
-        /// cron or interactive (default: HOLON_SCOPE; unknown is treated as cron).
-        #[arg(long)]
-        scope: Option<String>,
-        /// An interactive scope asks its person instead of blocking (never a cron run).
-        #[arg(long)]
-        ask: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// The Leash Line.
-    Status { job: String },
-    /// Blocked and escalated calls, newest first.
-    Drift {
-        job: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// A new pending version allowing every failing aspect of a drifted call.
-    Widen {
-        job: String,
-        drift_id: String,
-        /// A broader rule instead of the exact subject, with a preview.
-        #[arg(long)]
-        pattern: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Reactivate the previously approved version.
-    Undo {
-        job: String,
-        /// Allow undoing the first approved version: the job returns to observe mode and
-        /// nothing is enforced any more.
-        #[arg(long)]
-        to_observe: bool,
-    },
-    /// Rules with their evidence, as JSON (the only format).
-    Export {
-        job: String,
-        /// Accepted for compatibility: the output is always JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum MandateCommand {
-    /// May the grantee call these agents? Exit 0 all allowed, 3 some held, 1 some denied.
-    Check {
-        mandate: PathBuf,
-        /// holon.yaml files or directories searched recursively.
-        #[arg(required = true)]
-        agents: Vec<PathBuf>,
-        /// The caller's ceiling for the call, in the mandate's currency.
-        #[arg(long)]
-        max_cost: Option<String>,
-        #[arg(long)]
-        spent_total: Option<String>,
-        #[arg(long)]
-        spent_today: Option<String>,
-        /// The decision time (RFC 3339); default now.
-        #[arg(long)]
-        at: Option<String>,
-        #[arg(long)]
-        records: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Is CHILD within PARENT? Exit 0 valid, 1 not.
-    Attenuate {
-        parent: PathBuf,
-        child: PathBuf,
-        /// Agent manifests (files or directories) that declared `agent@range` patterns
-        /// resolve against, as `mandate derive` resolves them; without, they match nothing.
-        #[arg(long)]
-        agents: Vec<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the sub-mandate the gateway derives for AGENT's delegated run.
-    Derive {
-        parent: PathBuf,
-        agent: PathBuf,
-        #[arg(long)]
-        max_cost: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Replay a delegated call tree described in a scenario file.
-    Simulate {
-        mandate: PathBuf,
-        scenario: PathBuf,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 pub(crate) fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -349,17 +237,19 @@ pub(crate) fn run() -> ExitCode {
     let code = match cli.command {
         Command::Demo { examples, seconds, store, node } => demo::run(&examples, seconds, store, node, &style),
         Command::Job { state, command } => match command {
-            JobCommand::Observe { job: j, run, input, workdir } => {
+            job::JobCommand::Observe { job: j, run, input, workdir } => {
                 job::observe(state, &j, run, input.as_deref(), workdir)
             }
-            JobCommand::Propose { job: j } => job::propose(state, &j),
-            JobCommand::Approve { job: j } => job::approve(state, &j),
-            JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
-            JobCommand::Status { job: j } => job::status(state, &j, &style),
-            JobCommand::Drift { job: j, json } => job::drift(state, &j, json, &style),
-            JobCommand::Widen { job: j, drift_id, pattern, json } => job::widen(state, &j, &drift_id, pattern, json),
-            JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
-            JobCommand::Export { job: j, json: _ } => job::export(state, &j),
+            job::JobCommand::Propose { job: j } => job::propose(state, &j),
+            job::JobCommand::Approve { job: j } => job::approve(state, &j),
+            job::JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
+            job::JobCommand::Status { job: j } => job::status(state, &j, &style),
+            job::JobCommand::Drift { job: j, json } => job::drift(state, &j, json, &style),
+            job::JobCommand::Widen { job: j, drift_id, pattern, json } => {
+                job::widen(state, &j, &drift_id, pattern, json)
+            }
+            job::JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
+            job::JobCommand::Export { job: j, json: _ } => job::export(state, &j),
         },
         Command::Loadtest {
             threads,
@@ -433,7 +323,7 @@ pub(crate) fn run() -> ExitCode {
             json,
             &style,
         ),
-        Command::Mandate(MandateCommand::Check {
+        Command::Mandate(mandate::MandateCommand::Check {
             mandate,
             agents,
             max_cost,
@@ -446,13 +336,13 @@ pub(crate) fn run() -> ExitCode {
             &mandate::CheckArgs { mandate, agents, max_cost, spent_total, spent_today, at, records, json },
             &style,
         ),
-        Command::Mandate(MandateCommand::Attenuate { parent, child, agents, json }) => {
+        Command::Mandate(mandate::MandateCommand::Attenuate { parent, child, agents, json }) => {
             mandate::attenuate(&parent, &child, &agents, json, &style)
         }
-        Command::Mandate(MandateCommand::Derive { parent, agent, max_cost, json }) => {
+        Command::Mandate(mandate::MandateCommand::Derive { parent, agent, max_cost, json }) => {
             mandate::derive(&parent, &agent, &max_cost, json, &style)
         }
-        Command::Mandate(MandateCommand::Simulate { mandate, scenario, json }) => {
+        Command::Mandate(mandate::MandateCommand::Simulate { mandate, scenario, json }) => {
             mandate::simulate(&mandate, &scenario, json, &style)
         }
     };
