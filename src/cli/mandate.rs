@@ -288,13 +288,14 @@ pub(super) enum MandateCommand {
     Derive {
         /// The caller's mandate the run is admitted under (a YAML file).
         parent: PathBuf,
-        /// The orchestrator agent's manifest: a path to its holon.yaml, not its id.
+        /// The orchestrator agent's manifest: a path to its holon.yaml (or its directory), not
+        /// its id.
         agent: PathBuf,
         /// The caller's ceiling for the run, in the mandate's currency (default: the
         /// agent's price ceiling).
         #[arg(long)]
         max_cost: Option<String>,
-        /// Print the derived sub-mandate as JSON instead of YAML.
+        /// Print {"derived": true, "mandate": …} (or false with the reasons) instead of YAML.
         #[arg(long)]
         json: bool,
     },
