@@ -109,10 +109,36 @@ fn a_closed_pipe_ends_the_command_with_exit_2_and_no_panic() {
         vec!["search", "--mandate", "examples/mandates/alice-root.yaml", "--agents", "examples/agents"],
         vec!["loadtest", "--calls", "1000", "--mandates", "10", "--agents", "10"],
         vec!["demo", "--seconds", "0.1"],
+        vec!["man"],
+        vec!["completions", "zsh"],
     ] {
         let (code, err) = with_closed_stdout(&args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(err.contains("standard output was closed"), "{args:?}: {err}");
     }
+}
+
+/// `holon completions SHELL` and `holon man` come from the clap definitions: every verb
+/// and flag is in them, and a shell that does not exist is refused.
+#[test]
+fn completions_and_the_manual_cover_every_verb() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (code, script) = run(&["completions", shell]);
+        assert_eq!(code, Some(0), "{shell}");
+        for word in ["validate", "attenuate", "spent-total", "widen"] {
+            assert!(script.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    assert_eq!(run(&["completions", "nosh"]).0, Some(2));
+    let (code, page) = run(&["man"]);
+    assert_eq!(code, Some(0));
+    for title in [".TH holon 1", ".TH holon-mandate-check 1", ".TH holon-job-widen 1", ".TH holon-ledger-raise 1"] {
+        assert!(page.contains(title), "the manual lacks {title}");
+    }
+    assert!(page.contains("spent\\-total"), "the manual lacks --spent-total");
 }

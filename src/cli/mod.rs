@@ -3,6 +3,7 @@
 
 mod demo;
 mod flags;
+mod help;
 #[cfg(test)]
 mod help_test;
 mod job;
@@ -138,6 +139,13 @@ enum Command {
     /// The ledger store that budgets are drawn from across nodes (docs/store.md).
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// Print a shell completion script, e.g. `holon completions bash > ~/.local/share/bash-completion/completions/holon`.
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `holon man > holon.1 && man ./holon.1`.
+    Man,
     /// Serve admission over HTTP/JSON to gateways in any language (docs/serve.md).
     #[cfg(feature = "serve")]
     Serve(serve::ServeArgs),
@@ -302,6 +310,8 @@ pub(crate) fn run() -> ExitCode {
             })
         }
         Command::Validate { paths, json } => validate::run(&paths, json, &style),
+        Command::Completions { shell } => help::completions(shell),
+        Command::Man => help::man(),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::serve(args),
         #[cfg(feature = "serve")]
