@@ -82,3 +82,12 @@ fn the_demo_reproduces_the_worked_example_and_passes() {
     assert!(out.contains("demo passed"), "{out}");
     assert!(!out.contains('\x1b'), "NO_COLOR is honoured");
 }
+
+#[test]
+fn demo_without_the_examples_says_to_pass_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("examples");
+    let (code, _, err) = holon(&["demo", "--examples", missing.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--examples DIR") && err.contains("repository's root"), "{err}");
+}

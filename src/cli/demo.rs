@@ -74,6 +74,12 @@ pub(crate) fn run(
     node: Option<String>,
     style: &Style,
 ) -> anyhow::Result<u8> {
+    if !examples.join("worked-example/scenario.yaml").is_file() {
+        anyhow::bail!(
+            "no bundled examples at `{}` (the demo needs its worked-example/scenario.yaml): run `holon demo` from the repository's root, or pass `--examples DIR` with the repository's examples directory",
+            examples.display()
+        );
+    }
     let store = DemoStore::new(store, node)?;
     let mut ok = validate_all(examples, style)?;
     ok &= worked_example(examples, &store, style)?;

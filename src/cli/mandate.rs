@@ -247,7 +247,10 @@ pub(super) enum MandateCommand {
     Check {
         /// The caller mandate (a YAML file).
         mandate: PathBuf,
-        /// holon.yaml files or directories searched recursively.
+        /// The agents to decide on: holon.yaml files or directories searched recursively.
+        /// They are also the catalog their declared downstream calls resolve in: an agent
+        /// they call must be among them (give its directory too), else the caller is denied
+        /// `downstream_not_allowed` ("no known manifest of it").
         #[arg(required = true)]
         agents: Vec<PathBuf>,
         /// The caller's ceiling for the call, in the mandate's currency.
