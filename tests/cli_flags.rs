@@ -142,3 +142,53 @@ fn completions_and_the_manual_cover_every_verb() {
     }
     assert!(page.contains("spent\\-total"), "the manual lacks --spent-total");
 }
+
+/// The verbs `holon --help` lists, recursively: ["validate"], ["mandate", "check"], …
+fn verbs(prefix: &[String]) -> Vec<Vec<String>> {
+    let mut args: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    args.push("--help");
+    let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(&args).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Some(section) = help.split("Commands:\n").nth(1) else { return vec![prefix.to_vec()] };
+    let names: Vec<String> = section
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_owned)
+        .collect();
+    names.iter().flat_map(|n| verbs(&[prefix.to_vec(), vec![n.clone()]].concat())).collect()
+}
+
+/// Every example in a verb's help that needs nothing but the bundled examples runs, and
+/// exits with a code its EXIT CODES line lists (never 2, bad input).
+#[test]
+fn the_examples_in_the_help_run_as_documented() {
+    let all = verbs(&[]);
+    assert!(all.len() >= 20, "the verb walk went blind: {all:?}");
+    let mut ran = 0;
+    for verb in all {
+        let mut args: Vec<&str> = verb.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help =
+            String::from_utf8_lossy(&Command::new(env!("CARGO_BIN_EXE_holon")).args(&args).output().unwrap().stdout)
+                .into_owned();
+        let codes =
+            help.lines().find(|l| l.starts_with("EXIT CODES:")).unwrap_or_else(|| panic!("{verb:?}: no EXIT CODES"));
+        let examples = help.split("EXAMPLES:\n").nth(1).unwrap_or_else(|| panic!("{verb:?}: no EXAMPLES"));
+        for line in examples.lines().filter_map(|l| l.strip_prefix("  holon ")) {
+            let self_contained = line.contains("examples/")
+                && !line.contains(['>', '<', '|', '\'', '$', '&'])
+                && !line.contains("sqlite:");
+            if !self_contained {
+                continue;
+            }
+            let out = Command::new(env!("CARGO_BIN_EXE_holon")).args(line.split_whitespace()).output().unwrap();
+            let code = out.status.code().unwrap();
+            assert_ne!(code, 2, "holon {line}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(codes.contains(&format!("{code} ")), "holon {line} exited {code}; its help says {codes}");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 8, "only {ran} examples ran");
+}

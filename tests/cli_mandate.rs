@@ -96,6 +96,11 @@ fn attenuate_and_derive() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("total: '0.50'") || out.contains("total: \"0.50\"") || out.contains("total: 0.50"), "{out}");
     assert!(out.contains("issuer: alice/assistant"), "{out}");
+    // The manifest's own path derives the same sub-mandate as its directory (it searched
+    // only the agent's directory for the declared downstream agents, and refused).
+    let by_file =
+        holon(&["mandate", "derive", ROOT, "examples/agents/invoice-pipeline/holon.yaml", "--max-cost", "0.60"]);
+    assert_eq!(by_file, (0, out.clone()));
     let (code, out) = holon(&["mandate", "derive", ROOT, "examples/agents/table-extract"]);
     assert_eq!(code, 2, "{out}");
 }

@@ -24,6 +24,26 @@ fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
     }
 }
 
+/// Every verb that runs (no verbs below it) says its exit codes and shows examples.
+#[test]
+fn every_verb_has_exit_codes_and_examples() {
+    fn leaves(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        let subs: Vec<_> = cmd.get_subcommands().filter(|s| s.get_name() != "help").collect();
+        if subs.is_empty() {
+            let after = cmd.get_after_help().map(ToString::to_string).unwrap_or_default();
+            if !(after.contains("EXIT CODES:") && after.contains("EXAMPLES:\n  holon ")) {
+                missing.push(path.to_owned());
+            }
+        }
+        for sub in subs {
+            leaves(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    leaves(&super::Cli::command(), "holon", &mut missing);
+    assert!(missing.is_empty(), "without EXIT CODES and EXAMPLES in after_help: {missing:#?}");
+}
+
 #[test]
 fn every_argument_and_verb_has_help_text() {
     let mut missing = Vec::new();

@@ -252,6 +252,9 @@ pub(super) fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u
 #[derive(clap::Subcommand)]
 pub(super) enum JobCommand {
     /// Record tool calls (JSON lines on stdin or --input). Never blocks.
+    #[command(
+        after_help = "EXIT CODES: 0 recorded (observe never blocks), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job observe nightly-report < calls.jsonl\n  holon job observe nightly-report --run run-42 --input calls.jsonl"
+    )]
     Observe {
         /// The job's name (letters, digits, `-`, `_`, `.`); `observe` creates the job.
         job: String,
@@ -266,16 +269,25 @@ pub(super) enum JobCommand {
         workdir: Option<String>,
     },
     /// Compile the observations into a pending mandate version and print it.
+    #[command(
+        after_help = "EXIT CODES: 0 proposed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job propose nightly-report"
+    )]
     Propose {
         /// The job's name.
         job: String,
     },
     /// Activate the pending version; its SHA-256 is stored with the approval.
+    #[command(
+        after_help = "EXIT CODES: 0 approved, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job approve nightly-report"
+    )]
     Approve {
         /// The job's name.
         job: String,
     },
     /// Check one call (JSON on stdin): exit 0 allow, 2 block (reason on stderr).
+    #[command(
+        after_help = "EXIT CODES: 0 allow, 2 block (the reason on standard error), and 2 whenever the call or the job cannot be read: fail closed.\n\nEXAMPLES:\n  holon job check nightly-report --run run-42 < call.json\n  (call.json: {\"tool_name\":\"Bash\",\"tool_input\":{\"command\":\"ls\"}})"
+    )]
     Check {
         /// The job's name.
         job: String,
@@ -294,11 +306,17 @@ pub(super) enum JobCommand {
         json: bool,
     },
     /// The Leash Line.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job status nightly-report"
+    )]
     Status {
         /// The job's name.
         job: String,
     },
     /// Blocked and escalated calls, newest first.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job drift nightly-report\n  holon job drift nightly-report --json"
+    )]
     Drift {
         /// The job's name.
         job: String,
@@ -307,6 +325,9 @@ pub(super) enum JobCommand {
         json: bool,
     },
     /// A new pending version allowing every failing aspect of a drifted call.
+    #[command(
+        after_help = "EXIT CODES: 0 a pending version written, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job widen nightly-report 3\n  holon job widen nightly-report '#3' --pattern"
+    )]
     Widen {
         /// The job's name.
         job: String,
@@ -320,6 +341,9 @@ pub(super) enum JobCommand {
         json: bool,
     },
     /// Reactivate the previously approved version.
+    #[command(
+        after_help = "EXIT CODES: 0 undone, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job undo nightly-report"
+    )]
     Undo {
         /// The job's name.
         job: String,
@@ -329,6 +353,9 @@ pub(super) enum JobCommand {
         to_observe: bool,
     },
     /// Rules with their evidence, as JSON (the only format).
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job export nightly-report > rules.json"
+    )]
     Export {
         /// The job's name.
         job: String,

@@ -153,7 +153,10 @@ pub(crate) fn derive(
     let manifest_path = if agent.is_dir() { agent.join("holon.yaml") } else { agent.to_path_buf() };
     // Declared downstream agents are resolved among the manifest's siblings. If they cannot
     // be read, derive without them (unresolved agents match no class: fail closed) and say so.
-    let siblings = agent.parent().unwrap_or(Path::new(".")).to_path_buf();
+    // The siblings of the agent's directory, whether the path named the directory or
+    // its holon.yaml (a file path once searched only the agent's own directory).
+    let siblings = manifest_path.parent().and_then(Path::parent).filter(|p| !p.as_os_str().is_empty());
+    let siblings = siblings.unwrap_or(Path::new(".")).to_path_buf();
     let catalog = Catalog::load(std::slice::from_ref(&siblings), None).unwrap_or_else(|e| {
         errln!("holon: warning: the manifests beside the agent cannot be read ({e}); declared agents stay unresolved");
         Catalog::default()
@@ -244,6 +247,9 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) -> std::io
 #[derive(clap::Subcommand)]
 pub(super) enum MandateCommand {
     /// May the grantee call these agents? Exit 0 all allowed, 3 some held, 1 some denied.
+    #[command(
+        after_help = "EXIT CODES: 0 every agent allowed, 3 some held for the issuer and none denied, 1 some denied, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --max-cost 0.40\n  holon mandate check examples/mandates/alice-research.yaml examples/agents --records examples/agents --json"
+    )]
     Check {
         /// The caller mandate (a YAML file).
         mandate: PathBuf,
@@ -274,6 +280,9 @@ pub(super) enum MandateCommand {
         json: bool,
     },
     /// Is CHILD within PARENT? Exit 0 valid, 1 not.
+    #[command(
+        after_help = "EXIT CODES: 0 CHILD is within PARENT, 1 it widens it somewhere (each widening printed), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate attenuate examples/mandates/alice-root.yaml examples/mandates/alice-research.yaml"
+    )]
     Attenuate {
         /// The parent mandate (a YAML file).
         parent: PathBuf,
@@ -288,6 +297,9 @@ pub(super) enum MandateCommand {
         json: bool,
     },
     /// Print the sub-mandate the gateway derives for AGENT's delegated run.
+    #[command(
+        after_help = "EXIT CODES: 0 derived, 1 refused (the sub-mandate would widen the parent), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate derive examples/mandates/alice-root.yaml examples/agents/invoice-pipeline/holon.yaml --max-cost 0.60"
+    )]
     Derive {
         /// The caller's mandate the run is admitted under (a YAML file).
         parent: PathBuf,
@@ -303,6 +315,9 @@ pub(super) enum MandateCommand {
         json: bool,
     },
     /// Replay a delegated call tree described in a scenario file.
+    #[command(
+        after_help = "EXIT CODES: 0 replayed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate simulate examples/mandates/alice-root.yaml examples/worked-example/scenario.yaml"
+    )]
     Simulate {
         /// The root caller mandate (a YAML file).
         mandate: PathBuf,

@@ -52,6 +52,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate manifests, mandates and agent records (files or directories, recursively).
+    #[command(
+        after_help = "EXIT CODES: 0 every document valid, 1 some invalid, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon validate examples/\n  holon validate --json examples/mandates/alice-root.yaml"
+    )]
     Validate {
         /// Files or directories (searched recursively for .yaml/.yml).
         #[arg(required = true)]
@@ -62,6 +65,9 @@ enum Command {
     },
     /// The main job on the bundled examples: validate them, replay the worked example
     /// through the engine, and load-test admission with a budget audit.
+    #[command(
+        after_help = "EXIT CODES: 0 the demo passed, 1 a step failed (a document invalid, the worked example not reproduced, a budget overrun), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon demo\n  holon demo --seconds 1 --store sqlite:/tmp/demo.db --node demo"
+    )]
     Demo {
         /// The examples directory.
         #[arg(long, default_value = "examples")]
@@ -79,6 +85,9 @@ enum Command {
         node: Option<String>,
     },
     /// Hammer the engine from N threads over a synthetic network and audit every budget.
+    #[command(
+        after_help = "EXIT CODES: 0 no mandate overran its budget, 1 an overrun, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon loadtest --threads 2 --duration-s 3\n  holon loadtest --hot --allowed-only --total 1000000 --agents 100 --json"
+    )]
     Loadtest {
         /// Threads, 1 to 256.
         #[arg(long, default_value_t = 2, value_parser = loadtest_threads, allow_negative_numbers = true)]
@@ -140,20 +149,32 @@ enum Command {
     #[command(subcommand)]
     Ledger(LedgerCommand),
     /// Print a shell completion script, e.g. `holon completions bash > ~/.local/share/bash-completion/completions/holon`.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon completions bash > ~/.local/share/bash-completion/completions/holon\n  holon completions zsh > ~/.zfunc/_holon"
+    )]
     Completions {
         /// The shell: bash, elvish, fish, powershell or zsh.
         shell: clap_complete::Shell,
     },
     /// Print the manual page (roff), e.g. `holon man > holon.1 && man ./holon.1`.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 a closed output pipe.\n\nEXAMPLES:\n  holon man > holon.1 && man ./holon.1"
+    )]
     Man,
     /// Serve admission over HTTP/JSON to gateways in any language (docs/serve.md).
     #[cfg(feature = "serve")]
+    #[command(
+        after_help = "EXIT CODES: 0 stopped cleanly (SIGTERM or SIGINT), 2 could not start (documents, tokens, store or address).\n\nEXAMPLES:\n  holon token new --role gateway --tokens .holon/tokens\n  holon serve --documents examples --listen 127.0.0.1:8844 --grpc 127.0.0.1:8845"
+    )]
     Serve(serve::ServeArgs),
     /// Bearer tokens for `holon serve`.
     #[cfg(feature = "serve")]
     #[command(subcommand)]
     Token(serve::TokenCommand),
     /// Rank only the agents a mandate permits.
+    #[command(
+        after_help = "EXIT CODES: 0 ranked (even when nothing matched), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon search table --mandate examples/mandates/alice-research.yaml --agents examples/agents\n  holon search --mandate examples/mandates/alice-root.yaml --agents examples/agents --json"
+    )]
     Search {
         /// Words to match against ids, classes, names and descriptions.
         query: Option<String>,
@@ -179,6 +200,9 @@ enum Command {
 enum LedgerCommand {
     /// Per mandate: its limit, what is spent and what is leased, per node. Exit 0, or 2
     /// when the store cannot be opened.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger status --store sqlite:.holon/ledger.db\n  holon ledger status --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --json"
+    )]
     Status {
         /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]
@@ -193,6 +217,9 @@ enum LedgerCommand {
     /// Count as spent the remainder of a gone node's leases whose time to live has passed
     /// (whatever it admitted may have been billed). Exit 0, or 2 when the store cannot be
     /// opened.
+    #[command(
+        after_help = "EXIT CODES: 0 reconciled (or nothing to do), 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger reconcile --store sqlite:.holon/ledger.db --node gateway-3"
+    )]
     Reconcile {
         /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]
@@ -208,6 +235,9 @@ enum LedgerCommand {
     /// since a node's publish can only lower them (docs/store.md, "Limits that disagree").
     /// Exit 0, or 2 with nothing written when an amount is not money, the mandate is not in
     /// the store, or the store cannot be opened.
+    #[command(
+        after_help = "EXIT CODES: 0 raised, 2 nothing written (an amount that is not money, a mandate not in the store, a store that cannot be opened).\n\nEXAMPLES:\n  holon ledger raise --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --total 250.00"
+    )]
     Raise {
         /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]

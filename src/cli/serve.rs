@@ -60,6 +60,9 @@ pub(super) struct ServeArgs {
 #[derive(clap::Subcommand)]
 pub(super) enum TokenCommand {
     /// Appends a new token's SHA-256 to the tokens file and prints the token, once.
+    #[command(
+        after_help = "EXIT CODES: 0 a token added (printed once), 2 a bad role or an unwritable tokens file.\n\nEXAMPLES:\n  holon token new --role gateway --tokens .holon/tokens\n  holon token new --role account:alice --tokens .holon/tokens"
+    )]
     New {
         /// `gateway`, or `account:NAME` for the issuer NAME.
         #[arg(long)]
