@@ -91,3 +91,29 @@ fn demo_without_the_examples_says_to_pass_examples() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--examples DIR") && err.contains("repository's root"), "{err}");
 }
+
+/// The progress bar of long work: silent when standard error is a pipe (or under
+/// `--json`), drawn on a terminal (`script` gives the run a pseudo-terminal).
+#[test]
+fn the_progress_bar_shows_on_a_terminal_and_never_in_a_pipe() {
+    let exe = env!("CARGO_BIN_EXE_holon");
+    for args in
+        [vec!["loadtest", "--duration-s", "1", "--threads", "1"], vec!["loadtest", "--calls", "300000", "--json"]]
+    {
+        let out = std::process::Command::new(exe).args(&args).env("NO_COLOR", "1").output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !err.contains('\r') && !err.contains("of the run") && !err.contains('█'),
+            "{args:?} drew in a pipe: {err:?}"
+        );
+    }
+    let Ok(out) = std::process::Command::new("script")
+        .args(["-qec", &format!("{exe} loadtest --duration-s 1 --threads 1"), "/dev/null"])
+        .output()
+    else {
+        panic!("util-linux `script` is needed to give the run a terminal");
+    };
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("of the run") && shown.contains("calls"), "no bar on a terminal: {shown:?}");
+}

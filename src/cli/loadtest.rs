@@ -5,7 +5,7 @@
 //! which itself costs ~20-40 ns per call on this kind of machine: the percentiles include
 //! it. Throughput is calls over wall time.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use holon::money::Amount;
 use serde::Serialize;
 
 use super::node::{StoreOptions, StoreReport, StoreRun};
-use super::out::{err, outln};
+use super::out::outln;
 
 /// Most threads, mandates and agents a load test may ask for.
 pub(crate) const THREADS_MAX: usize = 256;
@@ -169,8 +169,22 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
                 }
             });
         }
-        let mut last_progress = Instant::now();
-        let mut printed = false;
+        // A bar on a terminal only (`progress`), hidden when piped or under --json: the
+        // run's length is its calls, or its seconds.
+        let bar = match (opts.progress, opts.calls, opts.duration) {
+            (false, _, _) => indicatif::ProgressBar::hidden(),
+            (true, Some(calls), _) => indicatif::ProgressBar::new(calls),
+            (true, None, Some(d)) => indicatif::ProgressBar::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            (true, None, None) => indicatif::ProgressBar::new_spinner(),
+        };
+        let template = if opts.calls.is_some() {
+            "  {bar:30} {pos}/{len} calls  {elapsed}"
+        } else {
+            "  {bar:30} {elapsed} of the run  {msg}"
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
         loop {
             std::thread::sleep(Duration::from_millis(20));
             let finished = handles.iter().all(|h| h.is_finished());
@@ -181,21 +195,17 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
                 stop.store(true, Ordering::Relaxed);
                 break;
             }
-            if opts.progress
-                && start.elapsed() > Duration::from_secs(1)
-                && last_progress.elapsed() > Duration::from_millis(250)
-            {
-                // Relaxed: a progress figure, allowed to lag.
-                err!("\r  {:>5.1} s  {:>12} calls", start.elapsed().as_secs_f64(), done_calls.load(Ordering::Relaxed));
-                let _ = std::io::stderr().flush();
-                last_progress = Instant::now();
-                printed = true;
+            // Relaxed: a progress figure, allowed to lag.
+            let calls = done_calls.load(Ordering::Relaxed);
+            if opts.calls.is_some() {
+                bar.set_position(calls);
+            } else {
+                bar.set_position(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
+                bar.set_message(format!("{calls} calls"));
             }
         }
         let workers = handles.into_iter().filter_map(|h| h.join().ok()).collect();
-        if printed {
-            err!("\r{:60}\r", "");
-        }
+        bar.finish_and_clear();
         workers
     });
     let elapsed = start.elapsed();

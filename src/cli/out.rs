@@ -33,12 +33,6 @@ pub(super) fn text(args: fmt::Arguments<'_>) -> io::Result<()> {
     lock.flush()
 }
 
-/// Writes `args` to standard error, no newline; failures are ignored.
-pub(super) fn err_text(args: fmt::Arguments<'_>) {
-    let mut lock = io::stderr().lock();
-    let _ = lock.write_fmt(args).and_then(|()| lock.flush());
-}
-
 /// Writes `args` and a newline to standard error; failures are ignored.
 pub(super) fn err_line(args: fmt::Arguments<'_>) {
     let mut lock = io::stderr().lock();
@@ -75,13 +69,5 @@ macro_rules! errln {
     };
 }
 
-/// `err!("...", args)`: text on standard error, no newline; never fails.
-#[allow(unused_macros)]
-macro_rules! err {
-    ($($arg:tt)*) => {
-        $crate::cli::out::err_text(format_args!($($arg)*))
-    };
-}
-
 #[allow(unused_imports)]
-pub(crate) use {err, errln, out, outln};
+pub(crate) use {errln, out, outln};
