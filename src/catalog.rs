@@ -46,13 +46,13 @@ impl Catalog {
         let mut files = Vec::new();
         for p in paths {
             files.extend(
-                doc::yaml_files(p).map_err(|e| LoadError::Unreadable { path: p.display().to_string(), source: e })?,
+                doc::yaml_files(p).map_err(|e| LoadError::Unreadable { path: p.display().to_string(), error: e })?,
             );
         }
         let mut records: BTreeMap<AgentId, Vec<AgentRecord>> = BTreeMap::new();
         if let Some(dir) = records_dir {
             let rfiles = doc::yaml_files(dir)
-                .map_err(|e| LoadError::Unreadable { path: dir.display().to_string(), source: e })?;
+                .map_err(|e| LoadError::Unreadable { path: dir.display().to_string(), error: e })?;
             for f in rfiles {
                 if let Some(Document::Record(r)) = load_if(&f, DocKind::Record, &limits)? {
                     records.entry(r.agent.clone()).or_default().push(*r);
@@ -80,7 +80,7 @@ impl Catalog {
             if entries.len() >= AGENTS_MAX {
                 return Err(LoadError::Unreadable {
                     path: f.display().to_string(),
-                    source: doc::DocError::Io(format!("more than {AGENTS_MAX} agents")),
+                    error: doc::DocError::Io(format!("more than {AGENTS_MAX} agents")),
                 });
             }
             entries.push(Entry { manifest: *m, record, path: f });
@@ -93,14 +93,15 @@ impl Catalog {
 /// unreadable or invalid ones are errors.
 fn load_if(path: &Path, kind: DocKind, limits: &Limits) -> Result<Option<Document>, LoadError> {
     let origin = path.display().to_string();
-    let text = doc::read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
-    let value =
-        doc::yaml::parse(&text, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    let text =
+        doc::read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
+    let value = doc::yaml::parse(&text, limits)
+        .map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
     match doc::detect_kind(&value) {
         Ok(k) if k == kind => {}
         _ => return Ok(None),
     }
-    let checked =
-        documents::check_value(&value).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    let checked = documents::check_value(&value)
+        .map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
     checked.result.map(Some).map_err(|violations| LoadError::Invalid { path: origin, kind: kind.as_str(), violations })
 }

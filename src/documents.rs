@@ -62,7 +62,8 @@ pub fn check_file(path: &Path, limits: &Limits) -> Result<Checked, DocError> {
 
 /// Loads and validates a document of one expected kind from text; `origin` names it.
 pub fn load_str(text: &str, origin: &str, expected: DocKind, limits: &Limits) -> Result<Document, LoadError> {
-    let checked = check_str(text, limits).map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
+    let checked =
+        check_str(text, limits).map_err(|source| LoadError::Unreadable { path: origin.into(), error: source })?;
     if checked.kind != expected {
         return Err(LoadError::WrongKind {
             path: origin.into(),
@@ -76,7 +77,8 @@ pub fn load_str(text: &str, origin: &str, expected: DocKind, limits: &Limits) ->
 /// [`load_str`] for a file.
 pub fn load_file(path: &Path, expected: DocKind, limits: &Limits) -> Result<Document, LoadError> {
     let origin = path.display().to_string();
-    let text = read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), source })?;
+    let text =
+        read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
     load_str(&text, &origin, expected, limits)
 }
 

@@ -146,7 +146,7 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
 /// Loads a scenario and everything it names; `mandate` overrides the scenario's own.
 pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, Catalog), ScenarioError> {
     let text = doc::read_text(path, &doc::Limits::default())
-        .map_err(|source| LoadError::Unreadable { path: path.display().to_string(), source })?;
+        .map_err(|source| LoadError::Unreadable { path: path.display().to_string(), error: source })?;
     let s = parse_str(&text, &path.display().to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
     let mandate_path = match (mandate, &s.mandate) {

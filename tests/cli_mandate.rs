@@ -139,3 +139,18 @@ fn search_contract() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ranked"].as_array().unwrap().len(), 0, "an expired mandate ranks nothing");
 }
+
+/// An unreadable file is named once, with its reason once (the error chain printed the
+/// reason twice: `cannot read: …: cannot read: …`).
+#[test]
+fn an_unreadable_document_is_reported_once() {
+    for args in [
+        vec!["mandate", "check", "/nonexistent/m.yaml", "examples/agents"],
+        vec!["mandate", "attenuate", "/nonexistent/m.yaml", ROOT],
+        vec!["search", "--mandate", "/nonexistent/m.yaml", "--agents", "examples/agents"],
+    ] {
+        let (code, out) = holon(&args);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert_eq!(out.matches("cannot read").count(), 1, "{args:?}: {out}");
+    }
+}

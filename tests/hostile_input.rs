@@ -39,7 +39,7 @@ fn oversized_files_are_refused() {
 #[test]
 fn duplicate_keys_and_unknown_documents() {
     assert!(
-        matches!(check("holon_mandate: \"0.1\"\nid: a\nid: b\n"), Err(DocError::DuplicateKey { ref key }) if key == "id"),
+        matches!(check("holon_mandate: \"0.1\"\nid: a\nid: b\n"), Err(DocError::DuplicateKey { ref key, line: Some(3) }) if key == "id"),
         "{:?}",
         check("holon_mandate: \"0.1\"\nid: a\nid: b\n").err()
     );

@@ -64,6 +64,19 @@ fn invalid_fixtures_are_refused() {
             "{}: expected a violation at {expect}, got {violations:?}",
             path.display()
         );
+        // `# says:` pins the advice a newcomer reads (issue #15): the specific rule, not
+        // "the wrong form", and no internal type names.
+        if let Some(says) = text.lines().find_map(|l| l.strip_prefix("# says: ")) {
+            let shown: Vec<String> = schema::check(kind, &value).into_iter().map(|v| v.message).collect();
+            assert!(
+                shown.iter().any(|m| m.contains(says)),
+                "{}: expected advice {says:?}, got {shown:?}",
+                path.display()
+            );
+        }
+        for v in &violations {
+            assert!(!v.message.contains("single(") && !v.message.contains("multiple("), "{}: {v:?}", path.display());
+        }
     }
 }
 

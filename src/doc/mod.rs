@@ -67,8 +67,8 @@ pub enum DocError {
     TooDeep { depth_max: usize, line: Option<usize> },
     #[error("more than {nodes_max} values in one document")]
     TooManyNodes { nodes_max: usize },
-    #[error("duplicate key `{key}`: each key may appear once in a mapping")]
-    DuplicateKey { key: String },
+    #[error("{}duplicate key `{key}`: each key may appear once in a mapping; keep one", location(*line, None))]
+    DuplicateKey { key: String, line: Option<usize> },
     #[error("{what} cannot be represented; use plain strings, numbers, booleans, lists and mappings")]
     NotJson { what: String },
     #[error(
@@ -207,8 +207,10 @@ pub fn read_text(path: &Path, limits: &Limits) -> Result<String, DocError> {
 /// Errors from loading a document of an expected kind.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LoadError {
-    #[error("{path}: {source}")]
-    Unreadable { path: String, source: DocError },
+    // `error`, not `source`: the message already says it, so an error chain printed in
+    // full (`{:#}`) must not say it twice.
+    #[error("{path}: {error}")]
+    Unreadable { path: String, error: DocError },
     #[error("{path}: expected a {expected} document, found a {found}")]
     WrongKind { path: String, expected: &'static str, found: &'static str },
     #[error("{path}: invalid {kind}:\n{}", list(violations))]
@@ -228,7 +230,7 @@ pub fn to_yaml<T: Serialize>(doc: &T) -> Result<String, DocError> {
 /// such as simulation scenarios). Shape errors name their path.
 pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, LoadError> {
     let value = yaml::parse(text, &Limits::default())
-        .map_err(|source| LoadError::Unreadable { path: origin.into(), source })?;
+        .map_err(|source| LoadError::Unreadable { path: origin.into(), error: source })?;
     typed(&value).map_err(|violations| LoadError::Invalid { path: origin.into(), kind: "file", violations })
 }
 

@@ -94,6 +94,24 @@ fn humanize(kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> 
         ValidationErrorKind::Type { .. } if is_money && instance.is_number() => {
             format!("money must be a quoted decimal string, not a number: write \"{instance}\"")
         }
+        // YAML reads an unquoted 1.0 or 2026 as a number where the document wants text.
+        ValidationErrorKind::Type { kind } if instance.is_number() && expected_types(kind) == "a string" => {
+            let example = if schema_path.contains("/$defs/semver/") || schema_path.ends_with("/version/type") {
+                "\"1.0.0\"".to_owned()
+            } else {
+                format!("\"{instance}\"")
+            };
+            format!("{instance} must be text, but YAML read it as a number: quote it, like {example}")
+        }
+        ValidationErrorKind::Type { kind } => {
+            format!("{} has the wrong type: expected {}", short(instance), expected_types(kind))
+        }
+        ValidationErrorKind::OneOfNotValid { .. } if schema_path.contains("/$defs/ratio/") => {
+            format!("{} must be between 0 and 1, as a number or a decimal string like \"0.97\"", short(instance))
+        }
+        ValidationErrorKind::OneOfNotValid { .. } if schema_path.contains("/$defs/seconds/") => {
+            format!("{} must be a number of seconds of at least 0, like 2.5 or \"2.5\"", short(instance))
+        }
         ValidationErrorKind::Pattern { .. } if is_money => {
             format!(
                 "{instance} is not a decimal amount: use digits with an optional `.` and at most 6 decimals, like \"0.03\""
@@ -128,9 +146,29 @@ fn humanize(kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> 
     }
 }
 
+/// The JSON types a schema wanted, in words: "a string", "a string or null".
+fn expected_types(kind: &jsonschema::error::TypeKind) -> String {
+    let word = |t: jsonschema::JsonType| match t.to_string().as_str() {
+        "object" => "a mapping".to_owned(),
+        "array" => "a list".to_owned(),
+        "integer" => "an integer".to_owned(),
+        other => format!("a {other}"),
+    };
+    match kind {
+        jsonschema::error::TypeKind::Single(t) => word(*t),
+        jsonschema::error::TypeKind::Multiple(set) => set.iter().map(word).collect::<Vec<_>>().join(" or "),
+    }
+}
+
+/// A value as it appears in a message: at most 60 characters of its JSON.
+fn short(instance: &Value) -> String {
+    let text = instance.to_string();
+    if text.chars().count() > 60 { format!("{}…", text.chars().take(60).collect::<String>()) } else { text }
+}
+
 fn kind_text(kind: &ValidationErrorKind) -> String {
     match kind {
-        ValidationErrorKind::Type { kind } => format!("has the wrong type: expected {kind:?}").to_lowercase(),
+        ValidationErrorKind::Type { kind } => format!("has the wrong type: expected {}", expected_types(kind)),
         ValidationErrorKind::MinItems { limit } => format!("needs at least {limit} item(s)"),
         ValidationErrorKind::MaxItems { limit } => format!("has more than {limit} items"),
         ValidationErrorKind::MaxLength { limit } => format!("is longer than {limit} characters"),

@@ -28,8 +28,12 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Value, DocError> {
     let yaml: Yaml = serde_yaml::from_str(text).map_err(|e| {
         let message = strip_location(&e.to_string());
         // The parser finds most duplicate keys itself: report them as ours.
-        match message.strip_prefix("duplicate entry with key ") {
-            Some(key) => DocError::DuplicateKey { key: key.trim_matches('"').to_owned() },
+        // The message may start with the mapping's path (`a: duplicate entry ...`).
+        match message.split_once("duplicate entry with key ").map(|(_, key)| key) {
+            Some(key) => {
+                let key = key.trim_matches('"').to_owned();
+                DocError::DuplicateKey { line: duplicate_line(text, &key), key }
+            }
             None => DocError::Syntax {
                 line: e.location().map(|l| l.line()),
                 column: e.location().map(|l| l.column()),
@@ -38,7 +42,30 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Value, DocError> {
         }
     })?;
     let mut nodes = 0usize;
-    to_json(&yaml, 0, &mut nodes, limits)
+    to_json(&yaml, 0, &mut nodes, limits).map_err(|e| match e {
+        DocError::DuplicateKey { key, line: None } => DocError::DuplicateKey { line: duplicate_line(text, &key), key },
+        other => other,
+    })
+}
+
+/// The line (1-based) of the second `key:` at one indentation: where a duplicate key most
+/// likely is (the parser reports only the mapping's start). `None` when the text does not
+/// show one plainly (a flow mapping, a quoted key written two ways).
+fn duplicate_line(text: &str, key: &str) -> Option<usize> {
+    let forms = [format!("{key}:"), format!("\"{key}\":"), format!("'{key}':")];
+    let mut seen: Vec<usize> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        let body = body.strip_prefix("- ").unwrap_or(body);
+        if forms.iter().any(|f| body.starts_with(f.as_str())) {
+            if seen.contains(&indent) {
+                return Some(index + 1);
+            }
+            seen.push(indent);
+        }
+    }
+    None
 }
 
 /// Writes a serializable value as YAML.
@@ -242,7 +269,7 @@ fn to_json(yaml: &Yaml, depth: usize, nodes: &mut usize, limits: &Limits) -> Res
                     }
                 };
                 if out.insert(key.clone(), to_json(v, depth + 1, nodes, limits)?).is_some() {
-                    return Err(DocError::DuplicateKey { key });
+                    return Err(DocError::DuplicateKey { key, line: None });
                 }
             }
             Value::Object(out)
@@ -280,6 +307,11 @@ mod tests {
     fn duplicate_keys_are_refused() {
         let err = p("a: 1\na: 2\n").unwrap_err();
         assert!(err.to_string().contains("duplicate"), "{err}");
+        // Reported at the duplicate's own line (the parser says only where the mapping starts).
+        let err = p("holon_mandate: \"0.1\"\nid: a/b\nissuer: x\nid: a/c\n").unwrap_err();
+        assert!(err.to_string().starts_with("line 4: duplicate key `id`"), "{err}");
+        let err = p("a:\n  b: 1\n  c: 2\n  b: 3\n").unwrap_err();
+        assert!(err.to_string().starts_with("line 4: duplicate key `b`"), "{err}");
     }
 
     #[test]
