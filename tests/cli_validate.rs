@@ -52,3 +52,29 @@ fn bad_arguments_exit_2() {
     let (code, _, _) = holon(&["frobnicate"]);
     assert_eq!(code, 2);
 }
+
+/// A directory walk says which YAML files it passed over and why; a scenario named on the
+/// command line is checked as `mandate simulate` loads it (issue #15).
+#[test]
+fn skipped_files_are_listed_and_scenarios_are_recognised() {
+    let (code, out, _) = holon(&["validate", "examples/"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("skipped examples/worked-example/scenario.yaml (a scenario"), "{out}");
+    let (code, out, _) = holon(&["validate", "--json", "examples/"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["skipped"][0]["path"], "examples/worked-example/scenario.yaml", "{out}");
+    let (code, out, _) = holon(&["validate", "examples/worked-example/scenario.yaml"]);
+    assert_eq!((code, out.contains("ok examples/worked-example/scenario.yaml (scenario)")), (0, true), "{out}");
+    // A scenario whose mandate is missing is invalid, and says why.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("scenario.yaml");
+    std::fs::write(
+        &broken,
+        "holon_scenario: \"0.1\"\nmandate: nowhere.yaml\nagents: .\nat: \"2026-11-20T10:00:00Z\"\ncalls: []\n",
+    )
+    .unwrap();
+    let (code, out, _) = holon(&["validate", broken.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("(scenario)") && out.contains("nowhere.yaml"), "{out}");
+}

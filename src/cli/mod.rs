@@ -59,7 +59,7 @@ enum Command {
         /// Files or directories (searched recursively for .yaml/.yml).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// Print {"files":[{"path","kind","valid","errors":[{"path","message"}]}]}.
+        /// Print {"files":[{"path","kind","valid","errors":[{"path","message"}]}],"skipped":[{"path","reason"}]}.
         #[arg(long)]
         json: bool,
     },
