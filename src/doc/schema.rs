@@ -80,7 +80,7 @@ pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
         }
         let path = error.instance_path().to_string();
         let schema_path = error.schema_path().to_string();
-        out.push(Violation::new(path, humanize(error.kind(), &schema_path, error.instance())));
+        out.push(Violation::new(path, humanize(kind, error.kind(), &schema_path, error.instance())));
     }
     out.sort();
     out.dedup();
@@ -88,7 +88,7 @@ pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
 }
 
 /// Turns a schema error into advice. Money and patterns get specific words.
-fn humanize(kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> String {
+fn humanize(doc: DocKind, kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> String {
     let is_money = schema_path.contains("/$defs/money/");
     match kind {
         ValidationErrorKind::Type { .. } if is_money && instance.is_number() => {
@@ -119,8 +119,17 @@ fn humanize(kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> 
         }
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             let keys: Vec<String> = unexpected.iter().map(|k| format!("`{k}`")).collect();
+            let hints: Vec<String> = unexpected
+                .iter()
+                .filter_map(|k| {
+                    nearest_key(doc, k).map(|near| {
+                        if unexpected.len() == 1 { format!("`{near}`") } else { format!("`{near}` for `{k}`") }
+                    })
+                })
+                .collect();
+            let hint = if hints.is_empty() { String::new() } else { format!(" (did you mean {}?)", hints.join(", ")) };
             format!(
-                "unknown key {}: check the spelling; unknown keys are refused so that a typo cannot be ignored",
+                "unknown key {}{hint}: check the spelling; unknown keys are refused so that a typo cannot be ignored",
                 keys.join(", ")
             )
         }
@@ -144,6 +153,45 @@ fn humanize(kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> 
             text.chars().take(300).collect()
         }
     }
+}
+
+/// The key of the kind's schema closest to `key` (at most 2 edits), for "did you mean".
+/// Every key the schema names anywhere is a candidate: a near miss is a typo wherever it is.
+fn nearest_key(doc: DocKind, key: &str) -> Option<&'static str> {
+    static KEYS: [OnceLock<Vec<String>>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    fn collect(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    out.extend(props.keys().cloned());
+                }
+                map.values().for_each(|v| collect(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let index = match doc {
+        DocKind::Manifest => 0,
+        DocKind::Mandate => 1,
+        DocKind::Record => 2,
+        #[cfg(feature = "job")]
+        DocKind::JobMandate => 3,
+    };
+    let keys = KEYS.get(index)?.get_or_init(|| {
+        let mut out = Vec::new();
+        if let Ok(schema) = serde_json::from_str::<Value>(text(doc)) {
+            collect(&schema, &mut out);
+        }
+        out.sort();
+        out.dedup();
+        out
+    });
+    keys.iter()
+        .map(|k| (strsim::levenshtein(k, key), k))
+        .filter(|(d, k)| *d <= 2 && *d < key.chars().count() && k.as_str() != key)
+        .min()
+        .map(|(_, k)| k.as_str())
 }
 
 /// The JSON types a schema wanted, in words: "a string", "a string or null".

@@ -88,33 +88,14 @@ fn similar_jobs(root: &Path, name: &str) -> Vec<String> {
     let mut out: Vec<String> = entries
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n != name && (edit_distance(n, name) <= 2 || n.starts_with(name) || name.starts_with(n.as_str())))
+        .filter(|n| {
+            n != name && (strsim::levenshtein(n, name) <= 2 || n.starts_with(name) || name.starts_with(n.as_str()))
+        })
         .take(64)
         .collect();
     out.sort();
     out.truncate(5);
     out
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row.first().copied().unwrap_or(0);
-        if let Some(first) = row.first_mut() {
-            *first = i + 1;
-        }
-        for (j, cb) in b.iter().enumerate() {
-            let above = row.get(j + 1).copied().unwrap_or(usize::MAX);
-            let left = row.get(j).copied().unwrap_or(usize::MAX);
-            let next = (prev + usize::from(ca != *cb)).min(above.saturating_add(1)).min(left.saturating_add(1));
-            prev = above;
-            if let Some(cell) = row.get_mut(j + 1) {
-                *cell = next;
-            }
-        }
-    }
-    row.last().copied().unwrap_or(usize::MAX)
 }
 
 pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
