@@ -41,17 +41,21 @@ enum SchemaBug {
     NotASchema(String),
 }
 
-fn compiled(kind: DocKind) -> Result<&'static Validator, SchemaBug> {
-    static CELLS: [OnceLock<Result<Validator, SchemaBug>>; 4] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let index = match kind {
+/// A kind's slot in the per-kind caches below.
+const KIND_SLOTS: usize = 4;
+fn slot(kind: DocKind) -> usize {
+    match kind {
         DocKind::Manifest => 0,
         DocKind::Mandate => 1,
         DocKind::Record => 2,
         #[cfg(feature = "job")]
         DocKind::JobMandate => 3,
-    };
-    let cell = CELLS.get(index).ok_or(SchemaBug::NoSlot)?;
+    }
+}
+
+fn compiled(kind: DocKind) -> Result<&'static Validator, SchemaBug> {
+    static CELLS: [OnceLock<Result<Validator, SchemaBug>>; KIND_SLOTS] = [const { OnceLock::new() }; KIND_SLOTS];
+    let cell = CELLS.get(slot(kind)).ok_or(SchemaBug::NoSlot)?;
     cell.get_or_init(|| {
         let schema: Value = serde_json::from_str(text(kind)).map_err(|e| SchemaBug::NotJson(e.to_string()))?;
         jsonschema::draft202012::new(&schema).map_err(|e| SchemaBug::NotASchema(e.to_string()))
@@ -158,7 +162,7 @@ fn humanize(doc: DocKind, kind: &ValidationErrorKind, schema_path: &str, instanc
 /// The key of the kind's schema closest to `key` (at most 2 edits), for "did you mean".
 /// Every key the schema names anywhere is a candidate: a near miss is a typo wherever it is.
 fn nearest_key(doc: DocKind, key: &str) -> Option<&'static str> {
-    static KEYS: [OnceLock<Vec<String>>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static KEYS: [OnceLock<Vec<String>>; KIND_SLOTS] = [const { OnceLock::new() }; KIND_SLOTS];
     fn collect(value: &Value, out: &mut Vec<String>) {
         match value {
             Value::Object(map) => {
@@ -171,14 +175,7 @@ fn nearest_key(doc: DocKind, key: &str) -> Option<&'static str> {
             _ => {}
         }
     }
-    let index = match doc {
-        DocKind::Manifest => 0,
-        DocKind::Mandate => 1,
-        DocKind::Record => 2,
-        #[cfg(feature = "job")]
-        DocKind::JobMandate => 3,
-    };
-    let keys = KEYS.get(index)?.get_or_init(|| {
+    let keys = KEYS.get(slot(doc))?.get_or_init(|| {
         let mut out = Vec::new();
         if let Ok(schema) = serde_json::from_str::<Value>(text(doc)) {
             collect(&schema, &mut out);

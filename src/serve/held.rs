@@ -69,12 +69,13 @@ impl Service {
             tracing::warn!(held = id, error = %e, "an unheard approval's reservation could not be released");
         }
         let owned = id.to_owned();
-        match self.blocking(move || self.store.release_held(&owned)).await {
-            Ok(Ok(())) => tracing::info!(held = id, "an approval nobody heard was undone: the call is held again"),
-            Ok(Err(e)) => tracing::warn!(held = id, error = %e, "an unheard approval's call could not be held again"),
-            Err(e) => {
-                tracing::warn!(held = id, error = %e.body.error, "an unheard approval's call could not be held again")
-            }
+        let held_again = self
+            .blocking(move || self.store.release_held(&owned).map_err(|e| e.to_string()))
+            .await
+            .map_err(|r| r.body.error);
+        match held_again.and_then(|r| r) {
+            Ok(()) => tracing::info!(held = id, "an approval nobody heard was undone: the call is held again"),
+            Err(e) => tracing::warn!(held = id, error = %e, "an unheard approval's call could not be held again"),
         }
     }
 

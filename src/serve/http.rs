@@ -154,7 +154,7 @@ async fn release(State(svc): State<Svc>, Path(id): Path<String>, request: Reques
         Ok((_, body)) => body,
         Err(response) => return response,
     };
-    match wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
+    match wire::optional_at(&body) {
         Ok(_) => answer(svc.release(&id)),
         Err(e) => refused(e.into()),
     }
@@ -165,7 +165,7 @@ async fn approve(State(svc): State<Svc>, Path(id): Path<String>, request: Reques
         Ok(caller) => caller,
         Err(response) => return response,
     };
-    let at = match wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
+    let at = match wire::optional_at(&body) {
         Ok(at) => at,
         Err(e) => return refused(e.into()),
     };
@@ -177,7 +177,7 @@ async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, request: Request
         Ok(caller) => caller,
         Err(response) => return response,
     };
-    if let Err(e) = wire::parse_optional::<wire::AtRequest>(&body).and_then(|b| wire::at("/at", b.at.as_deref())) {
+    if let Err(e) = wire::optional_at(&body) {
         return refused(e.into());
     }
     answer(svc.refuse(&id, &role).await)

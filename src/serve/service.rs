@@ -257,7 +257,8 @@ impl Service {
     pub(crate) fn release(&self, id: &str) -> Result<wire::ReleasedBody, Refusal> {
         let key = reservation_id(id)?;
         let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
-        if open.reclaimed_at.is_some() || !open.reservation.is_active() {
+        // Reclaiming cannot be undone: inactive now means reclaimed (marked by the reaper or not).
+        if !open.reservation.is_active() {
             self.open.insert(key, open);
             return Err(Refusal::new(
                 409,
@@ -295,7 +296,7 @@ impl Service {
     /// `GET /v1/mandates/{id}`: the gateway, or the mandate's issuer.
     pub(crate) async fn mandate(&'static self, id: &str, role: &Role) -> Result<serde_json::Value, Refusal> {
         let snap = self.engine.snapshot();
-        let ix = self.engine.mandate_ix(id).filter(|ix| snap.mandate(*ix).is_some());
+        let ix = self.engine.mandate_ix(id);
         // An account reading a mandate it did not issue gets the same 404 as for a mandate
         // that does not exist: the answer tells a stranger nothing about which ids exist.
         let not_found = || {
@@ -378,7 +379,8 @@ impl Service {
     /// Reservations open through this server (not those reclaimed and awaiting a late
     /// settle).
     pub(crate) fn open_count(&self) -> usize {
-        self.open.iter().filter(|open| open.reclaimed_at.is_none() && open.reservation.is_active()).count()
+        // A reclaimed reservation is inactive for good, whether or not the reaper marked it.
+        self.open.iter().filter(|open| open.reservation.is_active()).count()
     }
 
     // ---- reload and expiry ----------------------------------------------------------

@@ -51,6 +51,12 @@ pub(crate) fn parse_optional<T: DeserializeOwned + Default>(body: &[u8]) -> Resu
     if body.iter().all(u8::is_ascii_whitespace) { Ok(T::default()) } else { parse(body) }
 }
 
+/// The `at` of an optional `{"at"?}` body (approve, refuse, release): checked as [`at`]
+/// checks it; an empty body means the server's clock.
+pub(crate) fn optional_at(body: &[u8]) -> Result<Timestamp, ErrorBody> {
+    parse_optional::<AtRequest>(body).and_then(|b| at("/at", b.at.as_deref()))
+}
+
 /// A money field: a decimal string in the mandate's currency.
 pub(crate) fn money(field: &str, text: &str) -> Result<Amount, ErrorBody> {
     Amount::parse(text).map_err(|e| {
