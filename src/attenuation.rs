@@ -38,8 +38,14 @@ impl Report {
 /// manifest (derived sub-mandates allow exactly the declared agents).
 pub fn attenuate(parent: &Mandate, child: &Mandate, lookup: &dyn AgentLookup) -> Vec<Widening> {
     let mut r = Report(Vec::new());
-    if child.parent.as_deref() != Some(parent.id.as_str()) {
-        r.add("parent_mismatch", "`parent` must be the parent's id", &parent.id, opt(&child.parent));
+    if !child.names_as_parent(parent) {
+        let expected = parent.digest.map_or_else(|| parent.id.clone(), |d| format!("{} or {d}", parent.id));
+        r.add(
+            "parent_mismatch",
+            "`parent` must be the parent's id or the sha256 of its canonical form",
+            expected,
+            opt(&child.parent),
+        );
     }
     if child.issuer != parent.grantee {
         r.add(

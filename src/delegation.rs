@@ -71,6 +71,10 @@ pub fn derive(
         require: parent.require.clone(),
         data: parent.data.clone(),
         delegation: Delegation { max_depth: parent.delegation.max_depth - 1 },
+        // The gateway derives it and the engine holds it: nobody signs it, and nothing
+        // names it as a parent by digest.
+        signature: None,
+        digest: None,
     };
     refusal.extend(attenuate(parent, &child, lookup));
     if refusal.is_empty() { Ok(child) } else { Err(DeriveRefusal { reasons: refusal }) }

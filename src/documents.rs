@@ -11,6 +11,7 @@ use crate::doc::{self, DocError, DocKind, Limits, LoadError, Violation, read_tex
 use crate::mandate::Mandate;
 use crate::manifest::Manifest;
 use crate::record::AgentRecord;
+use crate::trust::{Revocations, TrustedKeys};
 
 /// A typed, valid document.
 #[derive(Debug, Clone)]
@@ -18,6 +19,8 @@ pub enum Document {
     Manifest(Box<Manifest>),
     Mandate(Box<Mandate>),
     Record(Box<AgentRecord>),
+    Keys(Box<TrustedKeys>),
+    Revocations(Box<Revocations>),
     #[cfg(feature = "job")]
     JobMandate(Box<crate::job::JobMandate>),
 }
@@ -42,16 +45,32 @@ pub fn check_value(value: &Value) -> Result<Checked, DocError> {
         DocKind::Manifest => {
             doc::validated(kind, value, crate::manifest::validate).map(|m| Document::Manifest(Box::new(m)))
         }
-        DocKind::Mandate => {
-            doc::validated(kind, value, crate::mandate::validate).map(|m| Document::Mandate(Box::new(m)))
-        }
+        DocKind::Mandate => doc::validated(kind, value, crate::mandate::validate)
+            .and_then(|m| with_digest(m, value))
+            .map(|m| Document::Mandate(Box::new(m))),
         DocKind::Record => doc::validated(kind, value, crate::record::validate).map(|r| Document::Record(Box::new(r))),
+        DocKind::Keys => doc::validated(kind, value, crate::trust::keys::validate).map(|k| Document::Keys(Box::new(k))),
+        DocKind::Revocations => {
+            doc::validated(kind, value, crate::trust::revocation::validate).map(|r| Document::Revocations(Box::new(r)))
+        }
         #[cfg(feature = "job")]
         DocKind::JobMandate => {
             doc::validated(kind, value, crate::job::mandate::validate).map(|m| Document::JobMandate(Box::new(m)))
         }
     };
     Ok(Checked { kind, result })
+}
+
+/// A mandate read from `value` carries the digest of its canonical form (how a signature
+/// and a child's `parent: sha256:` name it). A signed one without a canonical form is
+/// invalid: the signature could not say what it covers.
+fn with_digest(mut m: Mandate, value: &Value) -> Result<Mandate, Vec<Violation>> {
+    match crate::trust::canonical::digest(value) {
+        Ok(d) => m.digest = Some(d),
+        Err(e) if m.signature.is_some() => return Err(vec![Violation::new("/signature", e.to_string())]),
+        Err(_) => m.digest = None,
+    }
+    Ok(m)
 }
 
 /// Reads a file and checks it. I/O problems are [`DocError::Io`].
@@ -116,5 +135,19 @@ pub fn manifest_from_str(text: &str) -> Result<Manifest, LoadError> {
     match load_str(text, "<manifest>", DocKind::Manifest, &Limits::default())? {
         Document::Manifest(m) => Ok(*m),
         _ => Err(LoadError::WrongKind { path: "<manifest>".into(), expected: "manifest", found: "other" }),
+    }
+}
+
+pub fn load_keys(path: &Path) -> Result<TrustedKeys, LoadError> {
+    match load_file(path, DocKind::Keys, &Limits::default())? {
+        Document::Keys(k) => Ok(*k),
+        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "keys", found: "other" }),
+    }
+}
+
+pub fn load_revocations(path: &Path) -> Result<Revocations, LoadError> {
+    match load_file(path, DocKind::Revocations, &Limits::default())? {
+        Document::Revocations(r) => Ok(*r),
+        _ => Err(LoadError::WrongKind { path: path.display().to_string(), expected: "revocations", found: "other" }),
     }
 }

@@ -24,3 +24,4 @@ pub mod settlement;
 pub mod store;
 pub(crate) mod sync;
 pub mod time;
+pub mod trust;

@@ -80,9 +80,18 @@ pub fn cost_per_success(worst: Amount, rate: Option<Fixed6>) -> Option<Amount> {
 /// Ranks the catalog under a mandate for a capability search. Fails only where the
 /// mandate could not be published to an engine either.
 pub fn rank(mandate: &Mandate, catalog: &Catalog, query: &str, at: Timestamp) -> Result<Ranking, EngineError> {
+    rank_with(Assessor::new(mandate, catalog)?, catalog, query, at)
+}
+
+/// [`rank`] with an assessor built by the caller (a revoked mandate, provenance required).
+pub fn rank_with(
+    assessor: Assessor<'_>,
+    catalog: &Catalog,
+    query: &str,
+    at: Timestamp,
+) -> Result<Ranking, EngineError> {
     let mut out = Ranking::default();
     let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
-    let assessor = Assessor::new(mandate, catalog)?;
     for entry in &catalog.entries {
         let a = assessor.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
         if a.verdict == Verdict::Denied {

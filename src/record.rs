@@ -34,6 +34,9 @@ pub struct AgentRecord {
     /// Score per evaluation suite.
     #[serde(default)]
     pub benchmarks: BTreeMap<String, Fixed6>,
+    /// The publisher's signature over the manifest's identity (docs/trust.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::trust::provenance::Provenance>,
 }
 
 impl AgentRecord {

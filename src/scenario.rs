@@ -162,10 +162,16 @@ pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, C
 
 /// Runs the scenario. Spend accumulates across the top-level calls.
 pub fn run(s: &Scenario, mandate: &Mandate, catalog: &Catalog) -> Result<Report, ScenarioError> {
+    run_revoked(s, mandate, catalog, false)
+}
+
+/// [`run`] with the mandate on a revocation list when `revoked` (every call denied
+/// `mandate_revoked`, and no run opens).
+pub fn run_revoked(s: &Scenario, mandate: &Mandate, catalog: &Catalog, revoked: bool) -> Result<Report, ScenarioError> {
     let mut spent = Amount::ZERO;
     let mut receipts = Vec::new();
     // The mandate compiled once for every top-level call.
-    let assessor = Assessor::new(mandate, catalog)?;
+    let assessor = Assessor::new(mandate, catalog)?.revoked(revoked)?;
     for call in &s.calls {
         let receipt = run_top(s, &assessor, catalog, call, spent)?;
         spent = spent.checked_add(receipt.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;

@@ -10,10 +10,10 @@
 //! protocol we prove, and `ArcSwap` needs `std::sync::Arc`.
 
 #[cfg(not(holon_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[cfg(holon_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub(crate) use std::sync::Arc;
 

@@ -600,7 +600,7 @@ fn run(case: &Case) -> Outcome {
         Timestamp::from_unix(NOW.with(|n| n.get()))
     }
     let engine = Engine::new(EngineConfig { clock, ..EngineConfig::default() });
-    engine.publish(&SnapshotInput { mandates: vec![Arc::new(*mandate)], agents }).unwrap();
+    engine.publish(&SnapshotInput { mandates: vec![Arc::new(*mandate)], agents, ..SnapshotInput::default() }).unwrap();
     let ix = engine.mandate_ix("gen").unwrap();
     let today = u64::try_from(at.utc_day()).unwrap();
     engine.ledger(ix).unwrap().absorb(case.spent_total, today, case.spent_today);

@@ -21,6 +21,7 @@ fn input() -> SnapshotInput {
     SnapshotInput {
         mandates: vec![Arc::new(root)],
         agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
+        ..SnapshotInput::default()
     }
 }
 

@@ -20,6 +20,7 @@ fn input() -> SnapshotInput {
     SnapshotInput {
         mandates: vec![Arc::new(root)],
         agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
+        ..SnapshotInput::default()
     }
 }
 
@@ -298,6 +299,7 @@ fn the_cli_and_the_engine_resolve_a_declared_agent_alike() {
                 .iter()
                 .map(|e| (Arc::new(e.manifest.clone()), e.record.clone().map(Arc::new)))
                 .collect(),
+            ..SnapshotInput::default()
         })
         .unwrap();
     let c = Call { max_cost: Some(a("0.60")), ..call(&engine, "holon-labs/invoice-pipeline") };

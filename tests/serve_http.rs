@@ -269,3 +269,59 @@ fn wait_for_s<T>(seconds: u64, mut f: impl FnMut() -> Option<T>) -> T {
     }
     panic!("timed out waiting");
 }
+
+#[test]
+fn a_revocation_list_beside_the_server_is_watched_and_denies_from_the_reload_on() {
+    let outside = tempfile::tempdir().unwrap();
+    let list = outside.path().join("revocations.yaml");
+    std::fs::write(&list, "holon_revocations: \"0.1\"\nrevoked: []\n").unwrap();
+    let s = Server::start_with_args(|_| {}, &["--revocations", list.to_str().unwrap()]);
+    let allowed = admit(&s, "holon-labs/fx-convert", None);
+    assert_eq!(allowed["decision"], "allowed", "{allowed}");
+    let id = allowed["reservation"].as_str().unwrap().to_owned();
+    std::fs::write(
+        &list,
+        "holon_revocations: \"0.1\"\nrevoked:\n  - mandate: alice/m-2026-11\n    at: \"2026-11-20T10:00:00Z\"\n    reason: laptop stolen\n",
+    )
+    .unwrap();
+    let denied = wait_for(|| {
+        let a = admit(&s, "holon-labs/fx-convert", None);
+        (a["decision"] == "denied").then_some(a)
+    });
+    assert_eq!(denied["codes"], json!(["mandate_revoked"]), "{denied}");
+    // The reservation taken before the revocation still settles.
+    let (status, settled) = s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0.001" }));
+    assert_eq!(status, 200, "{settled}");
+}
+
+#[test]
+fn require_signatures_refuses_to_start_without_keys_or_on_unsigned_mandates() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let token = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["token", "new", "--role", "gateway", "--tokens"])
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    assert!(token.status.success());
+    let serve = |documents: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory", "--require-signatures", "--tokens"])
+            .arg(&tokens)
+            .args(["--documents", documents])
+            .output()
+            .unwrap()
+    };
+    // examples/agents holds no keys document; examples/ holds examples/trust/keys.yaml.
+    let out = serve("examples/agents");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no trusted key"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = serve("examples");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("alice/m-2026-11") && err.contains("not signed"), "{err}");
+}

@@ -76,6 +76,11 @@ codes! {
     /// A store-backed node: the call does not fit the budget this node holds in leases, and
     /// the ledger store cannot be reached to grant more (fail closed).
     StoreUnavailable = 35 => "store_unavailable",
+    /// The mandate, or a mandate it is chained to, is on the published revocation list.
+    MandateRevoked = 36 => "mandate_revoked",
+    /// Signatures are required and the agent's record carries no valid signature of its
+    /// publisher over the manifest's identity.
+    ProvenanceUnverified = 37 => "provenance_unverified",
 }
 
 impl fmt::Display for Code {

@@ -176,6 +176,16 @@ fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figure
         Code::SubMandateWidens => {
             format!("the sub-mandate derived for {} would widen its parent, so the call does not run", agent.id)
         }
+        Code::MandateRevoked => format!(
+            "the mandate {} is on the revocation list, or a mandate it is chained to is: nothing more is admitted under it",
+            m.id
+        ),
+        Code::ProvenanceUnverified => format!(
+            "{}@{} has no valid signature of its publisher `{}` over its identity, and signatures are required",
+            agent.id,
+            agent.version,
+            agent.id.namespace()
+        ),
         Code::UnknownMandate => "the mandate is not in the live snapshot".to_owned(),
         Code::UnknownAgent => "the agent is not in the live snapshot".to_owned(),
         Code::InFlightLimitReached => {

@@ -72,6 +72,7 @@ pub(crate) fn run(
     seconds: f64,
     store: Option<String>,
     node: Option<String>,
+    revocations: Option<&Path>,
     style: &Style,
 ) -> anyhow::Result<u8> {
     if !examples.join("worked-example/scenario.yaml").is_file() {
@@ -82,7 +83,8 @@ pub(crate) fn run(
     }
     let store = DemoStore::new(store, node)?;
     let mut ok = validate_all(examples, style)?;
-    ok &= worked_example(examples, &store, style)?;
+    let revocations = revocations.map(documents::load_revocations).transpose()?.unwrap_or_default();
+    ok &= worked_example(examples, &store, &revocations, style)?;
     // The flag is checked by clap; this guards callers of `run` (NaN would panic below).
     let (min, max) = (super::range::DEMO_LOAD_S_MIN, super::range::DEMO_LOAD_S_MAX);
     anyhow::ensure!((min..=max).contains(&seconds), "--seconds must be a finite number from {min} to {max}");
@@ -156,7 +158,12 @@ fn validate_all(examples: &Path, style: &Style) -> anyhow::Result<bool> {
     Ok(valid == total && total > 0)
 }
 
-fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::Result<bool> {
+fn worked_example(
+    examples: &Path,
+    store: &DemoStore,
+    revocations: &holon::trust::Revocations,
+    style: &Style,
+) -> anyhow::Result<bool> {
     let scenario_path = examples.join("worked-example/scenario.yaml");
     let (s, mandate, catalog) = scenario::load(&scenario_path, Some(&examples.join("mandates/alice-root.yaml")))
         .with_context(|| format!("loading {}", scenario_path.display()))?;
@@ -166,6 +173,10 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
         style.bold(&format!("{} ({} {} total)", mandate.id, mandate.budget.total, mandate.budget.currency))
     )?;
     let cur = mandate.budget.currency;
+    let revoked = revocations.revoking(&mandate).map(|r| r.reason.clone());
+    if let Some(reason) = &revoked {
+        outln!("  {} ({reason}): every call is denied mandate_revoked, and nothing is billed", style.bad("revoked"))?;
+    }
     let input = SnapshotInput {
         mandates: vec![Arc::new(mandate)],
         agents: catalog
@@ -173,6 +184,8 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
             .iter()
             .map(|e| (Arc::new(e.manifest.clone()), e.record.clone().map(Arc::new)))
             .collect(),
+        revocations: revocations.clone(),
+        ..SnapshotInput::default()
     };
     let (sink, rx) = ChannelSink::new(1024);
     let engine =
@@ -240,7 +253,8 @@ fn worked_example(examples: &Path, store: &DemoStore, style: &Style) -> anyhow::
     let resumed = restart(engine, run, &input, store, style)?;
     let receipts: Vec<Receipt> = rx.try_iter().collect();
     outln!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len())?;
-    let expected = Amount::parse("0.118")?;
+    // The worked example's bill (docs/mandate.md), or nothing under a revoked mandate.
+    let expected = if revoked.is_some() { Amount::ZERO } else { Amount::parse("0.118")? };
     let reproduced = spent == expected && resumed == expected;
     if !reproduced {
         outln!("  {} expected {expected} {cur} billed, got {spent}", style.bad("mismatch:"))?;

@@ -20,6 +20,15 @@ use super::exit;
 use super::out::{errln, out, outln};
 use super::style::Style;
 
+/// Whether the revocation list at `path` (if any) revokes `mandate`, itself or through the
+/// parent it names.
+pub(crate) fn revoked(mandate: &holon::mandate::Mandate, path: Option<&Path>) -> anyhow::Result<bool> {
+    Ok(match path {
+        Some(p) => documents::load_revocations(p)?.revoking(mandate).is_some(),
+        None => false,
+    })
+}
+
 /// Input problems exit 2; `anyhow` carries the message to `cli::run`.
 fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
     v.as_deref().map(|s| Amount::parse(s).with_context(|| format!("--{flag}"))).transpose()
@@ -34,6 +43,7 @@ pub(crate) struct CheckArgs {
     pub at: Option<String>,
     pub records: Option<PathBuf>,
     pub json: bool,
+    pub revocations: Option<PathBuf>,
 }
 
 pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
@@ -54,7 +64,8 @@ pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
         ..CallContext::at(at)
     };
     let cur = mandate.budget.currency.to_string();
-    let assessor = Assessor::new(&mandate, &catalog)?;
+    let revoked = revoked(&mandate, args.revocations.as_deref())?;
+    let assessor = Assessor::new(&mandate, &catalog)?.revoked(revoked)?;
     let mut results = Vec::new();
     for e in &catalog.entries {
         results.push((e, assessor.assess(&e.manifest, e.record.as_ref(), &ctx)?));
@@ -198,9 +209,15 @@ pub(crate) fn derive(
     }
 }
 
-pub(crate) fn simulate(mandate: &Path, scenario_path: &Path, json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(crate) fn simulate(
+    mandate: &Path,
+    scenario_path: &Path,
+    revocations: Option<&Path>,
+    json: bool,
+    style: &Style,
+) -> anyhow::Result<u8> {
     let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate))?;
-    let report = scenario::run(&s, &mandate, &catalog)?;
+    let report = scenario::run_revoked(&s, &mandate, &catalog, revoked(&mandate, revocations)?)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
@@ -248,7 +265,7 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) -> std::io
 pub(super) enum MandateCommand {
     /// May the grantee call these agents? Exit 0 all allowed, 3 some held, 1 some denied.
     #[command(
-        after_help = "EXIT CODES: 0 every agent allowed, 3 some held for the issuer and none denied, 1 some denied, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --max-cost 0.40\n  holon mandate check examples/mandates/alice-research.yaml examples/agents --records examples/agents --json"
+        after_help = "EXIT CODES: 0 every agent allowed, 3 some held for the issuer and none denied, 1 some denied, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --max-cost 0.40\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --revocations examples/trust/revocations.yaml\n  holon mandate check examples/mandates/alice-research.yaml examples/agents --records examples/agents --json"
     )]
     Check {
         /// The caller mandate (a YAML file).
@@ -278,6 +295,10 @@ pub(super) enum MandateCommand {
         /// Print one decision per agent as JSON, with its codes and reasons.
         #[arg(long)]
         json: bool,
+        /// A revocation list (`holon_revocations`): a mandate on it, or whose parent is,
+        /// gets every call denied `mandate_revoked`.
+        #[arg(long)]
+        revocations: Option<PathBuf>,
     },
     /// Is CHILD within PARENT? Exit 0 valid, 1 not.
     #[command(
@@ -326,5 +347,53 @@ pub(super) enum MandateCommand {
         /// Print every call's decision and the totals as JSON.
         #[arg(long)]
         json: bool,
+        /// A revocation list (`holon_revocations`): a revoked mandate's calls are all
+        /// denied `mandate_revoked`.
+        #[arg(long)]
+        revocations: Option<PathBuf>,
+    },
+    /// Print MANDATE signed by its issuer's key (docs/trust.md).
+    #[command(
+        after_help = "EXIT CODES: 0 signed (printed, or written to --out), 2 bad input (an unreadable or invalid mandate or key, a key that is not the issuer's, a closed output pipe).\n\nEXAMPLES:\n  holon mandate sign examples/mandates/alice-root.yaml --key examples/trust/alice.key\n  holon mandate sign my-mandate.yaml --key alice.key --out my-mandate.signed.yaml"
+    )]
+    Sign {
+        /// The mandate to sign (a YAML file); its `issuer` must be the key's account.
+        mandate: PathBuf,
+        /// The issuer's private key file (`holon key new` writes it).
+        #[arg(long)]
+        key: PathBuf,
+        /// Write the signed mandate here (replaced atomically) instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Does MANDATE's signature hold, and every link of its chain up to the root?
+    #[command(
+        after_help = "EXIT CODES: 0 the signature and the whole chain hold, 1 they do not (the first broken link is named), 2 bad input (an unreadable or invalid file, a closed output pipe).\n\nEXAMPLES:\n  holon mandate verify examples/trust/research-2026-12.yaml --keys examples/trust/keys.yaml\n  holon mandate verify examples/mandates/alice-root.yaml --keys examples/trust/keys.yaml --json\n  holon mandate verify child.yaml --keys keys.yaml --parents mandates/"
+    )]
+    Verify {
+        /// The signed mandate (a YAML file).
+        mandate: PathBuf,
+        /// The trusted keys file (`holon_keys`): which key may sign for which issuer.
+        #[arg(long)]
+        keys: PathBuf,
+        /// Where the parents are (files or directories searched for mandates, matched by
+        /// the `parent: sha256:` digest); default MANDATE's own directory.
+        #[arg(long)]
+        parents: Vec<PathBuf>,
+        /// Agent manifests (files or directories) that attenuation resolves declared
+        /// `agent@range` patterns against, as `mandate attenuate --agents` does.
+        #[arg(long)]
+        agents: Vec<PathBuf>,
+        /// Print {"verified", "mandate", "links" or "reason"} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the `sha256:` digest a sub-mandate names MANDATE by (`parent: sha256:...`).
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid mandate, a number with no canonical form, a closed output pipe).\n\nEXAMPLES:\n  holon mandate digest examples/mandates/alice-root.yaml"
+    )]
+    Digest {
+        /// The mandate (a YAML file); its signature block, if any, is not part of it.
+        mandate: PathBuf,
     },
 }

@@ -16,6 +16,7 @@ mod search;
 #[cfg(feature = "serve")]
 mod serve;
 mod style;
+mod trust;
 mod validate;
 
 use std::path::PathBuf;
@@ -62,6 +63,11 @@ enum Command {
         /// Print {"files":[{"path","kind","valid","errors":[{"path","message"}]}],"skipped":[{"path","reason"}]}.
         #[arg(long)]
         json: bool,
+        /// A trusted keys file: also check what an engine that requires signatures would
+        /// refuse: every mandate's signature chain (parents among PATHS), every manifest's
+        /// provenance signature (its record among PATHS).
+        #[arg(long)]
+        keys: Option<PathBuf>,
     },
     /// The main job on the bundled examples: validate them, replay the worked example
     /// through the engine, and load-test admission with a budget audit.
@@ -83,6 +89,10 @@ enum Command {
         /// This node's name in the store (default: demo-PID; the load runs add -load and -hot).
         #[arg(long)]
         node: Option<String>,
+        /// A revocation list (`holon_revocations`) published with the worked example's
+        /// documents: revoking alice's mandate denies every call (`mandate_revoked`).
+        #[arg(long)]
+        revocations: Option<PathBuf>,
     },
     /// Hammer the engine from N threads over a synthetic network and audit every budget.
     #[command(
@@ -134,7 +144,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Decide, narrow, derive and simulate under caller mandates.
+    /// Signing keys: who may issue a signed mandate or publish an agent (docs/trust.md).
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Decide, narrow, derive, simulate, sign and verify caller mandates.
     #[command(subcommand)]
     Mandate(mandate::MandateCommand),
     /// Job mandates: learn a scheduled job's tool calls, approve, enforce, review drift.
@@ -193,6 +206,30 @@ enum Command {
         /// Print the ranked and excluded agents as JSON.
         #[arg(long)]
         json: bool,
+        /// A revocation list (`holon_revocations`): under a revoked mandate nothing ranks
+        /// (every agent excluded `mandate_revoked`).
+        #[arg(long)]
+        revocations: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// A new ed25519 key pair for ACCOUNT: the private key to --out, the public key added
+    /// to the trusted keys file --keys.
+    #[command(
+        after_help = "EXIT CODES: 0 written, 2 bad input (a bad account, an existing --out file, an invalid or unwritable keys file, a closed output pipe).\n\nEXAMPLES:\n  holon key new --account alice --out alice.key --keys keys.yaml"
+    )]
+    New {
+        /// The account (or agent, `ns/name`) the key signs for.
+        #[arg(long)]
+        account: String,
+        /// Where the private key goes: a new file, mode 0600 (never written over).
+        #[arg(long)]
+        out: PathBuf,
+        /// The trusted keys file to add the public key to (created if missing).
+        #[arg(long)]
+        keys: PathBuf,
     },
 }
 
@@ -273,7 +310,9 @@ pub(crate) fn run() -> ExitCode {
     };
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
-        Command::Demo { examples, seconds, store, node } => demo::run(&examples, seconds, store, node, &style),
+        Command::Demo { examples, seconds, store, node, revocations } => {
+            demo::run(&examples, seconds, store, node, revocations.as_deref(), &style)
+        }
         Command::Job { state, command } => match command {
             job::JobCommand::Observe { job: j, run, input, workdir } => {
                 job::observe(state, &j, run, input.as_deref(), workdir)
@@ -339,7 +378,7 @@ pub(crate) fn run() -> ExitCode {
                 Ok(if report.overrun { exit::FAILED } else { exit::OK })
             })
         }
-        Command::Validate { paths, json } => validate::run(&paths, json, &style),
+        Command::Validate { paths, json, keys } => validate::run(&paths, keys.as_deref(), json, &style),
         Command::Completions { shell } => help::completions(shell),
         Command::Man => help::man(),
         #[cfg(feature = "serve")]
@@ -354,13 +393,16 @@ pub(crate) fn run() -> ExitCode {
             let per_day = if no_per_day { ledger::PerDay::Remove } else { ledger::PerDay::Set(per_day) };
             ledger::raise(&store, &mandate, &total, per_day, json)
         }
-        Command::Search { query, mandate, agents, records, at, json } => search::run(
-            query.as_deref().unwrap_or(""),
-            &mandate,
-            &agents,
-            records.as_deref(),
-            at.as_deref(),
-            json,
+        Command::Search { query, mandate, agents, records, at, json, revocations } => search::run(
+            &search::SearchArgs {
+                query: query.as_deref().unwrap_or(""),
+                mandate: &mandate,
+                agents: &agents,
+                records: records.as_deref(),
+                at: at.as_deref(),
+                revocations: revocations.as_deref(),
+                json,
+            },
             &style,
         ),
         Command::Mandate(mandate::MandateCommand::Check {
@@ -372,8 +414,9 @@ pub(crate) fn run() -> ExitCode {
             at,
             records,
             json,
+            revocations,
         }) => mandate::check(
-            &mandate::CheckArgs { mandate, agents, max_cost, spent_total, spent_today, at, records, json },
+            &mandate::CheckArgs { mandate, agents, max_cost, spent_total, spent_today, at, records, json, revocations },
             &style,
         ),
         Command::Mandate(mandate::MandateCommand::Attenuate { parent, child, agents, json }) => {
@@ -382,9 +425,17 @@ pub(crate) fn run() -> ExitCode {
         Command::Mandate(mandate::MandateCommand::Derive { parent, agent, max_cost, json }) => {
             mandate::derive(&parent, &agent, &max_cost, json, &style)
         }
-        Command::Mandate(mandate::MandateCommand::Simulate { mandate, scenario, json }) => {
-            mandate::simulate(&mandate, &scenario, json, &style)
+        Command::Mandate(mandate::MandateCommand::Simulate { mandate, scenario, json, revocations }) => {
+            mandate::simulate(&mandate, &scenario, revocations.as_deref(), json, &style)
         }
+        Command::Mandate(mandate::MandateCommand::Sign { mandate, key, out }) => {
+            trust::sign(&mandate, &key, out.as_deref())
+        }
+        Command::Mandate(mandate::MandateCommand::Verify { mandate, keys, parents, agents, json }) => {
+            trust::verify(&trust::VerifyArgs { mandate, keys, parents, agents, json }, &style)
+        }
+        Command::Mandate(mandate::MandateCommand::Digest { mandate }) => trust::digest(&mandate),
+        Command::Key(KeyCommand::New { account, out, keys }) => trust::key_new(&account, &out, &keys),
     };
     let code = code.and_then(|code| {
         out::text(format_args!(""))?;

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use holon::catalog::Catalog;
 use holon::documents;
+use holon::engine::Assessor;
 use holon::ranking;
 use holon::time::Timestamp;
 use serde_json::json;
@@ -12,23 +13,27 @@ use super::exit;
 use super::out::outln;
 use super::style::Style;
 
-pub(super) fn run(
-    query: &str,
-    mandate: &Path,
-    agents: &Path,
-    records: Option<&Path>,
-    at: Option<&str>,
-    json: bool,
-    style: &Style,
-) -> anyhow::Result<u8> {
-    let mandate = documents::load_mandate(mandate)?;
-    let catalog = Catalog::load(&[PathBuf::from(agents)], records)?;
+pub(super) struct SearchArgs<'a> {
+    pub query: &'a str,
+    pub mandate: &'a Path,
+    pub agents: &'a Path,
+    pub records: Option<&'a Path>,
+    pub at: Option<&'a str>,
+    pub revocations: Option<&'a Path>,
+    pub json: bool,
+}
+
+pub(super) fn run(args: &SearchArgs<'_>, style: &Style) -> anyhow::Result<u8> {
+    let (query, json) = (args.query, args.json);
+    let mandate = documents::load_mandate(args.mandate)?;
+    let catalog = Catalog::load(&[PathBuf::from(args.agents)], args.records)?;
     // An expired mandate ranks nothing: every agent is excluded with `mandate_expired`.
-    let at = match at {
+    let at = match args.at {
         Some(t) => Timestamp::parse(t)?,
         None => Timestamp::now(),
     };
-    let r = ranking::rank(&mandate, &catalog, query, at)?;
+    let revoked = super::mandate::revoked(&mandate, args.revocations)?;
+    let r = ranking::rank_with(Assessor::new(&mandate, &catalog)?.revoked(revoked)?, &catalog, query, at)?;
     let cur = mandate.budget.currency;
     if json {
         let out = json!({

@@ -55,6 +55,19 @@ pub(super) struct ServeArgs {
     /// Logs as JSON lines (default: for people).
     #[arg(long)]
     json_logs: bool,
+    /// A trusted keys file (`holon_keys`, `holon key new` writes it), read with the
+    /// documents on every reload; keys documents inside `--documents` count too.
+    #[arg(long)]
+    keys: Option<PathBuf>,
+    /// A revocation list (`holon_revocations`), read with the documents on every reload
+    /// and watched: no call is admitted under a revoked mandate once the reload returns.
+    #[arg(long)]
+    revocations: Option<PathBuf>,
+    /// Refuse documents whose mandates' signature chains do not hold under the trusted
+    /// keys (the old snapshot keeps serving), and deny agents without their publisher's
+    /// provenance signature (`provenance_unverified`).
+    #[arg(long)]
+    require_signatures: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -89,6 +102,8 @@ pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
         request_ms: a.request_ms,
         concurrent_max: a.concurrent_max,
         json_logs: a.json_logs,
+        trust_files: a.keys.into_iter().chain(a.revocations).collect(),
+        require_signatures: a.require_signatures,
     })?;
     Ok(exit::OK)
 }

@@ -3,7 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use holon::doc::{self, DocError, Limits, Violation};
-use holon::documents;
+use holon::documents::{self, Document};
+use holon::mandate::Mandate;
+use holon::manifest::Manifest;
+use holon::record::AgentRecord;
+use holon::trust::{TrustedKeys, provenance};
 use serde::Serialize;
 
 use super::exit;
@@ -18,6 +22,9 @@ struct FileReport {
     errors: Vec<Violation>,
     #[serde(skip)]
     unreadable: bool,
+    /// The document, when valid (for `--keys`' checks across files).
+    #[serde(skip)]
+    document: Option<Document>,
 }
 
 /// A YAML file a directory walk met that is not a document `validate` judges.
@@ -37,7 +44,8 @@ struct Report {
 /// line by loading it as `holon mandate simulate` does.
 const SCENARIO: &str = "scenario";
 
-pub(super) fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &Style) -> anyhow::Result<u8> {
+    let keys = keys.map(documents::load_keys).transpose()?;
     let mut files = Vec::new();
     let mut reports = Vec::new();
     for path in paths {
@@ -69,10 +77,13 @@ pub(super) fn run(paths: &[PathBuf], json: bool, style: &Style) -> anyhow::Resul
             let reason = if scenario {
                 "a scenario: name it on the command line to check it (with the mandate and agents it names)"
             } else {
-                "not a holon document (no top-level `holon`, `holon_mandate` or `holon_record` key)"
+                "not a holon document (no top-level `holon`, `holon_mandate`, `holon_record`, `holon_keys` or `holon_revocations` key, nor a job mandate's `mandate: 1`)"
             };
             skipped.push(Skipped { path: path.display().to_string(), reason });
         }
+    }
+    if let Some(keys) = &keys {
+        trust_checks(&mut reports, keys);
     }
     let code = if reports.iter().any(|r| r.unreadable) {
         exit::BAD_INPUT
@@ -103,13 +114,21 @@ fn is_scenario(path: &Path) -> bool {
 fn check_scenario(path: &Path) -> FileReport {
     let shown = path.display().to_string();
     match holon::scenario::load(path, None) {
-        Ok(_) => FileReport { path: shown, kind: Some(SCENARIO), valid: true, errors: Vec::new(), unreadable: false },
+        Ok(_) => FileReport {
+            path: shown,
+            kind: Some(SCENARIO),
+            valid: true,
+            errors: Vec::new(),
+            unreadable: false,
+            document: None,
+        },
         Err(e) => FileReport {
             path: shown,
             kind: Some(SCENARIO),
             valid: false,
             errors: vec![Violation::new("", e.to_string())],
             unreadable: false,
+            document: None,
         },
     }
 }
@@ -119,8 +138,20 @@ fn check_one(path: &Path, limits: &Limits) -> FileReport {
     let checked = doc::read_text(path, limits).and_then(|text| documents::check_str(&text, limits));
     match checked {
         Ok(c) => {
-            let errors = c.result.err().unwrap_or_default();
-            FileReport { path: shown, kind: Some(c.kind.as_str()), valid: errors.is_empty(), errors, unreadable: false }
+            let kind = Some(c.kind.as_str());
+            match c.result {
+                Ok(document) => FileReport {
+                    path: shown,
+                    kind,
+                    valid: true,
+                    errors: Vec::new(),
+                    unreadable: false,
+                    document: Some(document),
+                },
+                Err(errors) => {
+                    FileReport { path: shown, kind, valid: false, errors, unreadable: false, document: None }
+                }
+            }
         }
         Err(e) => FileReport {
             path: shown,
@@ -128,7 +159,82 @@ fn check_one(path: &Path, limits: &Limits) -> FileReport {
             valid: false,
             errors: vec![Violation::new("", e.to_string())],
             unreadable: true,
+            document: None,
         },
+    }
+}
+
+/// `--keys`: what an engine that requires signatures would refuse. Every mandate's chain
+/// must hold (its parents among the files given), and every manifest needs a record among
+/// them with its publisher's valid provenance signature (reported on the record when
+/// there is one, else on the manifest).
+fn trust_checks(reports: &mut [FileReport], keys: &TrustedKeys) {
+    let mandates: Vec<Mandate> = reports
+        .iter()
+        .filter_map(|r| match &r.document {
+            Some(Document::Mandate(m)) => Some((**m).clone()),
+            _ => None,
+        })
+        .collect();
+    let records: Vec<(usize, AgentRecord)> = reports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match &r.document {
+            Some(Document::Record(rec)) => Some((i, (**rec).clone())),
+            _ => None,
+        })
+        .collect();
+    let manifests: Vec<Manifest> = reports
+        .iter()
+        .filter_map(|r| match &r.document {
+            Some(Document::Manifest(m)) => Some((**m).clone()),
+            _ => None,
+        })
+        .collect();
+    let catalog = holon::catalog::Catalog {
+        entries: manifests
+            .into_iter()
+            .map(|manifest| holon::catalog::Entry { manifest, record: None, path: PathBuf::new() })
+            .collect(),
+    };
+    let mut found: Vec<(usize, Violation)> = Vec::new();
+    for (i, report) in reports.iter().enumerate() {
+        match &report.document {
+            Some(Document::Mandate(m)) => {
+                let parent = |d: &holon::trust::Digest| mandates.iter().find(|p| p.digest.as_ref() == Some(d));
+                if let Err(e) = holon::trust::verify_chain(m, &parent, keys, &catalog) {
+                    found.push((i, Violation::new("/signature", e.to_string())));
+                }
+            }
+            Some(Document::Manifest(m)) => {
+                let applies = |r: &AgentRecord| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version);
+                let candidates: Vec<&(usize, AgentRecord)> = records.iter().filter(|(_, r)| applies(r)).collect();
+                let verdicts: Vec<(usize, Result<(), provenance::ProvenanceError>)> =
+                    candidates.iter().map(|(j, r)| (*j, provenance::verify(m, Some(r), keys))).collect();
+                if verdicts.iter().any(|(_, v)| v.is_ok()) {
+                    continue;
+                }
+                match verdicts.into_iter().next() {
+                    Some((j, Err(e))) => found.push((j, Violation::new("/provenance", e.to_string()))),
+                    _ => found.push((
+                        i,
+                        Violation::new(
+                            "/",
+                            format!("{}@{}: no record among these files carries its publisher's provenance signature: pass the agent's record too", m.id, m.version),
+                        ),
+                    )),
+                }
+            }
+            _ => {}
+        }
+    }
+    for (i, violation) in found {
+        if let Some(report) = reports.get_mut(i) {
+            report.valid = false;
+            if !report.errors.contains(&violation) {
+                report.errors.push(violation);
+            }
+        }
     }
 }
 

@@ -72,7 +72,7 @@ pub enum DocError {
     #[error("{what} cannot be represented; use plain strings, numbers, booleans, lists and mappings")]
     NotJson { what: String },
     #[error(
-        "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate` or `holon_record` key"
+        "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate`, `holon_record`, `holon_keys` or `holon_revocations` key, or a job mandate's `mandate: 1`"
     )]
     UnknownKind,
     #[error(
@@ -120,6 +120,10 @@ pub enum DocKind {
     Manifest,
     Mandate,
     Record,
+    /// The trusted keys document (`holon_keys`): accounts to ed25519 public keys.
+    Keys,
+    /// The revocation list (`holon_revocations`).
+    Revocations,
     /// A job mandate (`mandate: 1`, `holon job`); only with the `job` feature.
     #[cfg(feature = "job")]
     JobMandate,
@@ -131,6 +135,8 @@ impl DocKind {
             DocKind::Manifest => "manifest",
             DocKind::Mandate => "mandate",
             DocKind::Record => "record",
+            DocKind::Keys => "keys",
+            DocKind::Revocations => "revocations",
             #[cfg(feature = "job")]
             DocKind::JobMandate => "job_mandate",
         }
@@ -155,6 +161,8 @@ pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
         (obj.contains_key("holon"), Some(DocKind::Manifest)),
         (obj.contains_key("holon_mandate"), Some(DocKind::Mandate)),
         (obj.contains_key("holon_record"), Some(DocKind::Record)),
+        (obj.contains_key("holon_keys"), Some(DocKind::Keys)),
+        (obj.contains_key("holon_revocations"), Some(DocKind::Revocations)),
         (job_mandate, JOB_MANDATE),
     ];
     let mut found = kinds.into_iter().filter(|(present, _)| *present).map(|(_, kind)| kind);

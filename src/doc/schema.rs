@@ -12,6 +12,8 @@ use super::{DocKind, Violation};
 pub const MANIFEST_SCHEMA: &str = include_str!("../../schema/holon-manifest.schema.json");
 pub const MANDATE_SCHEMA: &str = include_str!("../../schema/holon-mandate.schema.json");
 pub const RECORD_SCHEMA: &str = include_str!("../../schema/holon-record.schema.json");
+pub const KEYS_SCHEMA: &str = include_str!("../../schema/holon-keys.schema.json");
+pub const REVOCATIONS_SCHEMA: &str = include_str!("../../schema/holon-revocations.schema.json");
 #[cfg(feature = "job")]
 pub const JOB_MANDATE_SCHEMA: &str = include_str!("../../schema/holon-job-mandate.schema.json");
 
@@ -24,6 +26,8 @@ pub fn text(kind: DocKind) -> &'static str {
         DocKind::Manifest => MANIFEST_SCHEMA,
         DocKind::Mandate => MANDATE_SCHEMA,
         DocKind::Record => RECORD_SCHEMA,
+        DocKind::Keys => KEYS_SCHEMA,
+        DocKind::Revocations => REVOCATIONS_SCHEMA,
         #[cfg(feature = "job")]
         DocKind::JobMandate => JOB_MANDATE_SCHEMA,
     }
@@ -42,14 +46,16 @@ enum SchemaBug {
 }
 
 /// A kind's slot in the per-kind caches below.
-const KIND_SLOTS: usize = 4;
+const KIND_SLOTS: usize = 6;
 fn slot(kind: DocKind) -> usize {
     match kind {
         DocKind::Manifest => 0,
         DocKind::Mandate => 1,
         DocKind::Record => 2,
+        DocKind::Keys => 3,
+        DocKind::Revocations => 4,
         #[cfg(feature = "job")]
-        DocKind::JobMandate => 3,
+        DocKind::JobMandate => 5,
     }
 }
 

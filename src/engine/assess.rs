@@ -19,12 +19,15 @@ use crate::money::Amount;
 use crate::record::AgentRecord;
 use crate::sync::Arc;
 use crate::time::Timestamp;
+use crate::trust::{TrustedKeys, provenance};
 
 /// One mandate compiled, ready to assess calls to any agent the lookup knows.
 pub struct Assessor<'a> {
     names: Names,
     mandate: CompiledMandate,
     lookup: &'a dyn AgentLookup,
+    /// When set, agents need their publisher's provenance signature under these keys.
+    provenance_keys: Option<&'a TrustedKeys>,
 }
 
 impl std::fmt::Debug for Assessor<'_> {
@@ -50,8 +53,27 @@ impl<'a> Assessor<'a> {
         let ix = MandateIx(names.mandates.intern(&mandate.id)?);
         // A ledger that is never written: the spend is given with each call.
         let ledger = Arc::new(Ledger::new());
-        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, LedgerKey::Run, &names)?;
-        Ok(Assessor { names, mandate, lookup })
+        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, LedgerKey::Run, &names, false)?;
+        Ok(Assessor { names, mandate, lookup, provenance_keys: None })
+    }
+
+    /// The same, with the mandate on a revocation list (`revoked` from
+    /// [`Revocations::apply`](crate::trust::Revocations::apply)): every call is denied
+    /// `mandate_revoked`, as the engine would.
+    pub fn revoked(mut self, revoked: bool) -> Result<Self, EngineError> {
+        if revoked != self.mandate.revoked {
+            let source = Arc::clone(&self.mandate.source);
+            let ledger = Arc::clone(&self.mandate.ledger);
+            self.mandate = compile_mandate(self.mandate.ix, source, ledger, LedgerKey::Run, &self.names, revoked)?;
+        }
+        Ok(self)
+    }
+
+    /// The same, requiring signatures as the engine would: an agent without its
+    /// publisher's provenance signature under `keys` is denied `provenance_unverified`.
+    pub fn require_provenance(mut self, keys: &'a TrustedKeys) -> Self {
+        self.provenance_keys = Some(keys);
+        self
     }
 
     /// The mandate as compiled.
@@ -62,7 +84,8 @@ impl<'a> Assessor<'a> {
     /// Compiles `agent` against this assessor's lookup.
     fn compile(&self, agent: &Manifest, record: Option<&AgentRecord>) -> Result<CompiledAgent, EngineError> {
         let ix = AgentIx(self.names.agents.intern(agent.id.as_str())?);
-        compile_agent(ix, Arc::new(agent.clone()), record.cloned().map(Arc::new), self.lookup, &self.names)
+        let unverified = self.provenance_keys.is_some_and(|keys| provenance::verify(agent, record, keys).is_err());
+        compile_agent(ix, Arc::new(agent.clone()), record.cloned().map(Arc::new), self.lookup, &self.names, unverified)
     }
 
     /// Decides and explains a root call to `agent` (with its measured `record`).

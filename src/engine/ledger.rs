@@ -89,7 +89,7 @@ mod words;
 use crossbeam_utils::CachePadded;
 
 use crate::admission::{Code, CodeSet};
-use crate::sync::{self, AtomicU64, Ordering};
+use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 
 pub use allowance::{ALLOWANCE_CAP_MICROS, AllowanceError, StoreState};
 pub use audit::AuditError;
@@ -175,6 +175,9 @@ struct Central {
     /// full of what is withheld, and its limits are the allowance caps. Here, on the
     /// central line, so the ledger stays nine lines.
     store_backed: bool,
+    /// Its mandate is on the published revocation list (set by each publish; read by a
+    /// settle for its receipt). A byte in the central line's padding.
+    revoked: AtomicBool,
 }
 
 /// Reserved and settled amounts of one mandate (or of one delegated run).
@@ -218,6 +221,19 @@ impl Ledger {
         Ledger::with_claimed(0, false)
     }
 
+    /// Marks the mandate revoked or not (each publish, for every mandate it compiles).
+    pub(crate) fn set_revoked(&self, revoked: bool) {
+        // Relaxed: a note for receipts; admission reads revocation from the snapshot.
+        self.central.revoked.store(revoked, Ordering::Relaxed);
+    }
+
+    /// Whether the last publish had the mandate on the revocation list.
+    #[inline]
+    pub(crate) fn is_revoked(&self) -> bool {
+        // Relaxed: see `set_revoked`.
+        self.central.revoked.load(Ordering::Relaxed)
+    }
+
     fn with_claimed(claimed_micros: u64, store_backed: bool) -> Self {
         Ledger {
             central: CachePadded::new(Central {
@@ -227,6 +243,7 @@ impl Ledger {
                 terms: parking_lot::Mutex::new(None),
                 allowance: allowance::Words::new(claimed_micros),
                 store_backed,
+                revoked: AtomicBool::new(false),
             }),
             shards: std::array::from_fn(|_| CachePadded::new(Shard::default())),
         }

@@ -36,6 +36,7 @@
 // `synthetic`; the rest is the engine's inside. What the loom models, the stress tests and
 // the benches must reach of the inside is in `internals`, hidden from the documentation.
 mod assess;
+mod config;
 mod explain;
 mod judge;
 mod ledger;
@@ -63,12 +64,13 @@ pub mod internals {
 
 use dashmap::DashMap;
 
-use crate::admission::{self, Code, CodeSet, Verdict};
+use crate::admission::{Code, CodeSet, Verdict};
 use crate::money::Amount;
 use crate::sync::{self, Arc, AtomicU64, SnapshotCell};
 use crate::time::Timestamp;
 
 pub use assess::{Assessor, Callee, cheapest_implementer};
+pub use config::{EngineConfig, EngineError};
 use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
@@ -80,69 +82,6 @@ pub use symbols::Names;
 use registry::{LedgerKey, LedgerRegistry};
 use reservation::Run;
 use slots::{SlotRecord, Slots};
-
-/// Why the engine refused an operation (not a call: calls are denied, never errors).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EngineError {
-    #[error("mandate `{mandate}` cannot be compiled: {message}")]
-    Compile { mandate: String, message: String },
-    #[error(
-        "more than {max} {kind} names; the engine keeps names for its whole life, so restart it to forget old ones"
-    )]
-    TooManyNames { kind: &'static str, max: usize },
-    #[error("spend state cannot be read: {0}")]
-    SpendDecode(String),
-    #[error("spend state is invalid: {0}; nothing was imported")]
-    SpendInvalid(String),
-    #[error("spend state is corrupted: its SHA-256 digest does not match its contents; nothing was imported")]
-    SpendCorrupt,
-    #[error("no pending approval {0}: it was approved, refused or never held")]
-    UnknownPending(u64),
-    #[error(
-        "pending approval {0} expired: it waited longer than the engine's pending_ttl_s; the call must be made again"
-    )]
-    PendingExpired(u64),
-    #[error(transparent)]
-    Approval(#[from] admission::ApprovalError),
-    #[error(
-        "held call {0} is on a store-backed engine: approve or refuse it through its node (`Node::approve`), which takes it from the store once, on any node"
-    )]
-    ApproveThroughNode(u64),
-}
-
-/// Limits and knobs, each with a default that suits a gateway.
-#[derive(Debug, Clone, Copy)]
-pub struct EngineConfig {
-    /// Reservations in flight at once (the reservation table's size).
-    pub in_flight_max: usize,
-    /// Held calls waiting for approval at once (a hard bound: the next is denied
-    /// `in_flight_limit_reached`).
-    pub pending_max: usize,
-    /// Seconds a held call waits for approval (by the engine's clock) before it expires.
-    pub pending_ttl_s: u64,
-    /// Seconds after the callee's `timeout_s` before a reservation may be reclaimed.
-    pub grace_s: u64,
-    /// The clock for what has no call time (a dropped reservation's receipt). Injected so
-    /// tests are deterministic.
-    pub clock: fn() -> Timestamp,
-    /// Root ledgers admit only what a ledger store granted this node in leases
-    /// ([`crate::node::Node`] grants them; docs/store.md). Without a node running, a
-    /// store-backed engine denies every call that needs budget (`lease_pending`).
-    pub store_backed: bool,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            in_flight_max: 65_536,
-            pending_max: 10_000,
-            pending_ttl_s: 86_400,
-            grace_s: 30,
-            clock: Timestamp::now,
-            store_backed: false,
-        }
-    }
-}
 
 /// One call a gateway asks about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,13 +211,16 @@ impl Engine {
     pub fn publish(&self, input: &SnapshotInput) -> Result<u64, EngineError> {
         let mut generation = self.publish_lock.lock();
         let next = *generation + 1;
-        let snapshot = Arc::new(snapshot::compile(input, next, &self.names, |sym| self.ledgers.root_ledger(sym))?);
+        let snapshot = Arc::new(snapshot::compile(input, next, self.config.require_signatures, &self.names, |sym| {
+            self.ledgers.root_ledger(sym)
+        })?);
         self.cell.store(Arc::clone(&snapshot));
         // The epochs of the limits are committed only now that the publish succeeded (a
         // failed one compiled them and changed nothing). Leases taken under limits this
         // publish changed are refunded, so none waits in an idle shard for its epoch to come
         // round again (calls check the epoch anyway).
         for m in snapshot.mandates() {
+            m.ledger.set_revoked(m.revoked);
             m.ledger.commit_epoch(m.ledger_limits);
             m.ledger.refund_stale_leases(m.ledger_limits.epoch);
         }

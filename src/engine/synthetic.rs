@@ -130,7 +130,10 @@ pub fn network(shape: &Shape) -> Result<Network, serde_json::Error> {
     let mandates = (0..shape.mandates)
         .map(|j| serde_json::from_value::<Mandate>(mandate_doc(j, shape.total)).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    Ok(Network { input: SnapshotInput { mandates, agents }, at: Timestamp::from_unix(AT_UNIX) })
+    Ok(Network {
+        input: SnapshotInput { mandates, agents, ..SnapshotInput::default() },
+        at: Timestamp::from_unix(AT_UNIX),
+    })
 }
 
 /// The documents as JSON values (for validation in tests).

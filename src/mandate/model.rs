@@ -9,6 +9,7 @@ use crate::manifest::RuntimeKind;
 use crate::money::{Amount, Currency, Fixed6, FxRate};
 use crate::pattern::{AgentPattern, ClassPattern, Principal};
 use crate::time::{Retention, Timestamp};
+use crate::trust::{Digest, SignatureBlock};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +34,45 @@ pub struct Mandate {
     pub data: DataRules,
     #[serde(default)]
     pub delegation: Delegation,
+    /// The issuer's signature over the canonical form of the document without this block
+    /// (`holon mandate sign`; docs/trust.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureBlock>,
+    /// The SHA-256 of the document's canonical form, set when it was read from a document
+    /// (`None` for one built in code, or one with a number that has no canonical form).
+    #[serde(skip)]
+    pub digest: Option<Digest>,
+}
+
+/// How a sub-mandate names its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParentRef<'a> {
+    /// By id (`parent: alice/m-2026-11`).
+    Id(&'a str),
+    /// By the digest of the parent's canonical form (`parent: sha256:<hex>`): the form a
+    /// signed chain uses, since an id names whatever document has it.
+    Digest(Digest),
+}
+
+impl Mandate {
+    /// How this mandate names its parent; `None` for a root mandate. A `sha256:` value
+    /// that is not a digest is refused by the schema, so it is never read as an id.
+    pub fn parent_ref(&self) -> Option<ParentRef<'_>> {
+        let parent = self.parent.as_deref()?;
+        Some(match parent.parse::<Digest>() {
+            Ok(digest) => ParentRef::Digest(digest),
+            Err(_) => ParentRef::Id(parent),
+        })
+    }
+
+    /// Whether this mandate names `parent` as its parent, by id or by digest.
+    pub fn names_as_parent(&self, parent: &Mandate) -> bool {
+        match self.parent_ref() {
+            Some(ParentRef::Id(id)) => id == parent.id,
+            Some(ParentRef::Digest(d)) => parent.digest == Some(d),
+            None => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,8 @@
 //! `--documents DIR` read into one snapshot input, all or nothing: every `.yaml`/`.yml`
-//! file below `DIR` must be a valid manifest, mandate or agent record, or one of the
-//! documents the server knowingly leaves to other verbs (a simulation scenario, a job
-//! mandate). Anything else is an error that names its file and JSON Pointer, and the
+//! file below `DIR` must be a valid manifest, mandate, agent record, trusted keys document
+//! or revocation list, or one of the documents the server knowingly leaves to other verbs
+//! (a simulation scenario, a job mandate). `--keys` and `--revocations` files are read with
+//! it, every time. Anything else is an error that names its file and JSON Pointer, and the
 //! server keeps serving what it had (docs/serve.md, "Hot reload").
 
 use std::collections::BTreeMap;
@@ -14,6 +15,8 @@ use holon::engine::SnapshotInput;
 use holon::manifest::Manifest;
 use holon::pattern::AgentId;
 use holon::record::AgentRecord;
+use holon::trust::revocation::REVOCATIONS_MAX;
+use holon::trust::{Revocations, TrustedKeys};
 use serde::Serialize;
 
 /// Why a documents directory was refused: the first file at fault, where in it, and what.
@@ -41,7 +44,7 @@ pub(crate) struct Loaded {
 
 /// Reads every document below `dir`. The first file that is not a valid document of a kind
 /// the server serves or knowingly ignores refuses the whole directory.
-pub(crate) fn load(dir: &Path) -> Result<Loaded, LoadFailure> {
+pub(crate) fn load(dir: &Path, extra: &[PathBuf]) -> Result<Loaded, LoadFailure> {
     let limits = Limits::default();
     let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
     if !dir.is_dir() {
@@ -51,11 +54,27 @@ pub(crate) fn load(dir: &Path) -> Result<Loaded, LoadFailure> {
     let mut mandates = Vec::new();
     let mut records: BTreeMap<AgentId, Vec<(PathBuf, AgentRecord)>> = BTreeMap::new();
     let mut ignored = Vec::new();
+    let mut keys = TrustedKeys::default();
+    let mut revocations = Revocations::default();
+    for file in extra {
+        match read_one(file, &limits)? {
+            Some(Document::Keys(k)) => k.keys.into_iter().for_each(|k| _ = keys.add(k.account, k.public_key)),
+            Some(Document::Revocations(r)) => revocations.revoked.extend(r.revoked),
+            _ => {
+                return Err(whole(
+                    file,
+                    "expected a trusted keys document (`holon_keys`) or a revocation list (`holon_revocations`)",
+                ));
+            }
+        }
+    }
     for file in files {
         match read_one(&file, &limits)? {
             Some(Document::Manifest(m)) => manifests.push((file, *m)),
             Some(Document::Mandate(m)) => mandates.push(Arc::new(*m)),
             Some(Document::Record(r)) => records.entry(r.agent.clone()).or_default().push((file, *r)),
+            Some(Document::Keys(k)) => k.keys.into_iter().for_each(|k| _ = keys.add(k.account, k.public_key)),
+            Some(Document::Revocations(r)) => revocations.revoked.extend(r.revoked),
             #[cfg(feature = "job")]
             Some(Document::JobMandate(_)) => ignored.push(file.display().to_string()),
             None => ignored.push(file.display().to_string()),
@@ -68,7 +87,10 @@ pub(crate) fn load(dir: &Path) -> Result<Loaded, LoadFailure> {
             (Arc::new(m), record.map(Arc::new))
         })
         .collect();
-    Ok(Loaded { input: SnapshotInput { mandates, agents }, ignored })
+    if revocations.revoked.len() > REVOCATIONS_MAX {
+        return Err(whole(dir, &format!("more than {REVOCATIONS_MAX} revocations in all: merge the lists")));
+    }
+    Ok(Loaded { input: SnapshotInput { mandates, agents, keys, revocations }, ignored })
 }
 
 /// A manifest's record: the one beside it (same directory) first, then any for its id and
@@ -93,7 +115,7 @@ fn read_one(file: &Path, limits: &Limits) -> Result<Option<Document>, LoadFailur
     let checked = documents::check_value(&value).map_err(|e| match e {
         DocError::UnknownKind => whole(
             file,
-            "not a holon document: a manifest starts with `holon:`, a mandate with `holon_mandate:`, a record with `holon_record:`; move other files out of the documents directory",
+            "not a holon document: a manifest starts with `holon:`, a mandate with `holon_mandate:`, a record with `holon_record:`, trusted keys with `holon_keys:`, a revocation list with `holon_revocations:`; move other files out of the documents directory",
         ),
         other => whole(file, &other.to_string()),
     })?;
@@ -124,8 +146,10 @@ mod tests {
 
     #[test]
     fn the_bundled_examples_load_and_the_scenario_is_left_alone() {
-        let loaded = load(Path::new("examples")).unwrap();
-        assert_eq!(loaded.input.mandates.len(), 2);
+        let loaded = load(Path::new("examples"), &[]).unwrap();
+        assert_eq!(loaded.input.mandates.len(), 4);
+        assert_eq!(loaded.input.keys.keys.len(), 3, "examples/trust/keys.yaml");
+        assert_eq!(loaded.input.revocations.revoked.len(), 1, "examples/trust/revocations.yaml");
         assert_eq!(loaded.input.agents.len(), 7);
         assert!(loaded.input.agents.iter().all(|(_, r)| r.is_some()), "every example agent has its record");
         assert_eq!(loaded.ignored.len(), 1, "{:?}", loaded.ignored);
@@ -135,13 +159,13 @@ mod tests {
     fn an_unknown_file_or_an_invalid_document_refuses_the_directory_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.yaml"), "hello: world\n").unwrap();
-        let failure = load(dir.path()).unwrap_err();
+        let failure = load(dir.path(), &[]).unwrap_err();
         assert!(failure.file.ends_with("notes.yaml") && failure.message.contains("not a holon document"));
         std::fs::remove_file(dir.path().join("notes.yaml")).unwrap();
         let text = std::fs::read_to_string("examples/mandates/alice-root.yaml").unwrap();
         std::fs::write(dir.path().join("m.yaml"), text.replace("per_call: \"2.00\"", "per_call: \"two\"")).unwrap();
-        let failure = load(dir.path()).unwrap_err();
+        let failure = load(dir.path(), &[]).unwrap_err();
         assert_eq!(failure.pointer, "/budget/per_call", "{failure}");
-        assert!(load(&dir.path().join("m.yaml")).is_err(), "a file is not a directory");
+        assert!(load(&dir.path().join("m.yaml"), &[]).is_err(), "a file is not a directory");
     }
 }

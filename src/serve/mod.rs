@@ -53,6 +53,9 @@ pub(crate) struct ServeOptions {
     pub request_ms: u64,
     pub concurrent_max: usize,
     pub json_logs: bool,
+    /// `--keys` and `--revocations` files, read with the documents on every reload.
+    pub trust_files: Vec<PathBuf>,
+    pub require_signatures: bool,
 }
 
 /// How often the reaper runs, in ms.
@@ -74,7 +77,13 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
             options.tokens.display()
         );
     }
-    let loaded = loader::load(&options.documents).map_err(|f| anyhow::anyhow!("{f}"))?;
+    let loaded = loader::load(&options.documents, &options.trust_files).map_err(|f| anyhow::anyhow!("{f}"))?;
+    if options.require_signatures && loaded.input.keys.keys.is_empty() {
+        anyhow::bail!(
+            "--require-signatures with no trusted key: every mandate would be refused; pass --keys FILE (`holon key new` writes one) or put a `holon_keys` document in {}",
+            options.documents.display()
+        );
+    }
     let (sink, receipts): (Arc<dyn ReceiptSink>, _) = match &options.receipts {
         Some(path) => {
             let (sink, rx) = ChannelSink::new(RECEIPT_QUEUE);
@@ -88,7 +97,12 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         None => (Arc::new(NullSink), None),
     };
     let engine = Arc::new(Engine::with_sink(
-        EngineConfig { store_backed: true, grace_s: options.expiry_grace_s, ..EngineConfig::default() },
+        EngineConfig {
+            store_backed: true,
+            grace_s: options.expiry_grace_s,
+            require_signatures: options.require_signatures,
+            ..EngineConfig::default()
+        },
         sink,
     ));
     engine.publish(&loaded.input).context("compiling the documents")?;
@@ -103,7 +117,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
     let kind = crate::cli::node::store_kind(&options.store);
-    let svc: &'static Service = Box::leak(Box::new(Service::new(
+    let mut service = Service::new(
         engine,
         node,
         store,
@@ -112,7 +126,9 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         options.tokens.clone(),
         tokens,
         loaded.ignored,
-    )));
+    );
+    service.trust_files.clone_from(&options.trust_files);
+    let svc: &'static Service = Box::leak(Box::new(service));
     let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine.names(), file));
 
     // The reaper has a thread of its own: no request can keep it waiting (a store that
@@ -251,7 +267,12 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
     // SQLite store, written all the time.
     let documents = std::fs::canonicalize(&svc.documents).context("the documents directory")?;
     let tokens = std::fs::canonicalize(&svc.tokens_path).context("the tokens file")?;
-    let (docs_seen, tokens_seen) = (documents.clone(), tokens.clone());
+    let trust = svc
+        .trust_files
+        .iter()
+        .map(|f| std::fs::canonicalize(f).with_context(|| format!("{}", f.display())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (docs_seen, tokens_seen, trust_seen) = (documents.clone(), tokens.clone(), trust.clone());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         // What the loader reads (YAML files outside hidden directories) or the tokens file:
         // a receipts file or a store in the directory must not keep reloading it.
@@ -261,14 +282,20 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
                 && p.strip_prefix(&docs_seen)
                     .is_ok_and(|rest| !rest.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')))
         };
-        let relevant = event.is_ok_and(|e| !e.kind.is_access() && e.paths.iter().any(|p| read(p) || p == &tokens_seen));
+        let relevant = event.is_ok_and(|e| {
+            !e.kind.is_access() && e.paths.iter().any(|p| read(p) || p == &tokens_seen || trust_seen.contains(p))
+        });
         if relevant {
             let _ = tx.send(());
         }
     })?;
     watcher.watch(&documents, notify::RecursiveMode::Recursive).context("watching the documents")?;
-    if let Some(dir) = tokens.parent() {
-        watcher.watch(dir, notify::RecursiveMode::NonRecursive).context("watching the tokens file")?;
+    for file in std::iter::once(&tokens).chain(&trust) {
+        if let Some(dir) = file.parent() {
+            watcher
+                .watch(dir, notify::RecursiveMode::NonRecursive)
+                .context("watching the tokens, keys and revocations files")?;
+        }
     }
     std::thread::Builder::new().name("holon-reload".to_owned()).spawn(move || {
         while rx.recv().is_ok() {

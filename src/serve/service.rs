@@ -87,6 +87,8 @@ pub(crate) struct Service {
     pub store: Arc<dyn LedgerStore>,
     pub store_kind: &'static str,
     pub documents: PathBuf,
+    /// `--keys` and `--revocations` files, read with the documents.
+    pub trust_files: Vec<PathBuf>,
     pub tokens_path: PathBuf,
     pub tokens: ArcSwap<Tokens>,
     pub metrics: Metrics,
@@ -124,6 +126,7 @@ impl Service {
             store,
             store_kind,
             documents,
+            trust_files: Vec::new(),
             tokens_path,
             tokens: ArcSwap::from_pointee(tokens),
             metrics: Metrics::new(),
@@ -390,7 +393,7 @@ impl Service {
     /// reported (`/v1/status`, the log, `holon_reload_failures_total`).
     pub(crate) fn reload(&self) -> Result<u64, LoadFailure> {
         let _one = self.reload_lock.lock();
-        let result = loader::load(&self.documents).and_then(|loaded| {
+        let result = loader::load(&self.documents, &self.trust_files).and_then(|loaded| {
             let tokens = Tokens::load(&self.tokens_path)
                 .and_then(|t| {
                     if t.len() == 0 {
