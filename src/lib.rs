@@ -14,6 +14,8 @@ pub mod job;
 pub mod lookup;
 pub mod mandate;
 pub mod manifest;
+#[cfg(feature = "records")]
+pub mod measure;
 pub mod money;
 pub mod node;
 pub mod pattern;

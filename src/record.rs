@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::doc::Violation;
-use crate::money::Fixed6;
+use crate::money::{Amount, Currency, Fixed6};
 use crate::pattern::AgentId;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,28 +15,53 @@ pub struct AgentRecord {
     pub holon_record: String,
     pub agent: AgentId,
     /// Absent = applies to any version.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<semver::Version>,
     /// Share of successful runs, declared failures excluded. Absent = not measured.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub success_rate: Option<Fixed6>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_p50_s: Option<Fixed6>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_p95_s: Option<Fixed6>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_30d: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared_failures: Option<u64>,
     /// Platform evaluation score (cold start).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_score: Option<Fixed6>,
     /// Score per evaluation suite.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub benchmarks: BTreeMap<String, Fixed6>,
     /// The publisher's signature over the manifest's identity (docs/trust.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<crate::trust::provenance::Provenance>,
+    /// What callers paid per successful run, by currency: everything billed (failures
+    /// too) over the successes, rounded up. Measured from receipts (docs/records.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cost_per_success: BTreeMap<Currency, Amount>,
+    /// Distinct accounts that paid for a run in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_payers: Option<u64>,
+    /// The share of distinct callers that are agents (the rest are people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_caller_share: Option<Fixed6>,
+    /// How the record was measured, when `holon records build` wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
+}
+
+/// The window a record was measured over and how many receipts it counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measured {
+    /// The end of the window.
+    pub at: crate::time::Timestamp,
+    /// Its length, in days (at most 30: `runs_30d` is read as runs in 30 days).
+    pub window_days: u32,
+    /// Runs counted (successes, errors and declared failures).
+    pub receipts: u64,
 }
 
 impl AgentRecord {
@@ -62,6 +87,7 @@ pub fn validate(record: &AgentRecord) -> Vec<Violation> {
     };
     unit(record.success_rate, "/success_rate", &mut out);
     unit(record.eval_score, "/eval_score", &mut out);
+    unit(record.agent_caller_share, "/agent_caller_share", &mut out);
     for (suite, score) in &record.benchmarks {
         unit(Some(*score), &format!("/benchmarks/{}", crate::doc::pointer_escape(suite)), &mut out);
     }

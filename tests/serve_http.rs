@@ -325,3 +325,28 @@ fn require_signatures_refuses_to_start_without_keys_or_on_unsigned_mandates() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("alice/m-2026-11") && err.contains("not signed"), "{err}");
 }
+
+#[test]
+fn a_settles_outcome_and_latency_reach_the_receipts_file_with_what_records_need() {
+    let mut s = Server::start();
+    let allowed = admit(&s, "holon-labs/fx-convert", None);
+    let id = allowed["reservation"].as_str().unwrap().to_owned();
+    let body = json!({ "actual": "0.001", "outcome": "error", "latency_ms": 123 });
+    let (status, settled) = s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, body);
+    assert_eq!(status, 200, "{settled}");
+    assert!(s.stop(), "a clean stop flushes the receipts");
+    let receipts = std::fs::read_to_string(s.dir.path().join("receipts.jsonl")).unwrap();
+    let line: Value = receipts
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["end"] == "settled")
+        .unwrap_or_else(|| panic!("no settled receipt in {receipts}"));
+    assert_eq!(line["outcome"], "error", "{line}");
+    assert_eq!(line["latency_ms"], 123, "{line}");
+    assert_eq!(line["agent_version"], "0.9.2", "{line}");
+    assert_eq!(
+        (&line["payer"], &line["caller"], &line["caller_kind"]),
+        (&json!("alice"), &json!("alice/assistant"), &json!("agent"))
+    );
+    assert_eq!(line["currency"], "EUR", "{line}");
+}

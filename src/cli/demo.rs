@@ -9,6 +9,7 @@
 //! directory, so every run starts from the same state): the worked example runs on a
 //! store-backed engine supplied by a node, then shows a restart resuming from the store.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,14 +68,24 @@ impl Drop for DemoStore {
     }
 }
 
+pub(crate) struct DemoArgs<'a> {
+    pub examples: &'a Path,
+    pub seconds: f64,
+    pub revocations: Option<&'a Path>,
+    pub receipts: Option<&'a Path>,
+}
+
 pub(crate) fn run(
-    examples: &Path,
-    seconds: f64,
+    args: &DemoArgs<'_>,
     store: Option<String>,
     node: Option<String>,
-    revocations: Option<&Path>,
     style: &Style,
 ) -> anyhow::Result<u8> {
+    let (examples, seconds, revocations, receipts) = (args.examples, args.seconds, args.revocations, args.receipts);
+    // Started afresh: the worked example and both loads append to it.
+    if let Some(path) = receipts {
+        std::fs::File::create(path).map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
+    }
     if !examples.join("worked-example/scenario.yaml").is_file() {
         anyhow::bail!(
             "no bundled examples at `{}` (the demo needs its worked-example/scenario.yaml): run `holon demo` from the repository's root, or pass `--examples DIR` with the repository's examples directory",
@@ -84,7 +95,7 @@ pub(crate) fn run(
     let store = DemoStore::new(store, node)?;
     let mut ok = validate_all(examples, style)?;
     let revocations = revocations.map(documents::load_revocations).transpose()?.unwrap_or_default();
-    ok &= worked_example(examples, &store, &revocations, style)?;
+    ok &= worked_example(examples, &store, &revocations, receipts, style)?;
     // The flag is checked by clap; this guards callers of `run` (NaN would panic below).
     let (min, max) = (super::range::DEMO_LOAD_S_MIN, super::range::DEMO_LOAD_S_MAX);
     anyhow::ensure!((min..=max).contains(&seconds), "--seconds must be a finite number from {min} to {max}");
@@ -106,6 +117,8 @@ pub(crate) fn run(
                 progress,
                 // The engine alone: budgets in this process (the hot run below uses the store).
                 store: None,
+                receipts: receipts.map(Path::to_path_buf),
+                receipts_append: true,
             },
         ),
         (
@@ -122,6 +135,8 @@ pub(crate) fn run(
                 publish_every_ms: 0,
                 progress,
                 store: Some(store.options("-hot")),
+                receipts: receipts.map(Path::to_path_buf),
+                receipts_append: true,
             },
         ),
     ] {
@@ -162,6 +177,7 @@ fn worked_example(
     examples: &Path,
     store: &DemoStore,
     revocations: &holon::trust::Revocations,
+    receipts_file: Option<&Path>,
     style: &Style,
 ) -> anyhow::Result<bool> {
     let scenario_path = examples.join("worked-example/scenario.yaml");
@@ -250,8 +266,21 @@ fn worked_example(
         Amount::from_micros(ledger.spent_micros().saturating_sub(ledger.settled_micros()))
     )?;
     drop(ledger);
+    let (names, snapshot) = (engine.names(), engine.snapshot());
     let resumed = restart(engine, run, &input, store, style)?;
     let receipts: Vec<Receipt> = rx.try_iter().collect();
+    if let Some(path) = receipts_file {
+        let mut out = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
+        let (names, snap) = (names, snapshot);
+        for r in &receipts {
+            writeln!(out, "{}", holon::engine::receipt::receipt_json_with_facts(r, &names, &snap))?;
+        }
+        out.flush()?;
+    }
     outln!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len())?;
     // The worked example's bill (docs/mandate.md), or nothing under a revoked mandate.
     let expected = if revoked.is_some() { Amount::ZERO } else { Amount::parse("0.118")? };

@@ -6,13 +6,15 @@
 //! it. Throughput is calls over wall time.
 
 use std::io::IsTerminal;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use holon::engine::receipt::LosslessSink;
 use holon::engine::synthetic::{self, Kind};
-use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, SubCall, receipt};
+use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, ReceiptSink, SubCall, receipt};
 use holon::money::Amount;
 use serde::Serialize;
 
@@ -44,6 +46,10 @@ pub(super) struct Options {
     pub progress: bool,
     /// Budgets in a ledger store, drawn in leases by a node (`--store`, `--node`).
     pub store: Option<StoreOptions>,
+    /// Write every receipt here as a JSON line, losing none (`--receipts`).
+    pub receipts: Option<std::path::PathBuf>,
+    /// Append to the receipts file instead of starting it afresh (the demo's second run).
+    pub receipts_append: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -116,10 +122,35 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let total = opts.total.unwrap_or(default);
     let shape = synthetic::Shape { agents: opts.agents, mandates: opts.mandates, total };
     let net = synthetic::network(&shape)?;
-    let (sink, rx) = ChannelSink::new(receipt::RECEIPT_QUEUE_MAX);
+    // With a receipts file no receipt may be lost (records are built from it): the calls
+    // wait for the writer instead.
+    let (sink, rx): (Arc<dyn ReceiptSink>, _) = match &opts.receipts {
+        Some(_) => {
+            let (sink, rx) = LosslessSink::new(receipt::RECEIPT_QUEUE_MAX);
+            (Arc::new(sink), rx)
+        }
+        None => {
+            let (sink, rx) = ChannelSink::new(receipt::RECEIPT_QUEUE_MAX);
+            (Arc::new(sink), rx)
+        }
+    };
     let config = EngineConfig { store_backed: opts.store.is_some(), ..EngineConfig::default() };
-    let engine = Arc::new(Engine::with_sink(config, Arc::new(sink)));
+    let engine = Arc::new(Engine::with_sink(config, sink));
     engine.publish(&net.input)?;
+    let receipts_out = match &opts.receipts {
+        Some(path) => {
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true);
+            if opts.receipts_append {
+                options.append(true)
+            } else {
+                options.write(true).truncate(true)
+            };
+            let file = options.open(path).map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
+            Some(std::io::BufWriter::new(file))
+        }
+        None => None,
+    };
     let store = opts.store.as_ref().map(|o| StoreRun::start(&engine, o)).transpose()?;
     let mandates: Vec<_> =
         (0..opts.mandates).map(|j| engine.mandate_ix(&format!("m{j}"))).collect::<Option<Vec<_>>>().unwrap_or_default();
@@ -130,7 +161,21 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         "the synthetic network is incomplete"
     );
     let ledgers: Vec<_> = mandates.iter().filter_map(|m| engine.ledger(*m)).collect();
-    let drained = std::thread::spawn(move || receipt::drain(&rx, |_| Ok::<_, ()>(()), || Ok(())).unwrap_or(0));
+    let (names, snapshot) = (engine.names(), engine.snapshot());
+    let drained = std::thread::spawn(move || match receipts_out {
+        None => receipt::drain(&rx, |_| Ok::<_, std::io::Error>(()), || Ok(())),
+        Some(out) => {
+            let out = std::cell::RefCell::new(out);
+            receipt::drain(
+                &rx,
+                |r| {
+                    let line = receipt::receipt_json_with_facts(r, &names, &snapshot);
+                    writeln!(out.borrow_mut(), "{line}")
+                },
+                || out.borrow_mut().flush(),
+            )
+        }
+    });
 
     let stop = AtomicBool::new(false);
     // SIGTERM or SIGINT ends the run early and cleanly: the workers stop, the node drains
@@ -242,7 +287,11 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     };
     drop(ledgers);
     drop(engine);
-    let receipts = drained.join().unwrap_or(0);
+    let receipts = match drained.join() {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => anyhow::bail!("writing the receipts: {e}"),
+        Err(_) => anyhow::bail!("the receipts writer stopped"),
+    };
     let max = max_claimed.iter().copied().max().unwrap_or(0);
     let [allowed, held, denied] = decisions;
     Ok(Report {
@@ -332,13 +381,14 @@ fn work(
                     match r.sub_call(&sub) {
                         Admission::Allowed(child) => {
                             w.decisions[0] += 1;
-                            let _ = child.settle(Amount::from_micros(500), at);
+                            let report = synthetic::report(1, w.calls);
+                            let _ = child.settle_reported(Amount::from_micros(500), at, report);
                         }
                         Admission::Held(_) => w.decisions[1] += 1,
                         Admission::Denied(_) => w.decisions[2] += 1,
                     }
                 }
-                let _ = r.settle(Amount::from_micros(1_000), at);
+                let _ = r.settle_reported(Amount::from_micros(1_000), at, synthetic::report(ai, w.calls));
             }
             Admission::Held(p) => {
                 w.decisions[1] += 1;

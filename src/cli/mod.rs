@@ -12,6 +12,7 @@ mod loadtest;
 mod mandate;
 pub(crate) mod node;
 mod out;
+mod records;
 mod search;
 #[cfg(feature = "serve")]
 mod serve;
@@ -93,6 +94,10 @@ enum Command {
         /// documents: revoking alice's mandate denies every call (`mandate_revoked`).
         #[arg(long)]
         revocations: Option<PathBuf>,
+        /// Write every receipt of the run (the worked example and both loads) to FILE as
+        /// JSON lines, losing none: `holon records build` reads them.
+        #[arg(long)]
+        receipts: Option<PathBuf>,
     },
     /// Hammer the engine from N threads over a synthetic network and audit every budget.
     #[command(
@@ -143,10 +148,18 @@ enum Command {
         /// "settled_micros" and "store_spent_micros".
         #[arg(long)]
         json: bool,
+        /// Write every receipt to FILE as a JSON line (with the agent's version, currency,
+        /// payer, caller and the synthetic outcome and latency): what `holon records build`
+        /// reads. No receipt is dropped: the calls wait for the writer, so the run is slower.
+        #[arg(long)]
+        receipts: Option<PathBuf>,
     },
+    /// Agent records measured from receipts (docs/records.md).
+    #[command(subcommand)]
+    Records(records::RecordsCommand),
     /// Signing keys: who may issue a signed mandate or publish an agent (docs/trust.md).
     #[command(subcommand)]
-    Key(KeyCommand),
+    Key(trust::KeyCommand),
     /// Decide, narrow, derive, simulate, sign and verify caller mandates.
     #[command(subcommand)]
     Mandate(mandate::MandateCommand),
@@ -210,26 +223,6 @@ enum Command {
         /// (every agent excluded `mandate_revoked`).
         #[arg(long)]
         revocations: Option<PathBuf>,
-    },
-}
-
-#[derive(Subcommand)]
-enum KeyCommand {
-    /// A new ed25519 key pair for ACCOUNT: the private key to --out, the public key added
-    /// to the trusted keys file --keys.
-    #[command(
-        after_help = "EXIT CODES: 0 written, 2 bad input (a bad account, an existing --out file, an invalid or unwritable keys file, a closed output pipe).\n\nEXAMPLES:\n  holon key new --account alice --out alice.key --keys keys.yaml"
-    )]
-    New {
-        /// The account (or agent, `ns/name`) the key signs for.
-        #[arg(long)]
-        account: String,
-        /// Where the private key goes: a new file, mode 0600 (never written over).
-        #[arg(long)]
-        out: PathBuf,
-        /// The trusted keys file to add the public key to (created if missing).
-        #[arg(long)]
-        keys: PathBuf,
     },
 }
 
@@ -310,9 +303,17 @@ pub(crate) fn run() -> ExitCode {
     };
     let style = style::Style::detect(cli.no_color);
     let code = match cli.command {
-        Command::Demo { examples, seconds, store, node, revocations } => {
-            demo::run(&examples, seconds, store, node, revocations.as_deref(), &style)
-        }
+        Command::Demo { examples, seconds, store, node, revocations, receipts } => demo::run(
+            &demo::DemoArgs {
+                examples: &examples,
+                seconds,
+                revocations: revocations.as_deref(),
+                receipts: receipts.as_deref(),
+            },
+            store,
+            node,
+            &style,
+        ),
         Command::Job { state, command } => match command {
             job::JobCommand::Observe { job: j, run, input, workdir } => {
                 job::observe(state, &j, run, input.as_deref(), workdir)
@@ -342,6 +343,7 @@ pub(crate) fn run() -> ExitCode {
             node,
             flush_ms,
             json,
+            receipts,
         } => {
             let total = match total.as_deref().map(holon::money::Amount::parse).transpose() {
                 Ok(total) => total,
@@ -372,6 +374,8 @@ pub(crate) fn run() -> ExitCode {
                     node: node.unwrap_or_else(|| node::default_node("loadtest")),
                     flush_ms,
                 }),
+                receipts,
+                receipts_append: false,
             };
             loadtest::run(&opts).and_then(|report| {
                 loadtest::print(&report, json, &style)?;
@@ -435,7 +439,10 @@ pub(crate) fn run() -> ExitCode {
             trust::verify(&trust::VerifyArgs { mandate, keys, parents, agents, json }, &style)
         }
         Command::Mandate(mandate::MandateCommand::Digest { mandate }) => trust::digest(&mandate),
-        Command::Key(KeyCommand::New { account, out, keys }) => trust::key_new(&account, &out, &keys),
+        Command::Records(records::RecordsCommand::Build { receipts, at, window, evals, out, json }) => {
+            records::build(&records::BuildArgs { receipts, at, window, evals, out, json }, &style)
+        }
+        Command::Key(trust::KeyCommand::New { account, out, keys }) => trust::key_new(&account, &out, &keys),
     };
     let code = code.and_then(|code| {
         out::text(format_args!(""))?;

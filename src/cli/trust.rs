@@ -20,6 +20,26 @@ use super::exit;
 use super::out::outln;
 use super::style::Style;
 
+#[derive(clap::Subcommand)]
+pub(super) enum KeyCommand {
+    /// A new ed25519 key pair for ACCOUNT: the private key to --out, the public key added
+    /// to the trusted keys file --keys.
+    #[command(
+        after_help = "EXIT CODES: 0 written, 2 bad input (a bad account, an existing --out file, an invalid or unwritable keys file, a closed output pipe).\n\nEXAMPLES:\n  holon key new --account alice --out alice.key --keys keys.yaml"
+    )]
+    New {
+        /// The account (or agent, `ns/name`) the key signs for.
+        #[arg(long)]
+        account: String,
+        /// Where the private key goes: a new file, mode 0600 (never written over).
+        #[arg(long)]
+        out: PathBuf,
+        /// The trusted keys file to add the public key to (created if missing).
+        #[arg(long)]
+        keys: PathBuf,
+    },
+}
+
 /// `holon key new`: a fresh key pair; the private key to `out` (mode 0600, never over an
 /// existing file), the public key added to the trusted keys file `keys`.
 pub(crate) fn key_new(account: &str, out: &Path, keys_path: &Path) -> anyhow::Result<u8> {

@@ -221,14 +221,12 @@ impl Ledger {
         Ledger::with_claimed(0, false)
     }
 
-    /// Marks the mandate revoked or not (each publish, for every mandate it compiles).
+    /// Marks the mandate revoked or not (each publish).
     pub(crate) fn set_revoked(&self, revoked: bool) {
         // Relaxed: a note for receipts; admission reads revocation from the snapshot.
         self.central.revoked.store(revoked, Ordering::Relaxed);
     }
-
     /// Whether the last publish had the mandate on the revocation list.
-    #[inline]
     pub(crate) fn is_revoked(&self) -> bool {
         // Relaxed: see `set_revoked`.
         self.central.revoked.load(Ordering::Relaxed)
@@ -360,7 +358,9 @@ impl Ledger {
     /// [`Ledger::reserve_on`] for a call whose day (`today`, from the caller's `at`) may
     /// open a new day word only up to `clock_day()`, the engine's clock's day: a call whose
     /// `at` runs ahead is charged to the clock's day (or the word's, if later) instead.
-    /// `clock_day` is called only when the call's day is later than the word's.
+    /// `clock_day` is called only when the call's day is later than the word's. Inlined:
+    /// not inlined into `decide`, the gate counted 1,030 instructions per call, not 980.
+    #[inline(always)]
     pub fn reserve_clocked(
         &self,
         shard: usize,

@@ -74,7 +74,7 @@ pub use config::{EngineConfig, EngineError};
 use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
-pub use receipt::{ChannelSink, End, NullSink, Receipt, ReceiptSink};
+pub use receipt::{ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
@@ -417,6 +417,8 @@ impl Engine {
             actual: Amount::ZERO,
             at,
             ended_at: at,
+            outcome: Outcome::Unreported,
+            latency_ms: 0,
         });
         Admission::Denied(denial)
     }

@@ -3,7 +3,7 @@
 //! reserves. At most `pending_max` wait at once (a hard bound, reserved by an RMW before
 //! the insert), each for at most `pending_ttl_s` by the engine's clock.
 
-use super::receipt::{End, Receipt};
+use super::receipt::{End, Outcome, Receipt};
 use super::{Admission, Ask, Call, Engine, EngineError};
 use crate::admission::{self, Code, CodeSet, Verdict};
 use crate::money::Amount;
@@ -78,6 +78,8 @@ impl Engine {
             actual: Amount::ZERO,
             at: ask.call.at,
             ended_at: ask.call.at,
+            outcome: Outcome::Unreported,
+            latency_ms: 0,
         });
         Admission::Held(PendingApproval { id, worst_case: worst })
     }

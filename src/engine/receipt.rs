@@ -13,9 +13,10 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::json;
 
-use super::snapshot::{AgentIx, MandateIx};
+use super::snapshot::{AgentIx, MandateIx, Snapshot};
 use super::symbols::Names;
 use crate::admission::{CodeSet, Verdict};
+use crate::mandate::Mandate;
 use crate::money::Amount;
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::time::Timestamp;
@@ -49,6 +50,40 @@ impl End {
     }
 }
 
+/// How a call that ran went, as its settler reports it (what agent records are built
+/// from: `holon records build`, docs/records.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Not said (a plain `settle`, a release, a decision): not a run for records.
+    #[default]
+    Unreported,
+    Success,
+    /// Failed, and the failure is the agent's.
+    Error,
+    /// One of the manifest's declared errors: counted apart, and left out of the success
+    /// rate (the manifest document, section 9).
+    DeclaredFailure,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Unreported => "unreported",
+            Outcome::Success => "success",
+            Outcome::Error => "error",
+            Outcome::DeclaredFailure => "declared_failure",
+        }
+    }
+}
+
+/// What a settler reports about a call that ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunReport {
+    pub outcome: Outcome,
+    /// How long the call took, in milliseconds (0 when not said).
+    pub latency_ms: u32,
+}
+
 /// One call's receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Receipt {
@@ -66,6 +101,10 @@ pub struct Receipt {
     pub actual: Amount,
     pub at: Timestamp,
     pub ended_at: Timestamp,
+    /// What the settler reported ([`Outcome::Unreported`] unless a settle said). The two
+    /// fields sit in the struct's padding: a receipt stays 72 bytes.
+    pub outcome: Outcome,
+    pub latency_ms: u32,
 }
 
 /// Where receipts go. Called on the hot path: must not block or allocate.
@@ -149,6 +188,39 @@ impl ReceiptSink for ChannelSink {
     }
 }
 
+/// A sink that never drops: `submit` waits while its shard is full. For audits and for
+/// building records from receipts, where a lost receipt would bias the figures; the
+/// calls then go no faster than the receipts are written.
+#[derive(Debug)]
+pub struct LosslessSink {
+    shards: Box<[Sender<Receipt>]>,
+    lost: AtomicU64,
+}
+
+impl LosslessSink {
+    /// A sink holding up to `capacity` receipts before `submit` waits, and its receiving end.
+    pub fn new(capacity: usize) -> (LosslessSink, ReceiptReceiver) {
+        let (sink, rx) = ChannelSink::new(capacity);
+        (LosslessSink { shards: sink.shards, lost: AtomicU64::new(0) }, rx)
+    }
+}
+
+impl ReceiptSink for LosslessSink {
+    fn submit(&self, receipt: &Receipt) {
+        #[allow(clippy::cast_possible_truncation)]
+        let shard = crate::sync::thread_number() as usize % self.shards.len().max(1);
+        // Only a receiver that is gone loses a receipt (`send` waits for room otherwise).
+        if self.shards.get(shard).is_none_or(|tx| tx.send(*receipt).is_err()) {
+            // Relaxed: a statistic, read on its own.
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    fn dropped(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
 /// The JSON object of one receipt, with names resolved.
 pub fn receipt_json(r: &Receipt, names: &Names) -> serde_json::Value {
     let name = |table: &super::symbols::Symbols, sym: u32| table.name(sym).map_or_else(String::new, |n| n.to_string());
@@ -164,7 +236,56 @@ pub fn receipt_json(r: &Receipt, names: &Names) -> serde_json::Value {
         "actual": r.actual.to_string(),
         "at": r.at.to_string(),
         "ended_at": r.ended_at.to_string(),
+        "outcome": (r.outcome != Outcome::Unreported).then_some(r.outcome.as_str()),
+        "latency_ms": (r.outcome != Outcome::Unreported).then_some(r.latency_ms),
     })
+}
+
+/// [`receipt_json`] with what an agent record needs and the live snapshot knows: the
+/// agent's version, the mandate's currency, the paying account (the namespace of the root
+/// mandate's issuer), the caller (the mandate's grantee) and whether it is an agent. A
+/// sub-call of a delegated run names its run's derived mandate (`ROOT/ns/orchestrator`):
+/// the root is the longest prefix the snapshot holds, and the caller the orchestrator.
+/// Fields the snapshot cannot say (a mandate or agent since removed) are left out.
+pub fn receipt_json_with_facts(r: &Receipt, names: &Names, snap: &Snapshot) -> serde_json::Value {
+    let mut v = receipt_json(r, names);
+    let Some(obj) = v.as_object_mut() else { return v };
+    if let Some(agent) = snap.agent(r.agent) {
+        obj.insert("agent_version".into(), json!(agent.source.version.to_string()));
+    }
+    let name = names.mandates.name(r.mandate.0);
+    let facts = name.as_deref().and_then(|name| mandate_facts(name, names, snap));
+    if let Some((root, caller, caller_is_agent)) = facts {
+        obj.insert("currency".into(), json!(root.budget.currency.to_string()));
+        obj.insert("payer".into(), json!(root.issuer.namespace()));
+        obj.insert("caller".into(), json!(caller));
+        obj.insert("caller_kind".into(), json!(if caller_is_agent { "agent" } else { "person" }));
+    }
+    v
+}
+
+/// The root mandate of mandate `name`, its caller, and whether the caller is an agent.
+fn mandate_facts<'s>(name: &str, names: &Names, snap: &'s Snapshot) -> Option<(&'s Mandate, String, bool)> {
+    let published = |id: &str| names.mandates.get(id).and_then(|ix| snap.mandate(MandateIx(ix)));
+    if let Some(m) = published(name) {
+        return Some((&m.source, m.source.grantee.to_string(), m.source.grantee.is_agent()));
+    }
+    // A derived run mandate: `PARENT/ns/orchestrator`, the parent itself maybe derived.
+    let (parent, orchestrator) = split_last_agent(name)?;
+    let mut prefix = parent;
+    loop {
+        if let Some(m) = published(prefix) {
+            return Some((&m.source, orchestrator.to_owned(), true));
+        }
+        prefix = &prefix[..prefix.rfind('/')?];
+    }
+}
+
+/// `a/b/ns/name` into (`a/b`, `ns/name`).
+fn split_last_agent(name: &str) -> Option<(&str, &str)> {
+    let last = name.rfind('/')?;
+    let before = name.get(..last)?.rfind('/')?;
+    Some((name.get(..before)?, name.get(before + 1..)?))
 }
 
 /// How long a drain sleeps between bursts. A receiver blocked in `recv` makes every

@@ -3,7 +3,7 @@
 //! late settle or release reconciles it (docs/engine.md, "Expiry keeps the worst case
 //! spent"). The engine has no thread: the gateway calls `reclaim_expired` periodically.
 
-use super::receipt::{End, Receipt};
+use super::receipt::{End, Outcome, Receipt};
 use super::{AgentIx, Engine, MandateIx};
 #[cfg(holon_loom)]
 use super::{Ledger, ledger};
@@ -33,6 +33,8 @@ impl Engine {
                 actual: Amount::from_micros(r.worst_micros),
                 at: Timestamp::from_unix(r.at),
                 ended_at: now,
+                outcome: Outcome::Unreported,
+                latency_ms: 0,
             });
         })
     }

@@ -21,7 +21,7 @@ use super::ledger::{Charge, Ledger};
 use super::registry::LedgerKey;
 use super::slots::Ticket;
 use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
-use super::{Admission, Ask, End, Engine, Receipt};
+use super::{Admission, Ask, End, Engine, Outcome, Receipt, RunReport};
 use crate::admission::{Code, CodeSet, Verdict};
 use crate::delegation;
 use crate::manifest::Manifest;
@@ -167,11 +167,23 @@ impl<'e> Reservation<'e> {
     /// After the engine reclaimed the reservation, a settle still reconciles it, once (the
     /// guard is consumed): the worst case the reaper kept becomes the actual cost, and
     /// [`Settled::late`] says so.
-    pub fn settle(mut self, actual: Amount, at: Timestamp) -> Result<Settled, ReservationError> {
+    pub fn settle(self, actual: Amount, at: Timestamp) -> Result<Settled, ReservationError> {
+        self.settle_reported(actual, at, RunReport::default())
+    }
+
+    /// [`settle`](Self::settle) with what the call's outcome and latency were: its receipt
+    /// carries them, and agent records are built from such receipts (docs/records.md).
+    #[inline]
+    pub fn settle_reported(
+        mut self,
+        actual: Amount,
+        at: Timestamp,
+        report: RunReport,
+    ) -> Result<Settled, ReservationError> {
         self.ended = true;
         let passthrough = self.run_claimed();
         let billed = actual.checked_add(passthrough).unwrap_or(Amount::MAX);
-        let (kept, late) = self.finish(Some(billed), at)?;
+        let (kept, late) = self.finish(Some(billed), at, report)?;
         Ok(Settled { worst_case: self.held.worst_case, kept, billed, passthrough, late })
     }
 
@@ -183,7 +195,7 @@ impl<'e> Reservation<'e> {
         self.ended = true;
         let passthrough = self.run_claimed();
         let billed = (passthrough != Amount::ZERO).then_some(passthrough);
-        self.finish(billed, at).map(|_| ())
+        self.finish(billed, at, RunReport::default()).map(|_| ())
     }
 
     /// Releases without a receipt (an orchestrator refused before it ran). Whether the
@@ -200,7 +212,12 @@ impl<'e> Reservation<'e> {
     // engine, LLVM stopped inlining it and the allowed path took 996 instructions per
     // admit+settle instead of 978 (`.ci/bench-gate`'s count).
     #[inline(always)]
-    fn finish(&mut self, billed: Option<Amount>, at: Timestamp) -> Result<(Amount, bool), ReservationError> {
+    fn finish(
+        &mut self,
+        billed: Option<Amount>,
+        at: Timestamp,
+        report: RunReport,
+    ) -> Result<(Amount, bool), ReservationError> {
         // Exactly one of the holder and the reaper wins the slot. The reaper leaves the
         // charge in the ledger, so either way the holder is the one that ends the charge,
         // exactly once (this guard is consumed or dropped).
@@ -236,6 +253,8 @@ impl<'e> Reservation<'e> {
             actual: kept,
             at: self.held.at,
             ended_at: at,
+            outcome: report.outcome,
+            latency_ms: report.latency_ms,
         });
         Ok((kept, late))
     }
@@ -315,6 +334,8 @@ impl Drop for Reservation<'_> {
                     actual: Amount::from_micros(kept),
                     at: self.held.at,
                     ended_at: now,
+                    outcome: Outcome::Unreported,
+                    latency_ms: 0,
                 });
             }
         }

@@ -11,9 +11,15 @@
 //!   synthetic mandates allow (they vary the data facts for the equivalence tests).
 //!
 //! Mandate `m{j}` (issuer `acct{j}`) allows `syn.*` in EUR with the shape's total.
+//!
+//! How a call that ran went ([`report`], what `holon loadtest --receipts` settles with, so
+//! records can be built from its receipts): agents with `i % 4 == 3` are flaky (about 80%
+//! success), the others about 98%; about 1 in 50 calls of any agent ends in a declared
+//! failure; latency is 40 ms plus 10 ms per `i % 20`, plus up to 99 ms more.
 
 use serde_json::{Value, json};
 
+use super::receipt::{Outcome, RunReport};
 use super::snapshot::SnapshotInput;
 use crate::mandate::Mandate;
 use crate::manifest::Manifest;
@@ -38,6 +44,31 @@ pub fn kind_of(i: usize) -> Kind {
         9 => Kind::Held,
         _ => Kind::Leaf,
     }
+}
+
+/// The outcome and latency of call number `n` to `syn/a{i}` (deterministic: a hash of the
+/// two; see the module's documentation for the proportions).
+pub fn report(i: usize, n: u64) -> RunReport {
+    let h = splitmix64(splitmix64(i as u64) ^ n);
+    let roll = h % 1_000;
+    let flaky = i % 4 == 3;
+    let outcome = if roll < 20 {
+        Outcome::DeclaredFailure
+    } else if roll < if flaky { 220 } else { 40 } {
+        Outcome::Error
+    } else {
+        Outcome::Success
+    };
+    let base_ms = 40 + 10 * (i % 20) as u64;
+    let latency_ms = u32::try_from(base_ms + (h >> 32) % 100).unwrap_or(u32::MAX);
+    RunReport { outcome, latency_ms }
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Sizes of a synthetic network.

@@ -129,7 +129,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     );
     service.trust_files.clone_from(&options.trust_files);
     let svc: &'static Service = Box::leak(Box::new(service));
-    let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine.names(), file));
+    let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine, file));
 
     // The reaper has a thread of its own: no request can keep it waiting (a store that
     // hangs holds request tasks, never the reclaiming of expired reservations).
@@ -322,11 +322,8 @@ struct ReceiptWriter {
 }
 
 impl ReceiptWriter {
-    fn start(
-        rx: holon::engine::receipt::ReceiptReceiver,
-        names: Arc<holon::engine::Names>,
-        file: std::fs::File,
-    ) -> Self {
+    fn start(rx: holon::engine::receipt::ReceiptReceiver, engine: &'static Engine, file: std::fs::File) -> Self {
+        let names = engine.names();
         let stop = Arc::new(AtomicBool::new(false));
         let seen = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
@@ -335,8 +332,12 @@ impl ReceiptWriter {
                 // Acquire: pairs with the Release in `finish`; every receipt submitted before
                 // it is in the channel, read by the pass after.
                 let last = seen.load(Ordering::Acquire);
+                // The agent's version, payer and caller as the live snapshot says (what
+                // `holon records build` needs).
+                let snapshot = engine.snapshot();
                 for r in rx.try_iter() {
-                    if writeln!(out, "{}", holon::engine::receipt::receipt_json(&r, &names)).is_err() {
+                    let line = holon::engine::receipt::receipt_json_with_facts(&r, &names, &snapshot);
+                    if writeln!(out, "{line}").is_err() {
                         tracing::error!("the receipts file cannot be written; receipts are being lost");
                     }
                 }

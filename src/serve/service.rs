@@ -240,8 +240,8 @@ impl Service {
         let outcome = req.outcome.unwrap_or_default();
         let key = reservation_id(id)?;
         let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
-        let settled =
-            open.reservation.settle(actual, Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
+        let settled = open.reservation.settle_reported(actual, Timestamp::now(), req.report());
+        let settled = settled.map_err(|e| Refusal::new(409, e.to_string()))?;
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: outcome.as_str() }).inc();
         Ok(SettledBody {
             receipt: key.to_string(),

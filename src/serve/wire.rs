@@ -121,6 +121,15 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The engine's outcome, for the receipt.
+    pub(crate) fn engine(self) -> holon::engine::Outcome {
+        match self {
+            Outcome::Success => holon::engine::Outcome::Success,
+            Outcome::Error => holon::engine::Outcome::Error,
+            Outcome::DeclaredFailure => holon::engine::Outcome::DeclaredFailure,
+        }
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",
@@ -137,6 +146,17 @@ pub(crate) struct SettleRequest {
     pub outcome: Option<Outcome>,
     #[serde(default, deserialize_with = "whole_number")]
     pub latency_ms: Option<u64>,
+}
+
+impl SettleRequest {
+    /// What the receipt carries (records are built from it). A settle that says nothing is
+    /// `unreported` there, though the metrics count it as a success.
+    pub(crate) fn report(&self) -> holon::engine::RunReport {
+        holon::engine::RunReport {
+            outcome: self.outcome.map_or(holon::engine::Outcome::Unreported, Outcome::engine),
+            latency_ms: self.latency_ms.and_then(|l| u32::try_from(l).ok()).unwrap_or(0),
+        }
+    }
 }
 
 /// A JSON number that is a whole number: `250` or `250.0` (JSON, and the OpenAPI

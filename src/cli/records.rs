@@ -1,0 +1,166 @@
+//! `holon records build`: agent records from receipt files (the measuring is
+//! `holon::measure`; here the files are read, streamed, and the records written).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use holon::doc;
+use holon::measure::{Builder, LINE_BYTES_MAX, MeasureError};
+use holon::time::Timestamp;
+use serde_json::json;
+
+use super::exit;
+use super::out::outln;
+use super::style::Style;
+
+#[derive(clap::Subcommand)]
+pub(super) enum RecordsCommand {
+    /// One `holon_record` per agent version from receipt files: success rate (declared
+    /// failures apart), p50/p95 latency, runs, cost per success, distinct payers, the share
+    /// of agent callers, and evaluation scores.
+    #[command(
+        after_help = "EXIT CODES: 0 built, 2 bad input (an unreadable receipts or evals file, a line that is not one, a bad --at or --window, a non-empty --out, a closed output pipe).\n\nEXAMPLES:\n  holon loadtest --calls 100000 --receipts receipts.jsonl\n  holon records build --receipts receipts.jsonl --at 2026-11-30T00:00:00Z --out records/\n  holon search table --mandate my-mandate.yaml --agents agents/ --records records/"
+    )]
+    Build {
+        /// Receipt files, JSON lines (`holon serve --receipts`, `loadtest --receipts`,
+        /// `demo --receipts`); read one line at a time, in any order.
+        #[arg(long, required = true, num_args = 1..)]
+        receipts: Vec<PathBuf>,
+        /// The end of the window (RFC 3339). Required: the same receipts give the same
+        /// records whatever day it is.
+        #[arg(long)]
+        at: String,
+        /// The window's length in days, 1d to 30d.
+        #[arg(long, default_value = "30d")]
+        window: String,
+        /// Evaluation scores, JSON lines {"agent", "version", "score"}: averaged per
+        /// version into `eval_score`; not counted as runs.
+        #[arg(long)]
+        evals: Option<PathBuf>,
+        /// The directory to write records to (`NS/NAME@VERSION.yaml`); new or empty.
+        #[arg(long)]
+        out: PathBuf,
+        /// Print {"counts": {...}, "records": [paths]}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) struct BuildArgs {
+    pub receipts: Vec<PathBuf>,
+    pub at: String,
+    pub window: String,
+    pub evals: Option<PathBuf>,
+    pub out: PathBuf,
+    pub json: bool,
+}
+
+/// `30d` (or `7d`, `1d`) as days.
+fn window_days(text: &str) -> anyhow::Result<u32> {
+    let days = text
+        .strip_suffix('d')
+        .and_then(|n| n.parse::<u32>().ok())
+        .with_context(|| format!("--window {text}: write a number of days like 30d"))?;
+    if !(1..=holon::measure::WINDOW_DAYS_MAX).contains(&days) {
+        bail!("--window {text}: {}", MeasureError::Window);
+    }
+    Ok(days)
+}
+
+pub(crate) fn build(args: &BuildArgs, style: &Style) -> anyhow::Result<u8> {
+    let at = Timestamp::parse(&args.at).context("--at")?;
+    let mut builder = Builder::new(at, window_days(&args.window)?)?;
+    if args.out.exists() && std::fs::read_dir(&args.out).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        bail!(
+            "--out {}: not an empty directory: records are written afresh, so that none is left from an earlier build; choose a new directory",
+            args.out.display()
+        );
+    }
+    let total_bytes: u64 = args.receipts.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let bar = if !args.json && super::loadtest::progress_wanted() {
+        indicatif::ProgressBar::new(total_bytes)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    if let Ok(s) = indicatif::ProgressStyle::with_template("  {bar:30} {bytes}/{total_bytes} of receipts  {elapsed}") {
+        bar.set_style(s);
+    }
+    for path in &args.receipts {
+        each_line(path, &bar, |text, n| builder.add_receipt(text, n))?;
+    }
+    bar.finish_and_clear();
+    if let Some(path) = &args.evals {
+        each_line(path, &indicatif::ProgressBar::hidden(), |text, n| builder.add_eval(text, n))?;
+    }
+    let counts = builder.counts();
+    let records = builder.finish();
+    std::fs::create_dir_all(&args.out).with_context(|| args.out.display().to_string())?;
+    let mut written = Vec::new();
+    for r in &records {
+        let version = r.version.as_ref().map(ToString::to_string).unwrap_or_default();
+        let dir = args.out.join(r.agent.namespace());
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        let name = r.agent.as_str().split_once('/').map_or(r.agent.as_str(), |(_, n)| n);
+        let file = dir.join(format!("{name}@{version}.yaml"));
+        std::fs::write(&file, doc::to_yaml(r)?).with_context(|| file.display().to_string())?;
+        written.push(file);
+    }
+    if args.json {
+        let body = json!({
+            "counts": counts,
+            "records": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&body)?)?;
+    } else {
+        outln!(
+            "{} {} record(s) in {} from {} receipt(s): {} run(s) counted, {} not runs (decisions, releases, unreported outcomes), {} outside the window, {} without the agent's version; {} evaluation(s)",
+            style.good("built"),
+            records.len(),
+            args.out.display(),
+            counts.lines,
+            counts.runs,
+            counts.not_runs,
+            counts.outside_window,
+            counts.unattributed,
+            counts.evals
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// Calls `f` on every line of `path`, numbered from 1, reading at most
+/// [`LINE_BYTES_MAX`] bytes per line; blank lines are passed over.
+fn each_line(
+    path: &Path,
+    bar: &indicatif::ProgressBar,
+    mut f: impl FnMut(&str, u64) -> Result<(), MeasureError>,
+) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    if !file.metadata().with_context(|| path.display().to_string())?.is_file() {
+        bail!("{}: not a regular file", path.display());
+    }
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::new();
+    let mut number = 0u64;
+    loop {
+        buf.clear();
+        let limit = u64::try_from(LINE_BYTES_MAX + 1).unwrap_or(u64::MAX);
+        let read = (&mut reader).take(limit).read_until(b'\n', &mut buf).with_context(|| path.display().to_string())?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        bar.inc(read as u64);
+        if buf.len() > LINE_BYTES_MAX {
+            bail!("{}: line {number} is longer than {LINE_BYTES_MAX} bytes: not a receipts file", path.display());
+        }
+        let text = std::str::from_utf8(&buf)
+            .map_err(|_| anyhow::anyhow!("{}: line {number} is not UTF-8", path.display()))?
+            .trim();
+        if text.is_empty() {
+            continue;
+        }
+        f(text, number).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+}
