@@ -39,7 +39,7 @@ impl Report {
 pub fn attenuate(parent: &Mandate, child: &Mandate, lookup: &dyn AgentLookup) -> Vec<Widening> {
     let mut r = Report(Vec::new());
     if !child.names_as_parent(parent) {
-        let expected = parent.digest.map_or_else(|| parent.id.clone(), |d| format!("{} or {d}", parent.id));
+        let expected = parent.digest().map_or_else(|| parent.id.clone(), |d| format!("{} or {d}", parent.id));
         r.add(
             "parent_mismatch",
             "`parent` must be the parent's id or the sha256 of its canonical form",

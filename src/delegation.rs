@@ -74,7 +74,7 @@ pub fn derive(
         // The gateway derives it and the engine holds it: nobody signs it, and nothing
         // names it as a parent by digest.
         signature: None,
-        digest: None,
+        canonical: None,
     };
     refusal.extend(attenuate(parent, &child, lookup));
     if refusal.is_empty() { Ok(child) } else { Err(DeriveRefusal { reasons: refusal }) }

@@ -42,9 +42,11 @@ pub fn check_str(text: &str, limits: &Limits) -> Result<Checked, DocError> {
 pub fn check_value(value: &Value) -> Result<Checked, DocError> {
     let kind = doc::detect_kind(value)?;
     let result = match kind {
-        DocKind::Manifest => {
-            doc::validated(kind, value, crate::manifest::validate).map(|m| Document::Manifest(Box::new(m)))
-        }
+        DocKind::Manifest => doc::validated(kind, value, crate::manifest::validate).map(|mut m: Manifest| {
+            // What a publisher's provenance signature covers (the whole manifest).
+            m.canonical = crate::trust::canonical::Canonical::of(value).ok();
+            Document::Manifest(Box::new(m))
+        }),
         DocKind::Mandate => doc::validated(kind, value, crate::mandate::validate)
             .and_then(|m| with_digest(m, value))
             .map(|m| Document::Mandate(Box::new(m))),
@@ -65,10 +67,10 @@ pub fn check_value(value: &Value) -> Result<Checked, DocError> {
 /// and a child's `parent: sha256:` name it). A signed one without a canonical form is
 /// invalid: the signature could not say what it covers.
 fn with_digest(mut m: Mandate, value: &Value) -> Result<Mandate, Vec<Violation>> {
-    match crate::trust::canonical::digest(value) {
-        Ok(d) => m.digest = Some(d),
+    match crate::trust::canonical::Canonical::of(value) {
+        Ok(c) => m.canonical = Some(c),
         Err(e) if m.signature.is_some() => return Err(vec![Violation::new("/signature", e.to_string())]),
-        Err(_) => m.digest = None,
+        Err(_) => m.canonical = None,
     }
     Ok(m)
 }

@@ -34,7 +34,7 @@ pub struct AgentRecord {
     /// Score per evaluation suite.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub benchmarks: BTreeMap<String, Fixed6>,
-    /// The publisher's signature over the manifest's identity (docs/trust.md).
+    /// The publisher's signature over the whole manifest (docs/trust.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<crate::trust::provenance::Provenance>,
     /// What callers paid per successful run, by currency: everything billed (failures

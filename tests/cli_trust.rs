@@ -173,6 +173,36 @@ fn a_revocation_list_denies_the_revoked_mandate_and_its_children_on_every_decidi
         p(&list),
     ]);
     assert!(text(&child).contains("mandate_revoked"), "{}", text(&child));
+    // A child naming its parent by digest, the list naming the parent by id: the parent is
+    // found beside the child, so the child is revoked too.
+    let list12 = dir.path().join("revoked-12.yaml");
+    std::fs::write(&list12, "holon_revocations: \"0.1\"\nrevoked:\n  - mandate: alice/m-2026-12\n    at: \"2026-11-20T10:00:00Z\"\n    reason: x\n").unwrap();
+    let by_digest = holon(&[
+        "mandate",
+        "check",
+        "examples/trust/research-2026-12.yaml",
+        "examples/agents",
+        "--at",
+        at,
+        "--revocations",
+        p(&list12),
+    ]);
+    assert!(text(&by_digest).contains("mandate_revoked"), "{}", text(&by_digest));
+    // Without its parent at hand the question is open: bad input, not a pass.
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::copy("examples/trust/research-2026-12.yaml", alone.path().join("child.yaml")).unwrap();
+    let open = holon(&[
+        "mandate",
+        "check",
+        p(&alone.path().join("child.yaml")),
+        "examples/agents",
+        "--at",
+        at,
+        "--revocations",
+        p(&list12),
+    ]);
+    assert_eq!(code(&open), 2, "{}", text(&open));
+    assert!(text(&open).contains("cannot tell whether"), "{}", text(&open));
     // The bundled list revokes a mandate the examples do not publish: nothing changes.
     let bundled = holon(&[
         "mandate",
@@ -223,4 +253,98 @@ fn a_revocation_list_denies_the_revoked_mandate_and_its_children_on_every_decidi
         "examples/trust/keys.yaml",
     ]);
     assert_eq!(code(&bad), 2, "{}", text(&bad));
+}
+
+#[test]
+fn records_sign_covers_the_whole_manifest_and_only_the_namespaces_key_signs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rec, man) = ("examples/agents/fx-convert/record.yaml", "examples/agents/fx-convert/holon.yaml");
+    let signed = dir.path().join("record.yaml");
+    let out = holon(&[
+        "records",
+        "sign",
+        rec,
+        "--manifest",
+        man,
+        "--key",
+        "examples/trust/holon-labs.key",
+        "--out",
+        p(&signed),
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    // The signed record with its manifest passes validate --keys.
+    let agent = dir.path().join("agent");
+    std::fs::create_dir(&agent).unwrap();
+    std::fs::copy(man, agent.join("holon.yaml")).unwrap();
+    std::fs::copy(&signed, agent.join("record.yaml")).unwrap();
+    let out = holon(&["validate", p(&agent), "--keys", "examples/trust/keys.yaml"]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    // Any edit of the manifest (here its price) breaks it.
+    let manifest = std::fs::read_to_string(man).unwrap();
+    let changed = manifest.replace("0.001", "0.0001");
+    assert_ne!(changed, manifest, "the test edits the price");
+    std::fs::write(agent.join("holon.yaml"), changed).unwrap();
+    let out = holon(&["validate", p(&agent), "--keys", "examples/trust/keys.yaml"]);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(text(&out).contains("does not match"), "{}", text(&out));
+    // Another namespace's key, or another agent's manifest: refused.
+    let out = holon(&["records", "sign", rec, "--manifest", man, "--key", "examples/trust/alice.key"]);
+    assert_eq!(code(&out), 2);
+    assert!(text(&out).contains("only the account `holon-labs`"), "{}", text(&out));
+    let out = holon(&[
+        "records",
+        "sign",
+        rec,
+        "--manifest",
+        "examples/agents/table-extract/holon.yaml",
+        "--key",
+        "examples/trust/holon-labs.key",
+    ]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+}
+
+#[test]
+fn check_with_keys_decides_as_an_engine_that_requires_signatures() {
+    let args = |keys: bool| {
+        let mut a = vec![
+            "mandate",
+            "check",
+            "examples/mandates/alice-root.yaml",
+            "examples/agents/fx-convert",
+            "examples/agents/table-extract",
+            "--at",
+            "2026-11-20T10:00:00Z",
+        ];
+        if keys {
+            a.extend(["--keys", "examples/trust/keys.yaml"]);
+        }
+        holon(&a)
+    };
+    assert!(!text(&args(false)).contains("provenance_unverified"));
+    let out = text(&args(true));
+    // fx-convert's record carries its publisher's signature; table-extract's does not.
+    assert_eq!(out.matches("provenance_unverified").count(), 1, "{out}");
+    assert!(out.contains("table-extract"), "{out}");
+}
+
+#[cfg(unix)]
+#[test]
+fn key_new_refuses_a_keys_file_that_is_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.yaml");
+    std::fs::write(&real, "holon_keys: \"0.1\"\nkeys: []\n").unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link.yaml")).unwrap();
+    let out = holon(&[
+        "key",
+        "new",
+        "--account",
+        "alice",
+        "--out",
+        p(&dir.path().join("a.key")),
+        "--keys",
+        p(&dir.path().join("link.yaml")),
+    ]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(text(&out).contains("symbolic link"), "{}", text(&out));
+    assert!(!dir.path().join("a.key").exists(), "nothing written");
 }

@@ -284,9 +284,10 @@ fn a_revocation_list_beside_the_server_is_watched_and_denies_from_the_reload_on(
         "holon_revocations: \"0.1\"\nrevoked:\n  - mandate: alice/m-2026-11\n    at: \"2026-11-20T10:00:00Z\"\n    reason: laptop stolen\n",
     )
     .unwrap();
+    // (A call may meet `lease_pending` while the node refills: retried like any other.)
     let denied = wait_for(|| {
         let a = admit(&s, "holon-labs/fx-convert", None);
-        (a["decision"] == "denied").then_some(a)
+        (a["codes"] == json!(["mandate_revoked"])).then_some(a)
     });
     assert_eq!(denied["codes"], json!(["mandate_revoked"]), "{denied}");
     // The reservation taken before the revocation still settles.
@@ -295,7 +296,7 @@ fn a_revocation_list_beside_the_server_is_watched_and_denies_from_the_reload_on(
 }
 
 #[test]
-fn require_signatures_refuses_to_start_without_keys_or_on_unsigned_mandates() {
+fn require_signatures_trusts_keys_from_keys_only_and_bars_unsigned_mandates() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     let token = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
@@ -304,26 +305,37 @@ fn require_signatures_refuses_to_start_without_keys_or_on_unsigned_mandates() {
         .output()
         .unwrap();
     assert!(token.status.success());
-    let serve = |documents: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory", "--require-signatures", "--tokens"])
-            .arg(&tokens)
-            .args(["--documents", documents])
-            .output()
-            .unwrap()
-    };
-    // examples/agents holds no keys document; examples/ holds examples/trust/keys.yaml.
-    let out = serve("examples/agents");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no trusted key"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = serve("examples");
+    // examples/ holds examples/trust/keys.yaml: a keys document among the documents is
+    // never trusted (whoever writes the documents must not trust keys), so no key at all.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory", "--require-signatures", "--tokens"])
+        .arg(&tokens)
+        .args(["--documents", "examples"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("alice/m-2026-11") && err.contains("not signed"), "{err}");
+    assert!(err.contains("no trusted key"), "{err}");
+    // With --keys: the unsigned example mandate is barred; the signed copy beside it
+    // admits fx-convert (its record carries its publisher's signature) and nothing whose
+    // record does not.
+    let s = Server::start_with_args(
+        |_| {},
+        &[
+            "--require-signatures",
+            "--keys",
+            std::fs::canonicalize("examples/trust/keys.yaml").unwrap().to_str().unwrap(),
+        ],
+    );
+    let denied = admit(&s, "holon-labs/fx-convert", None);
+    assert_eq!(denied["codes"], json!(["mandate_untrusted"]), "{denied}");
+    let body = json!({ "mandate": "alice/m-2026-12", "agent": "holon-labs/fx-convert" });
+    let (status, signed) = s.post("/v1/admit", &s.gateway, body);
+    assert_eq!(status, 200);
+    assert_eq!(signed["decision"], "allowed", "{signed}");
+    let body = json!({ "mandate": "alice/m-2026-12", "agent": "acme/table-extract" });
+    let (_, unsigned_agent) = s.post("/v1/admit", &s.gateway, body);
+    assert_eq!(unsigned_agent["codes"], json!(["provenance_unverified"]), "{unsigned_agent}");
 }
 
 #[test]
@@ -349,4 +361,34 @@ fn a_settles_outcome_and_latency_reach_the_receipts_file_with_what_records_need(
         (&json!("alice"), &json!("alice/assistant"), &json!("agent"))
     );
     assert_eq!(line["currency"], "EUR", "{line}");
+}
+
+/// A revocations file behind a symlink that is swapped, as a Kubernetes ConfigMap mounts
+/// it (`revocations.yaml -> ..data/revocations.yaml`, `..data -> ..v1`, swapped to `..v2`).
+#[cfg(unix)]
+#[test]
+fn a_revocation_list_mounted_like_a_config_map_is_reloaded_when_its_link_is_swapped() {
+    use std::os::unix::fs::symlink;
+    let mount = tempfile::tempdir().unwrap();
+    let m = mount.path();
+    std::fs::create_dir(m.join("..v1")).unwrap();
+    std::fs::create_dir(m.join("..v2")).unwrap();
+    std::fs::write(m.join("..v1/revocations.yaml"), "holon_revocations: \"0.1\"\nrevoked: []\n").unwrap();
+    std::fs::write(
+        m.join("..v2/revocations.yaml"),
+        "holon_revocations: \"0.1\"\nrevoked:\n  - mandate: alice/m-2026-11\n    at: \"2026-11-20T10:00:00Z\"\n    reason: rotated\n",
+    )
+    .unwrap();
+    symlink("..v1", m.join("..data")).unwrap();
+    symlink("..data/revocations.yaml", m.join("revocations.yaml")).unwrap();
+    let s = Server::start_with_args(|_| {}, &["--revocations", m.join("revocations.yaml").to_str().unwrap()]);
+    assert_eq!(admit(&s, "holon-labs/fx-convert", None)["decision"], "allowed");
+    // The swap: a new link renamed over `..data`.
+    symlink("..v2", m.join("..data_tmp")).unwrap();
+    std::fs::rename(m.join("..data_tmp"), m.join("..data")).unwrap();
+    let denied = wait_for(|| {
+        let a = admit(&s, "holon-labs/fx-convert", None);
+        (a["codes"] == json!(["mandate_revoked"])).then_some(a)
+    });
+    assert_eq!(denied["codes"], json!(["mandate_revoked"]));
 }

@@ -84,7 +84,7 @@ fn a_revoked_mandate_and_every_mandate_chained_to_it_admit_nothing() {
     assert_eq!(engine.admit(&Call::new(m, fx, at())).verdict(), Verdict::Allowed);
     // Revoked by digest, a child naming its parent by digest goes with it.
     let root = root();
-    let digest = root.digest.unwrap().to_string();
+    let digest = root.digest().unwrap().to_string();
     let mut by_digest = research();
     by_digest.parent = Some(digest.clone());
     engine.publish(&input(vec![root, by_digest], &[&digest])).unwrap();
@@ -191,4 +191,45 @@ fn no_call_is_admitted_after_the_revoking_publish_returns_at_any_thread_count() 
         workers.into_iter().for_each(|w| w.join().unwrap());
         assert_eq!(after_allowed.load(Ordering::Relaxed), 0, "{threads} threads: admitted after the revocation");
     }
+}
+
+#[test]
+fn a_run_opens_no_sub_call_once_its_root_is_removed_or_replaced() {
+    let engine = Engine::new(EngineConfig { clock: fixed_clock, ..EngineConfig::default() });
+    engine.publish(&input(vec![root()], &[])).unwrap();
+    let m = engine.mandate_ix("alice/m-2026-11").unwrap();
+    let alice = Principal::parse("alice").unwrap();
+    let pipeline = Call {
+        max_cost: Some(a("0.60")),
+        ..Call::new(m, engine.agent_ix("holon-labs/invoice-pipeline").unwrap(), at())
+    };
+    let table = engine.agent_ix("acme/table-extract").unwrap();
+    let sub = SubCall { agent: table, capability: Some("extraction.table"), at: at() };
+    let open_run = || {
+        let Admission::Held(p) = engine.admit(&pipeline) else { panic!("expected held") };
+        let Admission::Allowed(run) = engine.approve(p.id, &alice, at()).unwrap() else { panic!("not approved") };
+        run
+    };
+    // Removed from the snapshot: fail closed.
+    let run = open_run();
+    engine.publish(&input(vec![], &[])).unwrap();
+    assert_eq!(codes(&run.sub_call(&sub)), vec![Code::UnknownMandate]);
+    run.release(at()).unwrap();
+    // Replaced by another document with the same id: not the mandate the run was opened
+    // under.
+    engine.publish(&input(vec![root()], &[])).unwrap();
+    let run = open_run();
+    let mut other = documents::mandate_from_str(
+        &std::fs::read_to_string("examples/mandates/alice-root.yaml").unwrap().replace("\"100.00\"", "\"99.00\""),
+    )
+    .unwrap();
+    other.id = "alice/m-2026-11".into();
+    engine.publish(&input(vec![other], &[])).unwrap();
+    assert_eq!(codes(&run.sub_call(&sub)), vec![Code::UnknownMandate]);
+    run.release(at()).unwrap();
+    // The same document published again: the run goes on.
+    engine.publish(&input(vec![root()], &[])).unwrap();
+    let run = open_run();
+    engine.publish(&input(vec![root()], &[])).unwrap();
+    assert_eq!(run.sub_call(&sub).verdict(), Verdict::Allowed);
 }

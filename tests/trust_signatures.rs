@@ -9,7 +9,7 @@ use holon::admission::Code;
 use holon::catalog::Catalog;
 use holon::doc::{self, DocKind, Limits};
 use holon::documents::{self, Document};
-use holon::engine::{Admission, Call, Engine, EngineConfig, EngineError, SnapshotInput};
+use holon::engine::{Admission, Call, Engine, EngineConfig, SnapshotInput};
 use holon::lookup::NoAgents;
 use holon::mandate::Mandate;
 use holon::pattern::Principal;
@@ -82,7 +82,7 @@ fn reformatting_a_signed_mandate_keeps_it_verified() {
             .join(", ")
     );
     let reformatted = load(&flow);
-    assert_eq!(reformatted.digest, m.digest);
+    assert_eq!(reformatted.digest(), m.digest());
     assert_eq!(verify_chain(&reformatted, &|_| None, &keys, &NoAgents), Ok(1));
 }
 
@@ -159,7 +159,7 @@ fn a_chain_holds_link_by_link_and_every_broken_link_is_named() {
     let root_m = load(&signed_text(&root, &alice));
     let child_m = load(&signed_text(&child, &assistant));
     let pool = [root_m.clone()];
-    let parent = |d: &holon::trust::Digest| pool.iter().find(|m| m.digest.as_ref() == Some(d));
+    let parent = |d: &holon::trust::Digest| pool.iter().find(|m| m.digest().as_ref() == Some(d));
     let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
     assert_eq!(verify_chain(&child_m, &parent, &keys, &catalog), Ok(2));
     // The parent is not at hand.
@@ -182,7 +182,7 @@ fn a_chain_holds_link_by_link_and_every_broken_link_is_named() {
     // An unsigned parent breaks the chain above a signed child.
     let unsigned_root = load(&doc::to_yaml(&root).unwrap());
     let pool = [unsigned_root];
-    let parent = |d: &holon::trust::Digest| pool.iter().find(|m| m.digest.as_ref() == Some(d));
+    let parent = |d: &holon::trust::Digest| pool.iter().find(|m| m.digest().as_ref() == Some(d));
     let err = verify_chain(&child_m, &parent, &keys, &catalog).unwrap_err();
     assert!(
         matches!(&err, ChainError::Signature { mandate, error: SignatureError::Unsigned } if mandate == "alice/m-2026-11"),
@@ -251,31 +251,100 @@ fn catalog_input(mandates: Vec<Mandate>, keys: TrustedKeys) -> SnapshotInput {
     }
 }
 
+/// The example input with fx-convert's record signed by its publisher, whose key (seed 3)
+/// the keys trust.
+fn with_fx_provenance(mut input: SnapshotInput) -> SnapshotInput {
+    let labs = key("holon-labs", 3);
+    input.keys.add(labs.account.clone(), labs.public_key());
+    for (manifest, record) in &mut input.agents {
+        if manifest.id.as_str() == "holon-labs/fx-convert" {
+            let mut r = (**record.as_ref().unwrap()).clone();
+            r.provenance = Some(provenance::sign(manifest, &labs).unwrap());
+            *record = Some(Arc::new(r));
+        }
+    }
+    input
+}
+
 #[test]
-fn an_engine_that_requires_signatures_refuses_a_bad_chain_at_publish_and_keeps_the_old_snapshot() {
+fn an_engine_that_requires_signatures_bars_a_bad_chain_and_still_applies_the_rest_of_the_publish() {
     let (alice, assistant, root, child) = chain();
     let keys = trusted(&[&alice, &assistant]);
     let engine = Engine::new(EngineConfig { clock: fixed_clock, require_signatures: true, ..EngineConfig::default() });
     let root_m = load(&signed_text(&root, &alice));
     let child_m = load(&signed_text(&child, &assistant));
-    assert_eq!(engine.publish(&catalog_input(vec![root_m.clone(), child_m.clone()], keys.clone())), Ok(1));
-    // Unsigned; a key not trusted for the issuer; a widening child; a missing parent.
+    assert_eq!(
+        engine.publish(&with_fx_provenance(catalog_input(vec![root_m.clone(), child_m.clone()], keys.clone()))),
+        Ok(1)
+    );
+    assert!(engine.snapshot().untrusted().is_empty(), "{:?}", engine.snapshot().untrusted());
+    let fx = |engine: &Engine, id: &str| {
+        let call =
+            Call::new(engine.mandate_ix(id).unwrap(), engine.agent_ix("holon-labs/fx-convert").unwrap(), fixed_clock());
+        match engine.admit(&call) {
+            Admission::Denied(d) => d.codes.iter().collect::<Vec<_>>(),
+            other => {
+                assert_eq!(other.verdict(), holon::admission::Verdict::Allowed);
+                Vec::new()
+            }
+        }
+    };
+    assert_eq!(fx(&engine, "alice/m-2026-11"), vec![]);
+    // A published sub-mandate never admits on a ledger of its own (its budget is its
+    // parent's), signed or not.
+    assert!(fx(&engine, "alice/m-2026-11/research").contains(&Code::PublishedSubMandate));
+    // Unsigned; a key not trusted for the issuer; a widening child; a missing parent: each
+    // is barred with the reason, and the publish itself goes through.
     let unsigned = load(&doc::to_yaml(&root).unwrap());
     let mut wide = child.clone();
     wide["budget"]["per_call"] = json!("5.00");
-    for (mandates, says) in [
-        (vec![unsigned], "not signed"),
-        (vec![load(&signed_text(&root, &key("alice", 9)))], "not trusted"),
-        (vec![root_m.clone(), load(&signed_text(&wide, &assistant))], "widens"),
-        (vec![child_m.clone()], "not among the mandates"),
+    for (mandates, barred, says) in [
+        (vec![unsigned], "alice/m-2026-11", "not signed"),
+        (vec![load(&signed_text(&root, &key("alice", 9)))], "alice/m-2026-11", "not trusted"),
+        (vec![root_m.clone(), load(&signed_text(&wide, &assistant))], "alice/m-2026-11/research", "widens"),
+        (vec![child_m.clone()], "alice/m-2026-11/research", "not among the mandates"),
     ] {
-        let err = engine.publish(&catalog_input(mandates, keys.clone())).unwrap_err();
-        assert!(matches!(&err, EngineError::Untrusted { .. }) && err.to_string().contains(says), "{err}");
-        assert_eq!(engine.snapshot().generation, 1, "the old snapshot is kept");
+        engine.publish(&with_fx_provenance(catalog_input(mandates, keys.clone()))).unwrap();
+        let snap = engine.snapshot();
+        let reason = snap.untrusted().iter().find(|(id, _)| id == barred).map(|(_, r)| r.clone());
+        assert!(reason.as_deref().is_some_and(|r| r.contains(says)), "{barred}: {:?}", snap.untrusted());
+        assert!(fx(&engine, barred).contains(&Code::MandateUntrusted), "{barred}: {:?}", fx(&engine, barred));
     }
-    // Without the requirement the same unsigned mandate publishes.
+    // A revocation published beside an untrusted mandate still takes effect.
+    let mut input = catalog_input(
+        vec![root_m.clone(), load(&doc::to_yaml(&root).unwrap().replace("m-2026-11", "m-other"))],
+        keys.clone(),
+    );
+    input.revocations = holon::trust::Revocations {
+        revoked: vec![holon::trust::revocation::Revoked {
+            mandate: "alice/m-2026-11".into(),
+            at: fixed_clock(),
+            reason: "key compromised".into(),
+        }],
+        ..holon::trust::Revocations::default()
+    };
+    engine.publish(&with_fx_provenance(input)).unwrap();
+    assert_eq!(fx(&engine, "alice/m-2026-11"), vec![Code::MandateRevoked]);
+    assert_eq!(fx(&engine, "alice/m-other"), vec![Code::MandateUntrusted]);
+    // Without the requirement the same unsigned mandate is admitted.
     let lax = Engine::new(EngineConfig { clock: fixed_clock, ..EngineConfig::default() });
-    assert!(lax.publish(&catalog_input(vec![load(&doc::to_yaml(&root).unwrap())], TrustedKeys::default())).is_ok());
+    lax.publish(&catalog_input(vec![load(&doc::to_yaml(&root).unwrap())], TrustedKeys::default())).unwrap();
+    assert_eq!(fx(&lax, "alice/m-2026-11"), vec![]);
+}
+
+#[test]
+fn a_signed_mandate_edited_in_code_after_reading_no_longer_verifies() {
+    let alice = key("alice", 1);
+    let keys = trusted(&[&alice]);
+    let mut m = load(&signed_text(&value_of("examples/mandates/alice-root.yaml"), &alice));
+    assert_eq!(verify_chain(&m, &|_| None, &keys, &NoAgents), Ok(1));
+    m.budget.total = holon::money::Amount::parse("1000000").unwrap();
+    let err = verify_chain(&m, &|_| None, &keys, &NoAgents).unwrap_err();
+    assert!(matches!(err, ChainError::NoDigest { .. }), "{err}");
+    // The engine bars it, though its digest is the signed one.
+    let engine = Engine::new(EngineConfig { clock: fixed_clock, require_signatures: true, ..EngineConfig::default() });
+    engine.publish(&catalog_input(vec![m], keys)).unwrap();
+    assert_eq!(engine.snapshot().untrusted().len(), 1);
 }
 
 #[test]
@@ -338,7 +407,7 @@ proptest! {
         let mut child = value_of("examples/mandates/alice-research.yaml");
         let child_cents = (total_cents * share / 100).max(1);
         child["id"] = json!(format!("alice/{name}/child"));
-        child["parent"] = json!(root_m.digest.unwrap().to_string());
+        child["parent"] = json!(root_m.digest().unwrap().to_string());
         child["budget"]["total"] = json!(format!("{}.{:02}", child_cents / 100, child_cents % 100));
         child["budget"]["per_call"] = json!("0.01");
         child["budget"]["per_day"] = json!("0.01");
@@ -346,7 +415,7 @@ proptest! {
         child["delegation"]["max_depth"] = json!(depth - 1);
         let child_m = load(&signed_text(&child, &assistant));
         let pool = [root_m.clone()];
-        let parent = |d: &holon::trust::Digest| pool.iter().find(|m| m.digest.as_ref() == Some(d));
+        let parent = |d: &holon::trust::Digest| pool.iter().find(|m| m.digest().as_ref() == Some(d));
         prop_assert_eq!(verify_chain(&child_m, &parent, &keys, &NoAgents), Ok(2));
         // The signed text with one more cent is another document.
         let text = signed_text(&child, &assistant);

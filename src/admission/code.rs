@@ -81,6 +81,14 @@ codes! {
     /// Signatures are required and the agent's record carries no valid signature of its
     /// publisher over the manifest's identity.
     ProvenanceUnverified = 37 => "provenance_unverified",
+    /// Signatures are required and the mandate's chain does not hold (unsigned, a bad
+    /// signature, a key not trusted for its issuer, a parent missing or widened): it is
+    /// published so that its revocation or removal still takes effect, and admits nothing.
+    MandateUntrusted = 38 => "mandate_untrusted",
+    /// The mandate is a published sub-mandate: its budget is part of its parent's, and the
+    /// engine does not count one budget twice, so calls are admitted under root mandates
+    /// (and the sub-mandates it derives for delegated runs) only.
+    PublishedSubMandate = 39 => "published_sub_mandate",
 }
 
 impl fmt::Display for Code {

@@ -181,10 +181,19 @@ fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figure
             m.id
         ),
         Code::ProvenanceUnverified => format!(
-            "{}@{} has no valid signature of its publisher `{}` over its identity, and signatures are required",
+            "{}@{} has no valid signature of its publisher `{}` over its manifest, and signatures are required",
             agent.id,
             agent.version,
             agent.id.namespace()
+        ),
+        Code::MandateUntrusted => format!(
+            "signatures are required and the chain of {} does not hold (the publish reported why); sign it with a trusted key",
+            m.id
+        ),
+        Code::PublishedSubMandate => format!(
+            "{} is a sub-mandate of {}: its budget is part of its parent's, so the engine admits calls under the root mandate (or the sub-mandates it derives for delegated runs), never under a published sub-mandate with a ledger of its own",
+            m.id,
+            m.parent.as_deref().unwrap_or("its parent")
         ),
         Code::UnknownMandate => "the mandate is not in the live snapshot".to_owned(),
         Code::UnknownAgent => "the agent is not in the live snapshot".to_owned(),

@@ -20,13 +20,47 @@ use super::exit;
 use super::out::{errln, out, outln};
 use super::style::Style;
 
-/// Whether the revocation list at `path` (if any) revokes `mandate`, itself or through the
-/// parent it names.
-pub(crate) fn revoked(mandate: &holon::mandate::Mandate, path: Option<&Path>) -> anyhow::Result<bool> {
-    Ok(match path {
-        Some(p) => documents::load_revocations(p)?.revoking(mandate).is_some(),
-        None => false,
-    })
+/// Whether the revocation list at `list` (if any) revokes `mandate` (read from
+/// `mandate_path`), itself or through its chain: its parents are looked for among the
+/// mandates beside it, as `mandate verify` looks for them. A parent named by digest that
+/// is not there leaves the question open, and an open question is an error, not a pass.
+pub(crate) fn revoked(
+    mandate: &holon::mandate::Mandate,
+    mandate_path: &Path,
+    list: Option<&Path>,
+) -> anyhow::Result<bool> {
+    let Some(list) = list else { return Ok(false) };
+    let list = documents::load_revocations(list)?;
+    let dir = mandate_path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut pool = super::trust::parent_pool(&[dir.to_path_buf()])?;
+    pool.retain(|m| m.id != mandate.id);
+    let mut chain: Vec<&holon::mandate::Mandate> = vec![mandate];
+    // Up the chain through the mandates beside it, at most a chain's length.
+    while let Some(parent) = chain.last().and_then(|m| m.parent_ref()) {
+        let found = pool.iter().find(|p| match parent {
+            holon::mandate::ParentRef::Id(id) => p.id == id,
+            holon::mandate::ParentRef::Digest(d) => p.digest() == Some(d),
+        });
+        match found {
+            Some(p) if chain.len() < holon::trust::chain::CHAIN_LINKS_MAX && !chain.iter().any(|c| c.id == p.id) => {
+                chain.push(p)
+            }
+            Some(_) => break,
+            None => {
+                if let holon::mandate::ParentRef::Digest(d) = parent
+                    && !list.is_empty()
+                {
+                    anyhow::bail!(
+                        "cannot tell whether {} is revoked: its chain names a parent {d} that is not among the mandates in {}; put the parent's file there",
+                        mandate.id,
+                        dir.display()
+                    );
+                }
+                break;
+            }
+        }
+    }
+    Ok(list.apply(&chain).contains_key(mandate.id.as_str()))
 }
 
 /// Input problems exit 2; `anyhow` carries the message to `cli::run`.
@@ -44,6 +78,7 @@ pub(crate) struct CheckArgs {
     pub records: Option<PathBuf>,
     pub json: bool,
     pub revocations: Option<PathBuf>,
+    pub keys: Option<PathBuf>,
 }
 
 pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
@@ -64,8 +99,12 @@ pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
         ..CallContext::at(at)
     };
     let cur = mandate.budget.currency.to_string();
-    let revoked = revoked(&mandate, args.revocations.as_deref())?;
-    let assessor = Assessor::new(&mandate, &catalog)?.revoked(revoked)?;
+    let revoked = revoked(&mandate, &args.mandate, args.revocations.as_deref())?;
+    let keys = args.keys.as_deref().map(documents::load_keys).transpose()?;
+    let mut assessor = Assessor::new(&mandate, &catalog)?.revoked(revoked)?;
+    if let Some(keys) = &keys {
+        assessor = assessor.require_provenance(keys);
+    }
     let mut results = Vec::new();
     for e in &catalog.entries {
         results.push((e, assessor.assess(&e.manifest, e.record.as_ref(), &ctx)?));
@@ -210,14 +249,14 @@ pub(crate) fn derive(
 }
 
 pub(crate) fn simulate(
-    mandate: &Path,
+    mandate_path: &Path,
     scenario_path: &Path,
     revocations: Option<&Path>,
     json: bool,
     style: &Style,
 ) -> anyhow::Result<u8> {
-    let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate))?;
-    let report = scenario::run_revoked(&s, &mandate, &catalog, revoked(&mandate, revocations)?)?;
+    let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate_path))?;
+    let report = scenario::run_revoked(&s, &mandate, &catalog, revoked(&mandate, mandate_path, revocations)?)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
@@ -299,6 +338,11 @@ pub(super) enum MandateCommand {
         /// gets every call denied `mandate_revoked`.
         #[arg(long)]
         revocations: Option<PathBuf>,
+        /// A trusted keys file: decide as an engine that requires signatures would, so an
+        /// agent without its publisher's provenance signature is denied
+        /// `provenance_unverified` (check the mandate's own signature with `mandate verify`).
+        #[arg(long)]
+        keys: Option<PathBuf>,
     },
     /// Is CHILD within PARENT? Exit 0 valid, 1 not.
     #[command(

@@ -419,8 +419,20 @@ pub(crate) fn run() -> ExitCode {
             records,
             json,
             revocations,
+            keys,
         }) => mandate::check(
-            &mandate::CheckArgs { mandate, agents, max_cost, spent_total, spent_today, at, records, json, revocations },
+            &mandate::CheckArgs {
+                mandate,
+                agents,
+                max_cost,
+                spent_total,
+                spent_today,
+                at,
+                records,
+                json,
+                revocations,
+                keys,
+            },
             &style,
         ),
         Command::Mandate(mandate::MandateCommand::Attenuate { parent, child, agents, json }) => {
@@ -439,6 +451,9 @@ pub(crate) fn run() -> ExitCode {
             trust::verify(&trust::VerifyArgs { mandate, keys, parents, agents, json }, &style)
         }
         Command::Mandate(mandate::MandateCommand::Digest { mandate }) => trust::digest(&mandate),
+        Command::Records(records::RecordsCommand::Sign { record, manifest, key, out }) => {
+            records::sign(&record, &manifest, &key, out.as_deref())
+        }
         Command::Records(records::RecordsCommand::Build { receipts, at, window, evals, out, json }) => {
             records::build(&records::BuildArgs { receipts, at, window, evals, out, json }, &style)
         }

@@ -45,6 +45,60 @@ pub(super) enum RecordsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print RECORD with its publisher's provenance signature over MANIFEST (the whole
+    /// manifest, canonical form): what an engine that requires signatures admits.
+    #[command(
+        after_help = "EXIT CODES: 0 signed (printed, or written to --out), 2 bad input (an unreadable or invalid file, a record of another agent or version, a key that is not the namespace's, a closed output pipe).\n\nEXAMPLES:\n  holon records sign examples/agents/fx-convert/record.yaml --manifest examples/agents/fx-convert/holon.yaml --key examples/trust/holon-labs.key"
+    )]
+    Sign {
+        /// The agent's record (a YAML file).
+        record: PathBuf,
+        /// The agent's manifest (its holon.yaml), exactly as published.
+        #[arg(long)]
+        manifest: PathBuf,
+        /// The publisher's private key: the account of the agent's namespace.
+        #[arg(long)]
+        key: PathBuf,
+        /// Write the signed record here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// `holon records sign`: the record with its publisher's provenance signature over the
+/// manifest (docs/trust.md).
+pub(crate) fn sign(record: &Path, manifest: &Path, key: &Path, out: Option<&Path>) -> anyhow::Result<u8> {
+    let mut r = holon::documents::load_record(record)?;
+    let m = holon::documents::load_manifest(manifest)?;
+    let key = super::trust::load_private(key)?;
+    if r.agent != m.id || r.version.as_ref().is_some_and(|v| v != &m.version) {
+        bail!(
+            "{} is the record of {}{}, not of {}@{}: sign each version's record with its own manifest",
+            record.display(),
+            r.agent,
+            r.version.as_ref().map(|v| format!("@{v}")).unwrap_or_default(),
+            m.id,
+            m.version
+        );
+    }
+    if key.account.as_str() != m.id.namespace() {
+        bail!(
+            "the key is {}'s, and only the account `{}` publishes in that namespace: sign with its key",
+            key.account,
+            m.id.namespace()
+        );
+    }
+    r.provenance = holon::trust::provenance::sign(&m, &key);
+    let mut keys = holon::trust::TrustedKeys::default();
+    keys.add(key.account.clone(), key.public_key());
+    holon::trust::provenance::verify(&m, Some(&r), &keys)
+        .map_err(|e| anyhow::anyhow!("the signed record does not verify; this is a bug, please report it: {e}"))?;
+    let text = doc::to_yaml(&r)?;
+    match out {
+        Some(path) => std::fs::write(path, text).with_context(|| path.display().to_string())?,
+        None => super::out::text(format_args!("{text}"))?,
+    }
+    Ok(exit::OK)
 }
 
 pub(crate) struct BuildArgs {

@@ -55,8 +55,9 @@ pub(super) struct ServeArgs {
     /// Logs as JSON lines (default: for people).
     #[arg(long)]
     json_logs: bool,
-    /// A trusted keys file (`holon_keys`, `holon key new` writes it), read with the
-    /// documents on every reload; keys documents inside `--documents` count too.
+    /// The trusted keys file (`holon_keys`, `holon key new` writes it), read with the
+    /// documents on every reload. The only source of trusted keys: a keys document inside
+    /// `--documents` is left alone (whoever writes the documents must not trust keys).
     #[arg(long)]
     keys: Option<PathBuf>,
     /// A revocation list (`holon_revocations`), read with the documents on every reload
@@ -102,7 +103,7 @@ pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
         request_ms: a.request_ms,
         concurrent_max: a.concurrent_max,
         json_logs: a.json_logs,
-        trust_files: a.keys.into_iter().chain(a.revocations).collect(),
+        trust_files: crate::serve::loader::TrustFiles { keys: a.keys, revocations: a.revocations },
         require_signatures: a.require_signatures,
     })?;
     Ok(exit::OK)

@@ -44,6 +44,11 @@ pub(super) enum KeyCommand {
 /// existing file), the public key added to the trusted keys file `keys`.
 pub(crate) fn key_new(account: &str, out: &Path, keys_path: &Path) -> anyhow::Result<u8> {
     let account = Principal::parse(account).map_err(|e| anyhow::anyhow!("--account: {e}"))?;
+    // Replaced by a rename, a symlink would become a file of its own and the file it points
+    // to (the one a server reads) would never see the key: refuse it.
+    if keys_path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        bail!("--keys {}: a symbolic link; pass the file it points to", keys_path.display());
+    }
     let mut keys = if keys_path.exists() { documents::load_keys(keys_path)? } else { TrustedKeys::default() };
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("the operating system's random source: {e}"))?;
@@ -80,24 +85,30 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| path.display().to_string())
 }
 
-/// Replaces `path` atomically (a temporary file beside it, then a rename).
+/// Replaces `path` atomically (a temporary file with a random name beside it, then a
+/// rename), keeping the old file's permissions.
 fn write_replacing(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("the operating system's random source: {e}"))?;
+    let tmp = dir.join(format!(".{name}.tmp-{}", u64::from_le_bytes(nonce)));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         options.custom_flags(libc::O_NOFOLLOW);
+        if let Ok(old) = std::fs::metadata(path) {
+            options.mode(old.permissions().mode() & 0o777);
+        }
     }
     let mut f = options.open(&tmp).with_context(|| tmp.display().to_string())?;
     f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| tmp.display().to_string())?;
     std::fs::rename(&tmp, path).with_context(|| path.display().to_string())
 }
 
-fn load_private(path: &Path) -> anyhow::Result<PrivateKey> {
+pub(super) fn load_private(path: &Path) -> anyhow::Result<PrivateKey> {
     let text = doc::read_text(path, &Limits::default()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let file: PrivateKeyFile = doc::parse_typed(&text, &path.display().to_string())?;
     if file.holon_private_key != PRIVATE_KEY_VERSION {
@@ -164,7 +175,7 @@ pub(crate) fn sign(mandate_path: &Path, key_path: &Path, out: Option<&Path>) -> 
 fn reads_back_signed(text: &str, digest: &Digest, keys: &TrustedKeys) -> bool {
     match documents::load_str(text, "<signed>", DocKind::Mandate, &Limits::default()) {
         Ok(Document::Mandate(m)) => {
-            m.digest.as_ref() == Some(digest)
+            m.digest().as_ref() == Some(digest)
                 && m.signature
                     .as_ref()
                     .is_some_and(|b| signature::verify(b, Purpose::Mandate, digest, &m.issuer, keys).is_ok())
@@ -203,7 +214,7 @@ pub(crate) fn verify(args: &VerifyArgs, style: &Style) -> anyhow::Result<u8> {
         Some(c) => c,
         None => &NoAgents,
     };
-    let result = verify_chain(&mandate, &|d| pool.iter().find(|m| m.digest.as_ref() == Some(d)), &keys, agents);
+    let result = verify_chain(&mandate, &|d| pool.iter().find(|m| m.digest().as_ref() == Some(d)), &keys, agents);
     if args.json {
         let body = match &result {
             Ok(links) => json!({"verified": true, "mandate": mandate.id, "links": links}),
@@ -223,7 +234,7 @@ pub(crate) fn verify(args: &VerifyArgs, style: &Style) -> anyhow::Result<u8> {
 
 /// The mandates among `paths` (files or directories) that a chain may name by digest.
 /// Files that are not mandates, or not valid ones, cannot be parents and are passed over.
-fn parent_pool(paths: &[PathBuf]) -> anyhow::Result<Vec<Mandate>> {
+pub(super) fn parent_pool(paths: &[PathBuf]) -> anyhow::Result<Vec<Mandate>> {
     let limits = Limits::default();
     let mut pool = Vec::new();
     for path in paths {

@@ -201,7 +201,7 @@ fn trust_checks(reports: &mut [FileReport], keys: &TrustedKeys) {
     for (i, report) in reports.iter().enumerate() {
         match &report.document {
             Some(Document::Mandate(m)) => {
-                let parent = |d: &holon::trust::Digest| mandates.iter().find(|p| p.digest.as_ref() == Some(d));
+                let parent = |d: &holon::trust::Digest| mandates.iter().find(|p| p.digest().as_ref() == Some(d));
                 if let Err(e) = holon::trust::verify_chain(m, &parent, keys, &catalog) {
                     found.push((i, Violation::new("/signature", e.to_string())));
                 }

@@ -53,7 +53,7 @@ impl<'a> Assessor<'a> {
         let ix = MandateIx(names.mandates.intern(&mandate.id)?);
         // A ledger that is never written: the spend is given with each call.
         let ledger = Arc::new(Ledger::new());
-        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, LedgerKey::Run, &names, false)?;
+        let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, LedgerKey::Run, &names, None)?;
         Ok(Assessor { names, mandate, lookup, provenance_keys: None })
     }
 
@@ -61,10 +61,11 @@ impl<'a> Assessor<'a> {
     /// [`Revocations::apply`](crate::trust::Revocations::apply)): every call is denied
     /// `mandate_revoked`, as the engine would.
     pub fn revoked(mut self, revoked: bool) -> Result<Self, EngineError> {
-        if revoked != self.mandate.revoked {
+        if revoked != self.mandate.revoked() {
             let source = Arc::clone(&self.mandate.source);
             let ledger = Arc::clone(&self.mandate.ledger);
-            self.mandate = compile_mandate(self.mandate.ix, source, ledger, LedgerKey::Run, &self.names, revoked)?;
+            let barred = revoked.then_some(crate::admission::Code::MandateRevoked);
+            self.mandate = compile_mandate(self.mandate.ix, source, ledger, LedgerKey::Run, &self.names, barred)?;
         }
         Ok(self)
     }

@@ -30,8 +30,6 @@ pub enum EngineError {
         "held call {0} is on a store-backed engine: approve or refuse it through its node (`Node::approve`), which takes it from the store once, on any node"
     )]
     ApproveThroughNode(u64),
-    #[error("mandate `{mandate}` is refused: signatures are required and {reason}; the live snapshot is unchanged")]
-    Untrusted { mandate: String, reason: String },
 }
 
 /// Limits and knobs, each with a default that suits a gateway.
@@ -54,8 +52,9 @@ pub struct EngineConfig {
     /// store-backed engine denies every call that needs budget (`lease_pending`).
     pub store_backed: bool,
     /// Every published mandate must carry a signature chain that holds (docs/trust.md),
-    /// else the publish is refused; agents without a valid provenance signature are
-    /// denied `provenance_unverified`.
+    /// else it is barred (`mandate_untrusted`, and listed by `Snapshot::untrusted`) while
+    /// the rest of the publish takes effect; agents without a valid provenance signature
+    /// are denied `provenance_unverified`.
     pub require_signatures: bool,
 }
 

@@ -220,7 +220,7 @@ impl Engine {
         // publish changed are refunded, so none waits in an idle shard for its epoch to come
         // round again (calls check the epoch anyway).
         for m in snapshot.mandates() {
-            m.ledger.set_revoked(m.revoked);
+            m.ledger.set_revoked(m.revoked());
             m.ledger.commit_epoch(m.ledger_limits);
             m.ledger.refund_stale_leases(m.ledger_limits.epoch);
         }

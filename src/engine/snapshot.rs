@@ -69,10 +69,14 @@ pub struct CompiledMandate {
     forbid_training: bool,
     forbid_egress: bool,
     thresholds: Thresholds,
-    /// On the published revocation list, itself or through its chain. Compiled with
-    /// `from` past every time, so the validity check (on the hot path anyway) refuses
-    /// every call and only the denial asks which code it is.
-    pub revoked: bool,
+    /// Why no call is admitted under it (`mandate_revoked`, `mandate_untrusted`,
+    /// `published_sub_mandate`), if so. Compiled with `from` past every time, so the
+    /// validity check (on the hot path anyway) refuses every call and only the denial
+    /// asks which code it is.
+    pub barred: Option<Code>,
+    /// The digest of its chain's root document (a run's sub-calls stop when the root is
+    /// replaced by another document with the same id).
+    pub root_digest: Option<crate::trust::Digest>,
     /// The root mandate of its chain: itself for a published mandate, the root call's
     /// mandate for a delegated run's (a run's sub-calls stop when the root is revoked).
     pub root: MandateIx,
@@ -118,6 +122,13 @@ pub struct CompiledAgent {
     pub unverified: bool,
     /// `has_calls || unverified`: whether `fit_codes` has more than the common checks.
     rare_checks: bool,
+}
+
+impl CompiledMandate {
+    /// On the published revocation list, itself or through its chain.
+    pub fn revoked(&self) -> bool {
+        self.barred == Some(Code::MandateRevoked)
+    }
 }
 
 impl CompiledAgent {
@@ -231,12 +242,20 @@ fn convert_prices(m: &CompiledMandate, a: &CompiledAgent, codes: &mut CodeSet) -
 #[inline]
 pub(super) fn window_codes(m: &CompiledMandate, at: i64) -> CodeSet {
     if at < m.from {
-        CodeSet::EMPTY.with(if m.revoked { Code::MandateRevoked } else { Code::MandateNotYetValid })
+        before_window(m)
     } else if at > m.until {
         CodeSet::EMPTY.with(Code::MandateExpired)
     } else {
         CodeSet::EMPTY
     }
+}
+
+/// A call before the validity window: not yet valid, or barred (revoked, untrusted, a
+/// published sub-mandate, compiled with `from` past every time). Off the allowed path.
+#[cold]
+#[inline(never)]
+fn before_window(m: &CompiledMandate) -> CodeSet {
+    CodeSet::EMPTY.with(m.barred.unwrap_or(Code::MandateNotYetValid))
 }
 
 /// The fit rules for an agent that declares downstream calls.
@@ -271,9 +290,17 @@ pub struct Snapshot {
     by_id: HashMap<AgentId, AgentIx>,
     /// Every version of every agent, for declared-call lookups (delegation's slow path).
     versions: HashMap<AgentId, Vec<Arc<Manifest>>>,
+    /// With signatures required: the mandates whose chain does not hold, and why (they
+    /// are barred, `mandate_untrusted`).
+    untrusted: Vec<(String, String)>,
 }
 
 impl Snapshot {
+    /// The mandates barred as untrusted by this publish, and why.
+    pub fn untrusted(&self) -> &[(String, String)] {
+        &self.untrusted
+    }
+
     #[inline]
     pub fn mandate(&self, ix: MandateIx) -> Option<&CompiledMandate> {
         self.mandates.get(ix.0 as usize).and_then(Option::as_ref)

@@ -9,6 +9,7 @@ use crate::manifest::RuntimeKind;
 use crate::money::{Amount, Currency, Fixed6, FxRate};
 use crate::pattern::{AgentPattern, ClassPattern, Principal};
 use crate::time::{Retention, Timestamp};
+use crate::trust::canonical::Canonical;
 use crate::trust::{Digest, SignatureBlock};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,10 +39,10 @@ pub struct Mandate {
     /// (`holon mandate sign`; docs/trust.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<SignatureBlock>,
-    /// The SHA-256 of the document's canonical form, set when it was read from a document
-    /// (`None` for one built in code, or one with a number that has no canonical form).
+    /// The document's canonical form as read (`None` for one built in code, or one with a
+    /// number that has no canonical form).
     #[serde(skip)]
-    pub digest: Option<Digest>,
+    pub(crate) canonical: Option<Canonical>,
 }
 
 /// How a sub-mandate names its parent.
@@ -55,6 +56,18 @@ pub enum ParentRef<'a> {
 }
 
 impl Mandate {
+    /// The SHA-256 of the canonical form it was read from (how a child names it, and what
+    /// its signature covers); `None` for a mandate built in code.
+    pub fn digest(&self) -> Option<Digest> {
+        self.canonical.as_ref().map(Canonical::digest)
+    }
+
+    /// [`Mandate::digest`] only if the mandate is still what was read: `None` once it was
+    /// edited in code (a signature must not vouch for the edit).
+    pub fn digest_if_unchanged(&self) -> Option<Digest> {
+        self.canonical.as_ref().filter(|c| c.still_describes(self)).map(Canonical::digest)
+    }
+
     /// How this mandate names its parent; `None` for a root mandate. A `sha256:` value
     /// that is not a digest is refused by the schema, so it is never read as an id.
     pub fn parent_ref(&self) -> Option<ParentRef<'_>> {
@@ -69,7 +82,7 @@ impl Mandate {
     pub fn names_as_parent(&self, parent: &Mandate) -> bool {
         match self.parent_ref() {
             Some(ParentRef::Id(id)) => id == parent.id,
-            Some(ParentRef::Digest(d)) => parent.digest == Some(d),
+            Some(ParentRef::Digest(d)) => parent.digest() == Some(d),
             None => false,
         }
     }

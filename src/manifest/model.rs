@@ -37,6 +37,18 @@ pub struct Manifest {
     #[serde(default)]
     pub fork_policy: Option<ForkPolicy>,
     pub examples: Vec<Example>,
+    /// The document's canonical form as read: what the publisher's provenance signature
+    /// covers (docs/trust.md). `None` for a manifest built in code.
+    #[serde(skip)]
+    pub(crate) canonical: Option<crate::trust::canonical::Canonical>,
+}
+
+impl Manifest {
+    /// The digest of the canonical form it was read from, only if it is still what was
+    /// read (`None` once edited in code, or for a manifest built in code).
+    pub fn digest_if_unchanged(&self) -> Option<crate::trust::Digest> {
+        self.canonical.as_ref().filter(|c| c.still_describes(self)).map(|c| c.digest())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,8 +1,9 @@
 //! `--documents DIR` read into one snapshot input, all or nothing: every `.yaml`/`.yml`
-//! file below `DIR` must be a valid manifest, mandate, agent record, trusted keys document
-//! or revocation list, or one of the documents the server knowingly leaves to other verbs
-//! (a simulation scenario, a job mandate). `--keys` and `--revocations` files are read with
-//! it, every time. Anything else is an error that names its file and JSON Pointer, and the
+//! file below `DIR` must be a valid manifest, mandate, agent record or revocation list, or
+//! one of the documents the server knowingly leaves alone (a simulation scenario, a job
+//! mandate, a trusted keys document). The `--keys` and `--revocations` files are read with
+//! it, every time. Trusted keys come from `--keys` only: whoever can write the documents
+//! must not be able to trust a key, or signatures would prove nothing. Anything else is an error that names its file and JSON Pointer, and the
 //! server keeps serving what it had (docs/serve.md, "Hot reload").
 
 use std::collections::BTreeMap;
@@ -44,7 +45,20 @@ pub(crate) struct Loaded {
 
 /// Reads every document below `dir`. The first file that is not a valid document of a kind
 /// the server serves or knowingly ignores refuses the whole directory.
-pub(crate) fn load(dir: &Path, extra: &[PathBuf]) -> Result<Loaded, LoadFailure> {
+/// The `--keys` and `--revocations` files.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TrustFiles {
+    pub keys: Option<PathBuf>,
+    pub revocations: Option<PathBuf>,
+}
+
+impl TrustFiles {
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        self.keys.iter().chain(&self.revocations)
+    }
+}
+
+pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure> {
     let limits = Limits::default();
     let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
     if !dir.is_dir() {
@@ -56,16 +70,16 @@ pub(crate) fn load(dir: &Path, extra: &[PathBuf]) -> Result<Loaded, LoadFailure>
     let mut ignored = Vec::new();
     let mut keys = TrustedKeys::default();
     let mut revocations = Revocations::default();
-    for file in extra {
+    if let Some(file) = &trust.keys {
         match read_one(file, &limits)? {
-            Some(Document::Keys(k)) => k.keys.into_iter().for_each(|k| _ = keys.add(k.account, k.public_key)),
-            Some(Document::Revocations(r)) => revocations.revoked.extend(r.revoked),
-            _ => {
-                return Err(whole(
-                    file,
-                    "expected a trusted keys document (`holon_keys`) or a revocation list (`holon_revocations`)",
-                ));
-            }
+            Some(Document::Keys(k)) => keys = *k,
+            _ => return Err(whole(file, "--keys: expected a trusted keys document (`holon_keys`)")),
+        }
+    }
+    if let Some(file) = &trust.revocations {
+        match read_one(file, &limits)? {
+            Some(Document::Revocations(r)) => revocations = *r,
+            _ => return Err(whole(file, "--revocations: expected a revocation list (`holon_revocations`)")),
         }
     }
     for file in files {
@@ -73,7 +87,8 @@ pub(crate) fn load(dir: &Path, extra: &[PathBuf]) -> Result<Loaded, LoadFailure>
             Some(Document::Manifest(m)) => manifests.push((file, *m)),
             Some(Document::Mandate(m)) => mandates.push(Arc::new(*m)),
             Some(Document::Record(r)) => records.entry(r.agent.clone()).or_default().push((file, *r)),
-            Some(Document::Keys(k)) => k.keys.into_iter().for_each(|k| _ = keys.add(k.account, k.public_key)),
+            // Never trusted from here (see the module's documentation); listed as left alone.
+            Some(Document::Keys(_)) => ignored.push(file.display().to_string()),
             Some(Document::Revocations(r)) => revocations.revoked.extend(r.revoked),
             #[cfg(feature = "job")]
             Some(Document::JobMandate(_)) => ignored.push(file.display().to_string()),
@@ -136,7 +151,7 @@ fn read_one(file: &Path, limits: &Limits) -> Result<Option<Document>, LoadFailur
     }
 }
 
-fn whole(file: &Path, message: &str) -> LoadFailure {
+pub(crate) fn whole(file: &Path, message: &str) -> LoadFailure {
     LoadFailure { file: file.display().to_string(), pointer: "/".to_owned(), message: message.to_owned() }
 }
 
@@ -146,26 +161,26 @@ mod tests {
 
     #[test]
     fn the_bundled_examples_load_and_the_scenario_is_left_alone() {
-        let loaded = load(Path::new("examples"), &[]).unwrap();
+        let loaded = load(Path::new("examples"), &TrustFiles::default()).unwrap();
         assert_eq!(loaded.input.mandates.len(), 4);
-        assert_eq!(loaded.input.keys.keys.len(), 3, "examples/trust/keys.yaml");
+        assert!(loaded.input.keys.keys.is_empty(), "keys are trusted from --keys only");
         assert_eq!(loaded.input.revocations.revoked.len(), 1, "examples/trust/revocations.yaml");
         assert_eq!(loaded.input.agents.len(), 7);
         assert!(loaded.input.agents.iter().all(|(_, r)| r.is_some()), "every example agent has its record");
-        assert_eq!(loaded.ignored.len(), 1, "{:?}", loaded.ignored);
+        assert_eq!(loaded.ignored.len(), 2, "the scenario and the keys: {:?}", loaded.ignored);
     }
 
     #[test]
     fn an_unknown_file_or_an_invalid_document_refuses_the_directory_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.yaml"), "hello: world\n").unwrap();
-        let failure = load(dir.path(), &[]).unwrap_err();
+        let failure = load(dir.path(), &TrustFiles::default()).unwrap_err();
         assert!(failure.file.ends_with("notes.yaml") && failure.message.contains("not a holon document"));
         std::fs::remove_file(dir.path().join("notes.yaml")).unwrap();
         let text = std::fs::read_to_string("examples/mandates/alice-root.yaml").unwrap();
         std::fs::write(dir.path().join("m.yaml"), text.replace("per_call: \"2.00\"", "per_call: \"two\"")).unwrap();
-        let failure = load(dir.path(), &[]).unwrap_err();
+        let failure = load(dir.path(), &TrustFiles::default()).unwrap_err();
         assert_eq!(failure.pointer, "/budget/per_call", "{failure}");
-        assert!(load(&dir.path().join("m.yaml"), &[]).is_err(), "a file is not a directory");
+        assert!(load(&dir.path().join("m.yaml"), &TrustFiles::default()).is_err(), "a file is not a directory");
     }
 }

@@ -16,13 +16,13 @@ mod decision;
 mod ext_authz;
 mod held;
 mod http;
-mod loader;
+pub(crate) mod loader;
 mod metrics;
 mod service;
 mod wire;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -54,7 +54,7 @@ pub(crate) struct ServeOptions {
     pub concurrent_max: usize,
     pub json_logs: bool,
     /// `--keys` and `--revocations` files, read with the documents on every reload.
-    pub trust_files: Vec<PathBuf>,
+    pub trust_files: loader::TrustFiles,
     pub require_signatures: bool,
 }
 
@@ -80,8 +80,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     let loaded = loader::load(&options.documents, &options.trust_files).map_err(|f| anyhow::anyhow!("{f}"))?;
     if options.require_signatures && loaded.input.keys.keys.is_empty() {
         anyhow::bail!(
-            "--require-signatures with no trusted key: every mandate would be refused; pass --keys FILE (`holon key new` writes one) or put a `holon_keys` document in {}",
-            options.documents.display()
+            "--require-signatures with no trusted key: every mandate would be barred; pass --keys FILE (`holon key new` writes one; keys are never read from the documents directory)"
         );
     }
     let (sink, receipts): (Arc<dyn ReceiptSink>, _) = match &options.receipts {
@@ -106,6 +105,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         sink,
     ));
     engine.publish(&loaded.input).context("compiling the documents")?;
+    warn_untrusted(&engine);
     if let Some(path) = options.store.strip_prefix("sqlite:").map(std::path::Path::new)
         && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
     {
@@ -259,7 +259,8 @@ async fn shutdown(svc: &'static Service, grace: Duration) {
     }
 }
 
-/// Reloads on any change below the documents directory (or to the tokens file).
+/// Reloads on any change below the documents directory, to the tokens file, or in the
+/// directories of the keys and revocations files.
 fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
     use notify::Watcher;
     let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -267,10 +268,15 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
     // SQLite store, written all the time.
     let documents = std::fs::canonicalize(&svc.documents).context("the documents directory")?;
     let tokens = std::fs::canonicalize(&svc.tokens_path).context("the tokens file")?;
-    let trust = svc
+    // The directories of the keys and revocations files: any change there reloads, so a
+    // file behind a symlink that is swapped (a Kubernetes ConfigMap's `..data`) is seen.
+    let trust: Vec<PathBuf> = svc
         .trust_files
-        .iter()
-        .map(|f| std::fs::canonicalize(f).with_context(|| format!("{}", f.display())))
+        .paths()
+        .map(|f| {
+            let dir = f.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            std::fs::canonicalize(dir).with_context(|| format!("the directory of {}", f.display()))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (docs_seen, tokens_seen, trust_seen) = (documents.clone(), tokens.clone(), trust.clone());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -283,19 +289,21 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
                     .is_ok_and(|rest| !rest.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')))
         };
         let relevant = event.is_ok_and(|e| {
-            !e.kind.is_access() && e.paths.iter().any(|p| read(p) || p == &tokens_seen || trust_seen.contains(p))
+            !e.kind.is_access()
+                && e.paths.iter().any(|p| {
+                    read(p) || p == &tokens_seen || p.parent().is_some_and(|d| trust_seen.iter().any(|t| t == d))
+                })
         });
         if relevant {
             let _ = tx.send(());
         }
     })?;
     watcher.watch(&documents, notify::RecursiveMode::Recursive).context("watching the documents")?;
-    for file in std::iter::once(&tokens).chain(&trust) {
-        if let Some(dir) = file.parent() {
-            watcher
-                .watch(dir, notify::RecursiveMode::NonRecursive)
-                .context("watching the tokens, keys and revocations files")?;
-        }
+    let tokens_dir = tokens.parent().map(Path::to_path_buf);
+    for dir in tokens_dir.iter().chain(&trust) {
+        watcher
+            .watch(dir, notify::RecursiveMode::NonRecursive)
+            .context("watching the tokens, keys and revocations files")?;
     }
     std::thread::Builder::new().name("holon-reload".to_owned()).spawn(move || {
         while rx.recv().is_ok() {
@@ -313,6 +321,14 @@ fn init_logs(json: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if json { builder.json().try_init() } else { builder.try_init() };
+}
+
+/// Logs each mandate the last publish barred as untrusted (signatures required, its chain
+/// does not hold): it admits nothing (`mandate_untrusted`), and the operator is told why.
+pub(crate) fn warn_untrusted(engine: &Engine) {
+    for (mandate, reason) in engine.snapshot().untrusted() {
+        tracing::warn!(mandate = %mandate, reason = %reason, "mandate barred: its signature chain does not hold");
+    }
 }
 
 /// Writes receipts as JSON lines until told to finish, then drains what is left.

@@ -88,7 +88,7 @@ pub(crate) struct Service {
     pub store_kind: &'static str,
     pub documents: PathBuf,
     /// `--keys` and `--revocations` files, read with the documents.
-    pub trust_files: Vec<PathBuf>,
+    pub trust_files: super::loader::TrustFiles,
     pub tokens_path: PathBuf,
     pub tokens: ArcSwap<Tokens>,
     pub metrics: Metrics,
@@ -126,7 +126,7 @@ impl Service {
             store,
             store_kind,
             documents,
-            trust_files: Vec::new(),
+            trust_files: super::loader::TrustFiles::default(),
             tokens_path,
             tokens: ArcSwap::from_pointee(tokens),
             metrics: Metrics::new(),
@@ -407,11 +407,9 @@ impl Service {
                     pointer: "/".to_owned(),
                     message,
                 })?;
-            let generation = self.engine.publish(&loaded.input).map_err(|e| LoadFailure {
-                file: self.documents.display().to_string(),
-                pointer: "/".to_owned(),
-                message: e.to_string(),
-            })?;
+            let published = self.engine.publish(&loaded.input);
+            let generation = published.map_err(|e| loader::whole(&self.documents, &e.to_string()))?;
+            super::warn_untrusted(self.engine);
             self.tokens.store(Arc::new(tokens));
             self.status.lock().ignored_files = loaded.ignored;
             Ok(generation)

@@ -81,6 +81,44 @@ fn nested(path: &mut String, token: &str, item: &Value) -> Result<(), CanonicalE
     result
 }
 
+/// A typed document's canonical form as it was read: its JSON value and digest. Kept with
+/// the typed value so that a signature is checked against what was read, and an edit made
+/// to the typed value in code afterwards is seen ([`Canonical::still_describes`]) instead of
+/// passing under the old digest.
+#[derive(Debug, Clone)]
+pub struct Canonical {
+    value: std::sync::Arc<Value>,
+    digest: Digest,
+}
+
+impl PartialEq for Canonical {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest
+    }
+}
+
+impl Canonical {
+    /// The canonical form of `value`, a document as read.
+    pub fn of(value: &Value) -> Result<Self, CanonicalError> {
+        Ok(Canonical { value: std::sync::Arc::new(value.clone()), digest: digest(value)? })
+    }
+
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// Whether `typed` is still what this value reads as: the value read again into `T`
+    /// and both written out compare equal. False for a typed value edited since it was
+    /// read (its digest would no longer describe it).
+    pub fn still_describes<T: Serialize + serde::de::DeserializeOwned>(&self, typed: &T) -> bool {
+        let Ok(again) = serde_json::from_value::<T>((*self.value).clone()) else { return false };
+        match (serde_json::to_value(&again), serde_json::to_value(typed)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 /// A SHA-256 digest, written `sha256:<64 lower-case hex digits>`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Digest(pub [u8; 32]);

@@ -18,7 +18,9 @@ pub const CHAIN_LINKS_MAX: usize = 17;
 pub enum ChainError {
     #[error("{mandate}: {error}")]
     Signature { mandate: String, error: SignatureError },
-    #[error("{mandate}: has no canonical form to verify (it was not read from a document)")]
+    #[error(
+        "{mandate}: has no canonical form to verify: it was not read from a document, or was changed in code after it was read"
+    )]
     NoDigest { mandate: String },
     #[error(
         "{mandate}: names its parent `{parent}` by id; a signed chain names it by digest: write `parent: <the parent's sha256>` (`holon mandate digest PARENT` prints it) and sign again"
@@ -43,7 +45,7 @@ pub fn verify_chain<'a>(
 ) -> Result<usize, ChainError> {
     let mut link = mandate;
     for links in 1..=CHAIN_LINKS_MAX {
-        let digest = link.digest.ok_or_else(|| ChainError::NoDigest { mandate: link.id.clone() })?;
+        let digest = link.digest_if_unchanged().ok_or_else(|| ChainError::NoDigest { mandate: link.id.clone() })?;
         let block = link
             .signature
             .as_ref()

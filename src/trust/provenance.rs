@@ -1,13 +1,14 @@
 //! Manifest provenance: the publisher (the account of the agent's namespace) signs the
-//! agent's identity, `(id, version, source.ref, runtime.image)`, and the agent's record
-//! carries the signature. A manifest edited after publishing (another image, another
-//! source) no longer matches it.
+//! canonical form of the whole manifest, and the agent's record carries the signature. The
+//! identity the manifest document names, `(id, version, source.ref, runtime.image)`, is
+//! part of it, and so is everything else admission reads (runtime and endpoint, pricing,
+//! capabilities, data policy, declared calls): a manifest edited after publishing no
+//! longer matches.
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use thiserror::Error;
 
-use super::canonical::{self, CanonicalError, Digest};
+use super::canonical::Digest;
 use super::keys::{PrivateKey, TrustedKeys};
 use super::signature::{self, Purpose, SignatureBlock, SignatureError};
 use crate::manifest::Manifest;
@@ -30,25 +31,25 @@ pub enum ProvenanceError {
         "{agent}: the provenance names publisher `{publisher}`, but only the account `{namespace}` publishes in that namespace"
     )]
     WrongPublisher { agent: String, publisher: String, namespace: String },
+    #[error(
+        "{agent}: the manifest was not read from a document, or was changed in code since: its provenance cannot be checked"
+    )]
+    NotRead { agent: String },
     #[error("{agent}: provenance: {error}")]
     Signature { agent: String, error: SignatureError },
 }
 
-/// The digest of the identity the publisher signs.
-pub fn identity_digest(m: &Manifest) -> Result<Digest, CanonicalError> {
-    let identity = json!({
-        "id": m.id.as_str(),
-        "version": m.version.to_string(),
-        "source_ref": m.source.git_ref,
-        "runtime_image": m.runtime.image,
-    });
-    canonical::digest(&identity)
+/// The digest the publisher signs: the manifest's canonical form, if it was read from a
+/// document and not changed since.
+pub fn manifest_digest(m: &Manifest) -> Option<Digest> {
+    m.digest_if_unchanged()
 }
 
-/// The provenance block `key` (the publisher's) gives `m`.
-pub fn sign(m: &Manifest, key: &PrivateKey) -> Result<Provenance, CanonicalError> {
-    let digest = identity_digest(m)?;
-    Ok(Provenance { publisher: key.account.clone(), signature: signature::sign(key, Purpose::Provenance, &digest) })
+/// The provenance block `key` (the publisher's) gives `m`; `None` for a manifest not read
+/// from a document (it has no canonical form to sign).
+pub fn sign(m: &Manifest, key: &PrivateKey) -> Option<Provenance> {
+    let digest = manifest_digest(m)?;
+    Some(Provenance { publisher: key.account.clone(), signature: signature::sign(key, Purpose::Provenance, &digest) })
 }
 
 /// Verifies the publisher's signature over `m`'s identity in `record`.
@@ -63,7 +64,7 @@ pub fn verify(m: &Manifest, record: Option<&AgentRecord>, keys: &TrustedKeys) ->
             namespace: namespace.to_owned(),
         });
     }
-    let digest = identity_digest(m).map_err(|e| ProvenanceError::Signature { agent: agent(), error: e.into() })?;
+    let digest = manifest_digest(m).ok_or_else(|| ProvenanceError::NotRead { agent: agent() })?;
     signature::verify(&p.signature, Purpose::Provenance, &digest, &p.publisher, keys)
         .map_err(|error| ProvenanceError::Signature { agent: agent(), error })
 }

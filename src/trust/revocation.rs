@@ -49,15 +49,36 @@ pub struct Revoked {
     pub reason: String,
 }
 
-impl Revoked {
-    /// Whether this entry names `m`, or the parent `m` names (so a sub-mandate is revoked
-    /// with its parent even where the parent's document is not at hand).
-    fn reaches(&self, m: &Mandate) -> bool {
-        let parent = m.parent_ref();
-        match self.mandate.parse::<Digest>() {
-            Ok(d) => m.digest == Some(d) || parent == Some(ParentRef::Digest(d)),
-            Err(_) => self.mandate == m.id || parent == Some(ParentRef::Id(&self.mandate)),
+/// The entries by what they name, each parsed once: one lookup per mandate, whatever the
+/// list's length.
+struct Index<'r> {
+    ids: HashMap<&'r str, &'r Revoked>,
+    digests: HashMap<Digest, &'r Revoked>,
+}
+
+impl<'r> Index<'r> {
+    fn of(list: &'r Revocations) -> Self {
+        let mut ids = HashMap::new();
+        let mut digests = HashMap::new();
+        for r in &list.revoked {
+            match r.mandate.parse::<Digest>() {
+                Ok(d) => _ = digests.entry(d).or_insert(r),
+                Err(_) => _ = ids.entry(r.mandate.as_str()).or_insert(r),
+            }
         }
+        Index { ids, digests }
+    }
+
+    /// The entry that names `m`, or the parent `m` names (so a sub-mandate is revoked with
+    /// its parent even where the parent's document is not at hand).
+    fn reaching(&self, m: &Mandate) -> Option<&'r Revoked> {
+        let own = self.ids.get(m.id.as_str()).or_else(|| m.digest().and_then(|d| self.digests.get(&d)));
+        let parent = match m.parent_ref() {
+            Some(ParentRef::Id(id)) => self.ids.get(id),
+            Some(ParentRef::Digest(d)) => self.digests.get(&d),
+            None => None,
+        };
+        own.or(parent).copied()
     }
 }
 
@@ -74,13 +95,15 @@ impl Revocations {
         if self.revoked.is_empty() {
             return out;
         }
+        let index = Index::of(self);
         for m in mandates {
-            if let Some(entry) = self.revoked.iter().find(|r| r.reaches(m)) {
+            if let Some(entry) = index.reaching(m) {
                 out.insert(m.id.as_str(), entry);
             }
         }
         let by_id: HashMap<&str, &Mandate> = mandates.iter().map(|m| (m.id.as_str(), *m)).collect();
-        let by_digest: HashMap<Digest, &Mandate> = mandates.iter().filter_map(|m| m.digest.map(|d| (d, *m))).collect();
+        let by_digest: HashMap<Digest, &Mandate> =
+            mandates.iter().filter_map(|m| m.digest().map(|d| (d, *m))).collect();
         // Each round reaches one more level down; a chain is at most as long as the list.
         for _ in 0..mandates.len() {
             let mut changed = false;
@@ -131,6 +154,6 @@ impl Revocations {
     /// without its chain: the CLI's view; the engine applies [`Revocations::apply`] to the
     /// whole snapshot).
     pub fn revoking(&self, m: &Mandate) -> Option<&Revoked> {
-        self.revoked.iter().find(|r| r.reaches(m))
+        Index::of(self).reaching(m)
     }
 }

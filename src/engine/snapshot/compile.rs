@@ -8,7 +8,7 @@ use super::{
     AgentIx, AgentMatcher, CallTarget, ClassMatcher, ClassSet, CompiledAgent, CompiledMandate, MandateIx, Snapshot,
     Thresholds,
 };
-use crate::admission::BudgetLimits;
+use crate::admission::{BudgetLimits, Code};
 use crate::engine::EngineError;
 use crate::engine::ledger::{DAY_MICROS_MAX, Ledger, LedgerLimits};
 use crate::engine::registry::LedgerKey;
@@ -37,7 +37,7 @@ pub(in crate::engine) fn compile_mandate(
     ledger: Arc<Ledger>,
     ledger_key: LedgerKey,
     names: &Names,
-    revoked: bool,
+    barred: Option<Code>,
 ) -> Result<CompiledMandate, EngineError> {
     let m = &*source;
     if let Some(day) = m.budget.per_day
@@ -65,7 +65,7 @@ pub(in crate::engine) fn compile_mandate(
             epoch: ledger.epoch_for(total_micros, day_micros_max),
         },
         currency: m.budget.currency,
-        from: if revoked { i64::MAX } else { m.valid.from.unix() },
+        from: if barred.is_some() { i64::MAX } else { m.valid.from.unix() },
         until: m.valid.until.unix(),
         fx: m.budget.fx.iter().map(|(c, r)| (*c, *r)).collect(),
         issuer_ns: names.words.intern(m.issuer.namespace())?,
@@ -86,8 +86,9 @@ pub(in crate::engine) fn compile_mandate(
             max_latency: milli(req.max_latency_p95_s),
             min_runs: req.min_runs_30d,
         },
-        revoked,
+        barred,
         root: ix,
+        root_digest: m.digest(),
         ledger,
         ledger_key,
         source,
@@ -221,9 +222,7 @@ pub(in crate::engine) fn compile(
         snapshot.by_id.insert(manifest.id.clone(), ix);
     }
     let sources: Vec<&Mandate> = input.mandates.iter().map(|m| &**m).collect();
-    if require_signatures {
-        verify_signatures(&sources, &input.keys, &versions)?;
-    }
+    let untrusted = if require_signatures { untrusted(&sources, &input.keys, &versions) } else { Vec::new() };
     let revoked = input.revocations.apply(&sources);
     for mandate in &input.mandates {
         let sym = names.mandates.intern(&mandate.id)?;
@@ -234,22 +233,36 @@ pub(in crate::engine) fn compile(
             });
         }
         let (ledger, key) = ledger_of(sym);
-        let is_revoked = revoked.contains_key(mandate.id.as_str());
-        let compiled = compile_mandate(MandateIx(sym), Arc::clone(mandate), ledger, key, names, is_revoked)?;
+        // Fail closed per mandate, never per publish: a bad chain or a sub-mandate bars that
+        // mandate, and the rest of the publish (its revocations above all) takes effect.
+        let barred = if revoked.contains_key(mandate.id.as_str()) {
+            Some(Code::MandateRevoked)
+        } else if untrusted.iter().any(|(id, _)| id == &mandate.id) {
+            Some(Code::MandateUntrusted)
+        } else if mandate.parent.is_some() {
+            Some(Code::PublishedSubMandate)
+        } else {
+            None
+        };
+        let compiled = compile_mandate(MandateIx(sym), Arc::clone(mandate), ledger, key, names, barred)?;
         put(&mut snapshot.mandates, sym, compiled);
     }
+    snapshot.untrusted = untrusted;
     Ok(snapshot)
 }
 
-/// Every mandate's chain holds: signed by a key trusted for its issuer, each parent among
-/// `mandates` by digest, each child narrowing its parent.
-fn verify_signatures(mandates: &[&Mandate], keys: &TrustedKeys, agents: &AgentVersions<'_>) -> Result<(), EngineError> {
-    let by_digest: HashMap<Digest, &Mandate> = mandates.iter().filter_map(|m| m.digest.map(|d| (d, *m))).collect();
-    for m in mandates {
-        chain::verify_chain(m, &|d| by_digest.get(d).copied(), keys, agents)
-            .map_err(|e| EngineError::Untrusted { mandate: m.id.clone(), reason: e.to_string() })?;
-    }
-    Ok(())
+/// The mandates whose chain does not hold (signed by a key trusted for its issuer, each
+/// parent among `mandates` by digest, each child narrowing its parent), with why.
+fn untrusted(mandates: &[&Mandate], keys: &TrustedKeys, agents: &AgentVersions<'_>) -> Vec<(String, String)> {
+    let by_digest: HashMap<Digest, &Mandate> = mandates.iter().filter_map(|m| m.digest().map(|d| (d, *m))).collect();
+    mandates
+        .iter()
+        .filter_map(|m| {
+            chain::verify_chain(m, &|d| by_digest.get(d).copied(), keys, agents)
+                .err()
+                .map(|e| (m.id.clone(), e.to_string()))
+        })
+        .collect()
 }
 
 fn put<T>(v: &mut Vec<Option<T>>, at: u32, value: T) {
