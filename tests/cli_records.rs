@@ -93,3 +93,44 @@ fn loadtest_receipts_build_valid_records_and_a_used_directory_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("line 1"), "{}", text(&out));
 }
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_at_once_and_a_failed_build_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let started = std::time::Instant::now();
+    let out = holon(&[
+        "records",
+        "build",
+        "--receipts",
+        fifo.to_str().unwrap(),
+        "--at",
+        "2026-11-30T00:00:00Z",
+        "--out",
+        dir.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not a regular file"), "{}", text(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "it did not wait for a writer");
+    // A bad line after good ones: nothing at --out, no staging directory left.
+    let receipts = dir.path().join("r.jsonl");
+    let good = std::fs::read_to_string("testdata/records/receipts.jsonl").unwrap();
+    std::fs::write(&receipts, format!("{good}not a receipt\n")).unwrap();
+    let out_dir = dir.path().join("records");
+    let out = holon(&[
+        "records",
+        "build",
+        "--receipts",
+        receipts.to_str().unwrap(),
+        "--at",
+        "2026-11-30T00:00:00Z",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!out_dir.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 2, "only the fifo and the receipts: {left:?}");
+}

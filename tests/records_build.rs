@@ -31,6 +31,7 @@ fn build(lines: &[&str], evals: &[&str]) -> BTreeMap<String, String> {
         b.add_eval(l, n as u64 + 1).unwrap();
     }
     b.finish()
+        .unwrap()
         .into_iter()
         .map(|r| {
             let (ns, name) = r.agent.as_str().split_once('/').unwrap();
@@ -115,7 +116,7 @@ fn hostile_lines_are_errors_that_name_the_line() {
     assert!(matches!(Builder::new(at(), 0), Err(MeasureError::Window)));
     // Errors change nothing: the one good run is all there is.
     assert_eq!(b.counts().runs, 1);
-    assert_eq!(b.finish().len(), 1);
+    assert_eq!(b.finish().unwrap().len(), 1);
 }
 
 #[test]
@@ -144,7 +145,7 @@ fn records_built_from_an_engines_receipts_drive_a_min_success_rate() {
         b.add_receipt(l, n as u64 + 1).unwrap();
     }
     assert_eq!(b.counts().runs, 400 * leaves.len() as u64);
-    let records: Vec<AgentRecord> = b.finish();
+    let records: Vec<AgentRecord> = b.finish().unwrap();
     assert_eq!(records.len(), leaves.len());
     // A mandate that wants 90% success, checked against the catalog with those records.
     let mut mandate = (*net.input.mandates[0]).clone();
@@ -176,4 +177,40 @@ fn records_built_from_an_engines_receipts_drive_a_min_success_rate() {
             assert_eq!(decided.verdict, Verdict::Allowed, "syn/a{i} at {rate}: {:?}", decided.reasons);
         }
     }
+}
+
+#[test]
+fn a_caller_seen_both_as_an_agent_and_as_a_person_counts_the_same_in_any_order() {
+    let line = |kind: &str, id: u32| {
+        format!(
+            r#"{{"id":{id},"agent":"acme/x","agent_version":"1.0.0","decision":"allowed","end":"settled","outcome":"success","latency_ms":5,"actual":"0.1","ended_at":"2026-11-20T00:00:00Z","currency":"EUR","payer":"alice","caller":"alice/bot","caller_kind":"{kind}"}}"#
+        )
+    };
+    let (a, p) = (line("agent", 1), line("person", 2));
+    assert_eq!(build(&[&a, &p], &[]), build(&[&p, &a], &[]));
+}
+
+#[test]
+fn a_cost_that_cannot_be_told_whole_is_left_out_and_one_that_overflows_is_an_error() {
+    let run = |actual: &str, currency: Option<&str>, outcome: &str, id: u32| {
+        let c = currency.map(|c| format!(r#","currency":"{c}""#)).unwrap_or_default();
+        format!(
+            r#"{{"id":{id},"agent":"acme/x","agent_version":"1.0.0","decision":"allowed","end":"settled","outcome":"{outcome}","latency_ms":5,"actual":"{actual}","ended_at":"2026-11-20T00:00:00Z"{c}}}"#
+        )
+    };
+    // A run billed 100 without a currency: a cost per success of 0.50 EUR would be far
+    // too low, so none is given.
+    let lines = [run("1", Some("EUR"), "success", 1), run("100", None, "success", 2)];
+    let built = build(&lines.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert!(!built.values().next().unwrap().contains("cost_per_success"), "{built:?}");
+    // The largest amounts, added: more than 64-bit micro-units per success.
+    let mut b = Builder::new(at(), 30).unwrap();
+    for (n, l) in
+        [run("18446744073709.551615", Some("EUR"), "success", 1), run("18446744073709.551615", Some("EUR"), "error", 2)]
+            .iter()
+            .enumerate()
+    {
+        b.add_receipt(l, n as u64 + 1).unwrap();
+    }
+    assert!(matches!(b.finish(), Err(MeasureError::Overflow { .. })));
 }

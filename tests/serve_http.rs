@@ -392,3 +392,29 @@ fn a_revocation_list_mounted_like_a_config_map_is_reloaded_when_its_link_is_swap
     });
     assert_eq!(denied["codes"], json!(["mandate_revoked"]));
 }
+
+#[test]
+fn a_file_that_breaks_the_documents_does_not_hold_up_a_revocation() {
+    let outside = tempfile::tempdir().unwrap();
+    let list = outside.path().join("revocations.yaml");
+    std::fs::write(&list, "holon_revocations: \"0.1\"\nrevoked: []\n").unwrap();
+    let s = Server::start_with_args(|_| {}, &["--revocations", list.to_str().unwrap()]);
+    assert_eq!(admit(&s, "holon-labs/fx-convert", None)["decision"], "allowed");
+    // Junk among the documents, and a second mandate with a taken id: the reload fails...
+    std::fs::write(s.docs().join("zz-junk.yaml"), "junk: 1\n").unwrap();
+    std::fs::copy(s.docs().join("mandates/alice-root.yaml"), s.docs().join("zz-copy.yaml")).unwrap();
+    std::fs::write(
+        &list,
+        "holon_revocations: \"0.1\"\nrevoked:\n  - mandate: alice/m-2026-11\n    at: \"2026-11-20T10:00:00Z\"\n    reason: stolen\n",
+    )
+    .unwrap();
+    // ...and the revocation applies all the same.
+    let denied = wait_for(|| {
+        let a = admit(&s, "holon-labs/fx-convert", None);
+        (a["codes"] == json!(["mandate_revoked"])).then_some(a)
+    });
+    assert_eq!(denied["codes"], json!(["mandate_revoked"]));
+    let (_, status) = s.get("/v1/status", Some(&s.gateway));
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert!(!status["last_reload_error"].is_null(), "the failure is still reported: {status}");
+}

@@ -455,9 +455,15 @@ pub(super) fn print(report: &Report, json: bool, style: &super::style::Style) ->
         )?;
     }
     outln!(
-        "  receipts  {} written, {} dropped{}",
+        "  receipts  {} written, {} dropped{}{}",
         report.receipts,
         report.receipts_dropped,
+        // Why they may drop, and how not to.
+        if report.receipts_dropped > 0 {
+            " (the sink drops rather than slow a call when its writer falls behind; --receipts FILE loses none)"
+        } else {
+            ""
+        },
         if report.publishes > 0 {
             format!("; {} snapshots published meanwhile", report.publishes)
         } else {

@@ -35,28 +35,35 @@ pub(crate) fn revoked(
     let mut pool = super::trust::parent_pool(&[dir.to_path_buf()])?;
     pool.retain(|m| m.id != mandate.id);
     let mut chain: Vec<&holon::mandate::Mandate> = vec![mandate];
-    // Up the chain through the mandates beside it, at most a chain's length.
+    // Up the chain through the mandates beside it, at most a chain's length. Whatever
+    // leaves the chain unknown (a parent not there, two that could be it, a loop, too many
+    // links) leaves the question open: an error, not a pass.
+    let open = |why: String| anyhow::anyhow!("cannot tell whether {} is revoked: {why}", mandate.id);
     while let Some(parent) = chain.last().and_then(|m| m.parent_ref()) {
-        let found = pool.iter().find(|p| match parent {
+        let mut found = pool.iter().filter(|p| match parent {
             holon::mandate::ParentRef::Id(id) => p.id == id,
             holon::mandate::ParentRef::Digest(d) => p.digest() == Some(d),
         });
-        match found {
-            Some(p) if chain.len() < holon::trust::chain::CHAIN_LINKS_MAX && !chain.iter().any(|c| c.id == p.id) => {
-                chain.push(p)
+        let (first, second) = (found.next(), found.next());
+        let name = match parent {
+            holon::mandate::ParentRef::Id(id) => id.to_owned(),
+            holon::mandate::ParentRef::Digest(d) => d.to_string(),
+        };
+        match (first, second) {
+            (Some(_), Some(_)) => {
+                return Err(open(format!("two mandates in {} could be its parent {name}", dir.display())));
             }
-            Some(_) => break,
-            None => {
-                if let holon::mandate::ParentRef::Digest(d) = parent
-                    && !list.is_empty()
-                {
-                    anyhow::bail!(
-                        "cannot tell whether {} is revoked: its chain names a parent {d} that is not among the mandates in {}; put the parent's file there",
-                        mandate.id,
-                        dir.display()
-                    );
+            (None, _) => {
+                return Err(open(format!(
+                    "its chain names a parent {name} that is not among the mandates in {}; put the parent's file there",
+                    dir.display()
+                )));
+            }
+            (Some(p), None) => {
+                if chain.len() >= holon::trust::chain::CHAIN_LINKS_MAX || chain.iter().any(|c| c.id == p.id) {
+                    return Err(open("its chain loops or is longer than a chain may be".into()));
                 }
-                break;
+                chain.push(p);
             }
         }
     }

@@ -148,17 +148,25 @@ pub(crate) fn build(args: &BuildArgs, style: &Style) -> anyhow::Result<u8> {
         each_line(path, &indicatif::ProgressBar::hidden(), |text, n| builder.add_eval(text, n))?;
     }
     let counts = builder.counts();
-    let records = builder.finish();
-    std::fs::create_dir_all(&args.out).with_context(|| args.out.display().to_string())?;
-    let mut written = Vec::new();
-    for r in &records {
-        let version = r.version.as_ref().map(ToString::to_string).unwrap_or_default();
-        let dir = args.out.join(r.agent.namespace());
-        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-        let name = r.agent.as_str().split_once('/').map_or(r.agent.as_str(), |(_, n)| n);
-        let file = dir.join(format!("{name}@{version}.yaml"));
-        std::fs::write(&file, doc::to_yaml(r)?).with_context(|| file.display().to_string())?;
-        written.push(file);
+    let records = builder.finish()?;
+    // Written into a new directory beside --out and renamed into place at the end: a
+    // failure part-way leaves nothing at --out (and the temporary directory is removed).
+    let staging = staging_dir(&args.out)?;
+    let written = write_all(&records, &staging, &args.out);
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    if args.out.exists() {
+        // Empty (checked above): replaced by the staged records.
+        std::fs::remove_dir(&args.out).with_context(|| args.out.display().to_string())?;
+    }
+    if let Err(e) = std::fs::rename(&staging, &args.out) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e).with_context(|| args.out.display().to_string());
     }
     if args.json {
         let body = json!({
@@ -183,6 +191,35 @@ pub(crate) fn build(args: &BuildArgs, style: &Style) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// A new directory beside `out` with a random name.
+fn staging_dir(out: &Path) -> anyhow::Result<PathBuf> {
+    let parent = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).with_context(|| parent.display().to_string())?;
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("the operating system's random source: {e}"))?;
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = parent.join(format!(".{name}.building-{}", u64::from_le_bytes(nonce)));
+    std::fs::create_dir(&dir).with_context(|| dir.display().to_string())?;
+    Ok(dir)
+}
+
+/// Writes each record to `staging/NS/NAME@VERSION.yaml`; returns the paths they will have
+/// under `out`.
+fn write_all(records: &[holon::record::AgentRecord], staging: &Path, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for r in records {
+        let version = r.version.as_ref().map(ToString::to_string).unwrap_or_default();
+        let ns = r.agent.namespace();
+        let name = r.agent.as_str().split_once('/').map_or(r.agent.as_str(), |(_, n)| n);
+        let file = format!("{name}@{version}.yaml");
+        let dir = staging.join(ns);
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        std::fs::write(dir.join(&file), doc::to_yaml(r)?).with_context(|| dir.join(&file).display().to_string())?;
+        written.push(out.join(ns).join(file));
+    }
+    Ok(written)
+}
+
 /// Calls `f` on every line of `path`, numbered from 1, reading at most
 /// [`LINE_BYTES_MAX`] bytes per line; blank lines are passed over.
 fn each_line(
@@ -190,9 +227,18 @@ fn each_line(
     bar: &indicatif::ProgressBar,
     mut f: impl FnMut(&str, u64) -> Result<(), MeasureError>,
 ) -> anyhow::Result<()> {
-    let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    // Non-blocking: opening a FIFO must not wait for a writer; then only a regular file is
+    // read (checked on the opened file, so nothing can be swapped in between).
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).with_context(|| path.display().to_string())?;
     if !file.metadata().with_context(|| path.display().to_string())?.is_file() {
-        bail!("{}: not a regular file", path.display());
+        bail!("{}: not a regular file (receipts and evaluations are read from files)", path.display());
     }
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut buf = Vec::new();

@@ -64,9 +64,10 @@ pub(super) struct ServeArgs {
     /// and watched: no call is admitted under a revoked mandate once the reload returns.
     #[arg(long)]
     revocations: Option<PathBuf>,
-    /// Refuse documents whose mandates' signature chains do not hold under the trusted
-    /// keys (the old snapshot keeps serving), and deny agents without their publisher's
-    /// provenance signature (`provenance_unverified`).
+    /// Bar every mandate whose signature chain does not hold under the trusted keys
+    /// (`mandate_untrusted`; the rest of the documents still publish, revocations first),
+    /// and deny agents without their publisher's provenance signature
+    /// (`provenance_unverified`). Needs --keys.
     #[arg(long)]
     require_signatures: bool,
 }

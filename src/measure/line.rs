@@ -57,6 +57,8 @@ pub(super) struct Run {
 
 /// Longest payer or caller name kept, in bytes (ids are at most 128).
 const NAME_BYTES_MAX: usize = 256;
+/// Longest agent version, in bytes (the documents' limit): it names the record's file.
+const VERSION_BYTES_MAX: usize = 128;
 
 impl Receipt {
     pub(super) fn parse(text: &str) -> Result<Self, String> {
@@ -80,6 +82,9 @@ impl Receipt {
             return Ok(None);
         };
         let agent = AgentId::parse(&self.agent).map_err(|e| format!("agent: {e}"))?;
+        if self.agent_version.as_ref().is_some_and(|v| v.len() > VERSION_BYTES_MAX) {
+            return Err(format!("agent_version: longer than {VERSION_BYTES_MAX} bytes"));
+        }
         let version = self
             .agent_version
             .as_deref()
@@ -141,6 +146,9 @@ impl Eval {
         let score = Fixed6::from_json(&e.score).map_err(|e| format!("score: {e}"))?;
         if score > Fixed6::ONE {
             return Err("score: must be between 0 and 1".into());
+        }
+        if e.version.len() > VERSION_BYTES_MAX {
+            return Err(format!("version: longer than {VERSION_BYTES_MAX} bytes"));
         }
         Ok(Eval {
             agent: AgentId::parse(&e.agent).map_err(|e| format!("agent: {e}"))?,

@@ -53,6 +53,10 @@ pub enum MeasureError {
     TooManyDistinct,
     #[error("the latency histogram: {0}")]
     Histogram(String),
+    #[error(
+        "{agent}: the cost per success does not fit in 64-bit micro-units; the receipts bill more than any budget could"
+    )]
+    Overflow { agent: String },
 }
 
 /// What one agent version's runs come to.
@@ -63,6 +67,9 @@ struct Tally {
     latency_ms: Histogram<u64>,
     /// Billed over every run, by currency, in micro-units.
     billed_micros: BTreeMap<Currency, u128>,
+    /// Some run billed without saying in which currency: no cost per success is given
+    /// (one left out would make it too low).
+    billed_unknown: bool,
     payers: BTreeSet<String>,
     /// Distinct callers and whether each is an agent.
     callers: BTreeMap<String, bool>,
@@ -81,6 +88,7 @@ impl Tally {
             declared: 0,
             latency_ms,
             billed_micros: BTreeMap::new(),
+            billed_unknown: false,
             payers: BTreeSet::new(),
             callers: BTreeMap::new(),
             eval_millionths: 0,
@@ -183,9 +191,13 @@ impl Builder {
                 .record(run.latency_ms.min(LATENCY_MS_MAX))
                 .map_err(|e| MeasureError::Histogram(e.to_string()))?;
         }
-        if let Some(currency) = run.currency {
-            let sum = tally.billed_micros.entry(currency).or_insert(0);
-            *sum = sum.saturating_add(u128::from(run.billed.micros()));
+        match run.currency {
+            Some(currency) => {
+                let sum = tally.billed_micros.entry(currency).or_insert(0);
+                *sum = sum.saturating_add(u128::from(run.billed.micros()));
+            }
+            None if run.billed > Amount::ZERO => tally.billed_unknown = true,
+            None => {}
         }
         if let Some(payer) = run.payer
             && !tally.payers.contains(&payer)
@@ -193,11 +205,15 @@ impl Builder {
             distinct += 1;
             tally.payers.insert(payer);
         }
-        if let Some((caller, is_agent)) = run.caller
-            && !tally.callers.contains_key(&caller)
-        {
-            distinct += 1;
-            tally.callers.insert(caller, is_agent);
+        if let Some((caller, is_agent)) = run.caller {
+            // An agent if any of its receipts says so: the same in any order.
+            match tally.callers.get_mut(&caller) {
+                Some(known) => *known |= is_agent,
+                None => {
+                    distinct += 1;
+                    tally.callers.insert(caller, is_agent);
+                }
+            }
         }
         if distinct > DISTINCT_MAX {
             return Err(MeasureError::TooManyDistinct);
@@ -219,7 +235,7 @@ impl Builder {
     }
 
     /// One record per agent version, in id and version order.
-    pub fn finish(self) -> Vec<AgentRecord> {
+    pub fn finish(self) -> Result<Vec<AgentRecord>, MeasureError> {
         let measured = |runs| Measured { at: self.at, window_days: self.window_days, receipts: runs };
         self.tallies.into_iter().map(|((agent, version), t)| record(agent, version, &t, measured(t.runs()))).collect()
     }
@@ -236,22 +252,24 @@ fn seconds(ms: u64) -> Fixed6 {
     Fixed6::from_millionths(ms.saturating_mul(1_000))
 }
 
-fn record(agent: AgentId, version: semver::Version, t: &Tally, measured: Measured) -> AgentRecord {
+fn record(
+    agent: AgentId,
+    version: semver::Version,
+    t: &Tally,
+    measured: Measured,
+) -> Result<AgentRecord, MeasureError> {
     let runs = t.runs();
     let percentile = |q: f64| (!t.latency_ms.is_empty()).then(|| seconds(t.latency_ms.value_at_quantile(q)));
-    let cost_per_success = if t.success == 0 {
-        BTreeMap::new()
-    } else {
-        t.billed_micros
-            .iter()
-            .filter_map(|(c, micros)| {
-                let per = micros.div_ceil(u128::from(t.success));
-                u64::try_from(per).ok().map(|p| (*c, Amount::from_micros(p)))
-            })
-            .collect()
-    };
+    let mut cost_per_success = BTreeMap::new();
+    if t.success > 0 && !t.billed_unknown {
+        for (c, micros) in &t.billed_micros {
+            let per = u64::try_from(micros.div_ceil(u128::from(t.success)))
+                .map_err(|_| MeasureError::Overflow { agent: agent.to_string() })?;
+            cost_per_success.insert(*c, Amount::from_micros(per));
+        }
+    }
     let agents = t.callers.values().filter(|is_agent| **is_agent).count();
-    AgentRecord {
+    Ok(AgentRecord {
         holon_record: "0.1".into(),
         agent,
         version: Some(version),
@@ -273,5 +291,5 @@ fn record(agent: AgentId, version: semver::Version, t: &Tally, measured: Measure
         distinct_payers: (runs > 0).then_some(t.payers.len() as u64),
         agent_caller_share: ratio_down(agents as u64, t.callers.len() as u64),
         measured: Some(measured),
-    }
+    })
 }

@@ -70,17 +70,11 @@ pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure
     let mut ignored = Vec::new();
     let mut keys = TrustedKeys::default();
     let mut revocations = Revocations::default();
-    if let Some(file) = &trust.keys {
-        match read_one(file, &limits)? {
-            Some(Document::Keys(k)) => keys = *k,
-            _ => return Err(whole(file, "--keys: expected a trusted keys document (`holon_keys`)")),
-        }
+    if let Some(k) = read_keys(trust)? {
+        keys = k;
     }
-    if let Some(file) = &trust.revocations {
-        match read_one(file, &limits)? {
-            Some(Document::Revocations(r)) => revocations = *r,
-            _ => return Err(whole(file, "--revocations: expected a revocation list (`holon_revocations`)")),
-        }
+    if let Some(r) = read_revocations(trust)? {
+        revocations = r;
     }
     for file in files {
         match read_one(&file, &limits)? {
@@ -106,6 +100,50 @@ pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure
         return Err(whole(dir, &format!("more than {REVOCATIONS_MAX} revocations in all: merge the lists")));
     }
     Ok(Loaded { input: SnapshotInput { mandates, agents, keys, revocations }, ignored })
+}
+
+fn read_keys(trust: &TrustFiles) -> Result<Option<TrustedKeys>, LoadFailure> {
+    let Some(file) = &trust.keys else { return Ok(None) };
+    match read_one(file, &Limits::default())? {
+        Some(Document::Keys(k)) => Ok(Some(*k)),
+        _ => Err(whole(file, "--keys: expected a trusted keys document (`holon_keys`)")),
+    }
+}
+
+fn read_revocations(trust: &TrustFiles) -> Result<Option<Revocations>, LoadFailure> {
+    let Some(file) = &trust.revocations else { return Ok(None) };
+    match read_one(file, &Limits::default())? {
+        Some(Document::Revocations(r)) => Ok(Some(*r)),
+        _ => Err(whole(file, "--revocations: expected a revocation list (`holon_revocations`)")),
+    }
+}
+
+/// What a reload publishes when the documents cannot be read: `last` (the input the last
+/// good reload published) with the trust files read again. Keys are replaced (a key taken
+/// out is distrusted at once); revocations are added to those in effect, never taken away
+/// (a failed reload only ever withdraws more).
+pub(crate) fn trust_only(last: &SnapshotInput, trust: &TrustFiles) -> Result<SnapshotInput, LoadFailure> {
+    let mut input = last.clone();
+    if let Some(keys) = read_keys(trust)? {
+        input.keys = keys;
+    }
+    if let Some(list) = read_revocations(trust)? {
+        input.revocations.revoked.extend(list.revoked);
+    }
+    if input.revocations.revoked.len() > REVOCATIONS_MAX {
+        return Err(whole(Path::new("--revocations"), &format!("more than {REVOCATIONS_MAX} revocations in all")));
+    }
+    Ok(input)
+}
+
+/// The tokens file, which must hold a token (else every client would be locked out; the
+/// old tokens keep serving).
+pub(crate) fn tokens(path: &Path) -> Result<crate::serve::auth::Tokens, LoadFailure> {
+    let tokens = crate::serve::auth::Tokens::load(path).map_err(|m| whole(path, &m))?;
+    if tokens.len() == 0 {
+        return Err(whole(path, "holds no token: every client would be locked out; the old tokens keep serving"));
+    }
+    Ok(tokens)
 }
 
 /// A manifest's record: the one beside it (same directory) first, then any for its id and

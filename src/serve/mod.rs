@@ -77,6 +77,16 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
             options.tokens.display()
         );
     }
+    // A keys file among the documents would let whoever writes them trust a key.
+    if let Some(keys) = &options.trust_files.keys
+        && let (Ok(keys), Ok(docs)) = (std::fs::canonicalize(keys), std::fs::canonicalize(&options.documents))
+        && keys.starts_with(&docs)
+    {
+        anyhow::bail!(
+            "--keys {} is inside --documents: whoever writes the documents could trust a key; keep the keys file elsewhere",
+            keys.display()
+        );
+    }
     let loaded = loader::load(&options.documents, &options.trust_files).map_err(|f| anyhow::anyhow!("{f}"))?;
     if options.require_signatures && loaded.input.keys.keys.is_empty() {
         anyhow::bail!(
@@ -128,6 +138,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         loaded.ignored,
     );
     service.trust_files.clone_from(&options.trust_files);
+    *service.last_input.lock() = Some(loaded.input);
     let svc: &'static Service = Box::leak(Box::new(service));
     let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine, file));
 

@@ -96,6 +96,8 @@ pub(crate) struct Service {
     /// Serializes reloads (the watcher and SIGHUP may ask at once).
     reload_lock: parking_lot::Mutex<()>,
     pub(super) open: DashMap<u64, Open>,
+    /// What the last successful reload published (a failed one applies the trust files to it).
+    pub last_input: parking_lot::Mutex<Option<holon::engine::SnapshotInput>>,
     /// False once shutdown began.
     pub ready: AtomicBool,
     /// Requests' store tasks at once ([`STORE_TASKS_MAX`]): a store that hangs holds at
@@ -133,6 +135,7 @@ impl Service {
             status: parking_lot::Mutex::new(ReloadStatus { ignored_files: ignored, ..ReloadStatus::default() }),
             reload_lock: parking_lot::Mutex::new(()),
             open: DashMap::new(),
+            last_input: parking_lot::Mutex::new(None),
             ready: AtomicBool::new(true),
             store_tasks: Arc::new(tokio::sync::Semaphore::new(STORE_TASKS_MAX)),
         }
@@ -394,22 +397,11 @@ impl Service {
     pub(crate) fn reload(&self) -> Result<u64, LoadFailure> {
         let _one = self.reload_lock.lock();
         let result = loader::load(&self.documents, &self.trust_files).and_then(|loaded| {
-            let tokens = Tokens::load(&self.tokens_path)
-                .and_then(|t| {
-                    if t.len() == 0 {
-                        Err("holds no token: every client would be locked out; the old tokens keep serving".to_owned())
-                    } else {
-                        Ok(t)
-                    }
-                })
-                .map_err(|message| LoadFailure {
-                    file: self.tokens_path.display().to_string(),
-                    pointer: "/".to_owned(),
-                    message,
-                })?;
+            let tokens = loader::tokens(&self.tokens_path)?;
             let published = self.engine.publish(&loaded.input);
             let generation = published.map_err(|e| loader::whole(&self.documents, &e.to_string()))?;
             super::warn_untrusted(self.engine);
+            *self.last_input.lock() = Some(loaded.input);
             self.tokens.store(Arc::new(tokens));
             self.status.lock().ignored_files = loaded.ignored;
             Ok(generation)
@@ -425,6 +417,15 @@ impl Service {
                 tracing::info!(generation, "reloaded the documents");
             }
             Err(failure) => {
+                // Withdrawals still go through: the last good documents with the trust
+                // files read again (a bad file must not freeze a revocation).
+                let mut last = self.last_input.lock();
+                if let Some(input) = last.as_ref().and_then(|l| loader::trust_only(l, &self.trust_files).ok())
+                    && self.engine.publish(&input).is_ok()
+                {
+                    tracing::warn!("the keys and revocations were applied to the documents that last loaded");
+                    *last = Some(input);
+                }
                 status.failures += 1;
                 status.last_error = Some(failure.clone());
                 status.last_error_at = Some(Timestamp::now().to_string());
