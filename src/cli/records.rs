@@ -227,19 +227,7 @@ fn each_line(
     bar: &indicatif::ProgressBar,
     mut f: impl FnMut(&str, u64) -> Result<(), MeasureError>,
 ) -> anyhow::Result<()> {
-    // Non-blocking: opening a FIFO must not wait for a writer; then only a regular file is
-    // read (checked on the opened file, so nothing can be swapped in between).
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options.open(path).with_context(|| path.display().to_string())?;
-    if !file.metadata().with_context(|| path.display().to_string())?.is_file() {
-        bail!("{}: not a regular file (receipts and evaluations are read from files)", path.display());
-    }
+    let (file, _) = doc::file::open_regular(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut buf = Vec::new();
     let mut number = 0u64;

@@ -17,6 +17,25 @@ use super::DocError;
 /// Errors: [`DocError::NotAFile`] (directory, device, FIFO, socket),
 /// [`DocError::TooLarge`], [`DocError::Io`] (missing, permission, ...).
 pub fn read_bounded(path: &Path, bytes_max: usize) -> Result<Vec<u8>, DocError> {
+    let (file, meta) = open_regular(path)?;
+    let declared = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    if declared > bytes_max {
+        return Err(DocError::TooLarge { bytes: declared, bytes_max });
+    }
+    // The size can change after fstat: read one byte past the limit at most.
+    let cap = u64::try_from(bytes_max).unwrap_or(u64::MAX).saturating_add(1);
+    let mut raw = Vec::with_capacity(declared.min(bytes_max));
+    file.take(cap).read_to_end(&mut raw).map_err(|e| DocError::Io(e.to_string()))?;
+    if raw.len() > bytes_max {
+        return Err(DocError::TooLarge { bytes: raw.len(), bytes_max });
+    }
+    Ok(raw)
+}
+
+/// Opens `path` for reading if it is a regular file, without waiting (a FIFO is refused,
+/// not waited on), checked on the opened file so nothing can be swapped in between. The
+/// first step of [`read_bounded`]; streaming readers (`holon records build`) use it alone.
+pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), DocError> {
     let file = match open_nonblocking(path) {
         Ok(file) => file,
         // A socket cannot be opened at all: say what it is rather than the OS's words.
@@ -31,18 +50,7 @@ pub fn read_bounded(path: &Path, bytes_max: usize) -> Result<Vec<u8>, DocError> 
     if !meta.is_file() {
         return Err(DocError::NotAFile { what: file_type_name(&meta.file_type()) });
     }
-    let declared = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    if declared > bytes_max {
-        return Err(DocError::TooLarge { bytes: declared, bytes_max });
-    }
-    // The size can change after fstat: read one byte past the limit at most.
-    let cap = u64::try_from(bytes_max).unwrap_or(u64::MAX).saturating_add(1);
-    let mut raw = Vec::with_capacity(declared.min(bytes_max));
-    file.take(cap).read_to_end(&mut raw).map_err(|e| DocError::Io(e.to_string()))?;
-    if raw.len() > bytes_max {
-        return Err(DocError::TooLarge { bytes: raw.len(), bytes_max });
-    }
-    Ok(raw)
+    Ok((file, meta))
 }
 
 /// [`read_bounded`], then UTF-8.
