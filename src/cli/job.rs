@@ -10,7 +10,7 @@ use holon::job::call::{self, CALL_BYTES_MAX};
 use holon::job::leash;
 use holon::job::propose::Observation;
 use holon::job::redact::printable;
-use holon::job::state::{self, Job, Scope};
+use holon::job::state::{self, Job, Scope, Which};
 use serde_json::json;
 
 use super::exit;
@@ -46,7 +46,7 @@ pub(super) fn observe(
     input: Option<&Path>,
     workdir: Option<String>,
 ) -> anyhow::Result<u8> {
-    let result = (|| -> anyhow::Result<(usize, usize)> {
+    let result = (|| -> anyhow::Result<(usize, usize, usize)> {
         let job = job(state_dir, name)?;
         let reader: Box<dyn BufRead> = match input {
             // A file, not a FIFO or a device (pipe calls in on standard input instead).
@@ -56,7 +56,7 @@ pub(super) fn observe(
         let run = run.or_else(|| std::env::var("HOLON_RUN").ok());
         let default_workdir =
             workdir.or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string())).unwrap_or_default();
-        let (mut observations, mut skipped, mut lines) = (Vec::new(), 0usize, 0usize);
+        let (mut observations, mut skipped, mut lines, mut anonymous) = (Vec::new(), 0usize, 0usize, 0usize);
         holon::job::lines::for_each_line(reader, CALL_BYTES_MAX, state::OBSERVATIONS_BYTES_MAX, |line| {
             lines += 1;
             match line.map(str::trim) {
@@ -64,7 +64,10 @@ pub(super) fn observe(
                 Some("") => {}
                 Some(line) => match call::parse(line) {
                     Ok(c) if c.is_exempt() => {}
-                    Ok(c) => observations.push(Observation::of(c, run.as_deref(), &default_workdir)),
+                    Ok(c) => {
+                        anonymous += usize::from(run.is_none() && c.run.is_none() && c.session.is_none());
+                        observations.push(Observation::of(c, run.as_deref(), &default_workdir));
+                    }
                     Err(e) => {
                         errln!("holon: skipped a call: {}", printable(&e.to_string()));
                         skipped += 1;
@@ -75,13 +78,21 @@ pub(super) fn observe(
         })
         .with_context(|| "reading the calls")?;
         job.observe(&observations)?;
-        Ok((observations.len(), skipped))
+        Ok((observations.len(), skipped, anonymous))
     })();
     match result {
-        Ok((n, skipped)) => errln!(
-            "observed {n} call(s) for `{name}`{}",
-            if skipped > 0 { format!(", skipped {skipped}") } else { String::new() }
-        ),
+        Ok((n, skipped, anonymous)) => {
+            errln!(
+                "observed {n} call(s) for `{name}`{}",
+                if skipped > 0 { format!(", skipped {skipped}") } else { String::new() }
+            );
+            if anonymous > 0 {
+                errln!(
+                    "holon: warning: {anonymous} {}",
+                    state::NO_RUN_WARNING.replacen("the call has", "call(s) had", 1)
+                );
+            }
+        }
         Err(e) => errln!("holon: observe failed ({e:#}); the run is not blocked"),
     }
     Ok(exit::OK)
@@ -91,7 +102,76 @@ pub(super) fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<
     let job = job(state_dir, name)?;
     let (v, text) = job.propose()?;
     out!("{text}")?;
-    errln!("pending version v{v}: review it, then `holon job approve {name}`");
+    errln!("{}", pending_hint(&job, v));
+    Ok(exit::OK)
+}
+
+/// Where a new pending version is and how to review it before approving.
+fn pending_hint(job: &Job, v: u32) -> String {
+    let name = &job.name;
+    format!(
+        "pending version v{v}, not enforced yet: {}\n  review it:   holon job show {name} --pending\n  what changes: holon job show {name} --diff\n  then:        holon job approve {name}",
+        job.version_file(v).display()
+    )
+}
+
+/// `holon job show`: the active version, the pending one, or the diff between them.
+pub(super) fn show(
+    state_dir: Option<PathBuf>,
+    name: &str,
+    pending: bool,
+    diff: bool,
+    style: &Style,
+) -> anyhow::Result<u8> {
+    let job = job(state_dir, name)?;
+    let active = job.version(Which::Active)?;
+    let waiting = if pending || diff { job.version(Which::Pending)? } else { None };
+    let none_pending = || {
+        anyhow::anyhow!(
+            "`{name}` has no pending version: `holon job propose {name}` or `holon job widen {name} ID` writes one"
+        )
+    };
+    if diff {
+        let waiting = waiting.ok_or_else(none_pending)?;
+        let (old_name, old_text) = match &active {
+            Some(a) => (format!("v{} (active)", a.version), a.text.as_str()),
+            None => ("nothing approved yet".to_owned(), ""),
+        };
+        let new_name = format!("v{} (pending)", waiting.version);
+        let text = similar::TextDiff::from_lines(old_text, waiting.text.as_str())
+            .unified_diff()
+            .context_radius(3)
+            .header(&old_name, &new_name)
+            .to_string();
+        if text.is_empty() {
+            outln!("v{} (pending) is the same as {old_name}", waiting.version)?;
+        }
+        for line in text.lines() {
+            let shown = printable(line);
+            let painted = match line.as_bytes().first() {
+                Some(b'+') if !line.starts_with("+++") => style.good(&shown),
+                Some(b'-') if !line.starts_with("---") => style.bad(&shown),
+                Some(b'@') => style.dim(&shown),
+                _ => shown,
+            };
+            outln!("{painted}")?;
+        }
+        return Ok(exit::OK);
+    }
+    let shown = if pending {
+        waiting.ok_or_else(none_pending)?
+    } else {
+        active.ok_or_else(|| {
+            anyhow::anyhow!(
+                "`{name}` has no approved version yet (observe mode): `holon job show {name} --pending` shows the version waiting for approval, if any"
+            )
+        })?
+    };
+    errln!("v{} {}", shown.version, style.dim(&shown.path.display().to_string()));
+    // The file could have been edited by anyone: no control character reaches the terminal.
+    for line in shown.text.lines() {
+        outln!("{}", printable(line))?;
+    }
     Ok(exit::OK)
 }
 
@@ -145,6 +225,9 @@ pub(super) fn check(
         None
     };
     let written = answer.is_none_or(|a| outln!("{a}").is_ok());
+    if let Some(w) = &decision.warning {
+        errln!("holon: warning: {w}");
+    }
     if decision.blocks() || !written {
         let id = decision.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
         let reason = if written {
@@ -164,6 +247,7 @@ fn blocked(reason: &str) -> state::Decision {
         reason: Some(reason.to_owned()),
         family: Some(holon::job::Family::Integrity),
         drift_id: None,
+        warning: None,
     }
 }
 
@@ -206,7 +290,8 @@ pub(super) fn widen(
 ) -> anyhow::Result<u8> {
     let id: u64 =
         id.trim_start_matches('#').parse().with_context(|| format!("`{id}` is not a drift id like 3 or #3"))?;
-    let w = job(state_dir, name)?.widen(id, pattern)?;
+    let job = job(state_dir, name)?;
+    let w = job.widen(id, pattern)?;
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&w)?)?;
         return Ok(exit::OK);
@@ -221,7 +306,7 @@ pub(super) fn widen(
             outln!("    {}", printable(e))?;
         }
     }
-    outln!("not active yet: review, then `holon job approve {name}`")?;
+    errln!("{}", pending_hint(&job, w.version));
     Ok(exit::OK)
 }
 
@@ -304,6 +389,20 @@ pub(super) enum JobCommand {
         /// Print the decision as JSON on standard output (the exit code is the same).
         #[arg(long)]
         json: bool,
+    },
+    /// Print the active version, the pending one, or the diff between them.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 bad input (no such version, an unreadable or invalid file, a bad flag, a closed output pipe).\n\nThe version's number and file go to standard error, its text to standard output.\n\nEXAMPLES:\n  holon job show nightly-report\n  holon job show nightly-report --pending\n  holon job show nightly-report --diff"
+    )]
+    Show {
+        /// The job's name.
+        job: String,
+        /// The version waiting for approval instead of the active one.
+        #[arg(long, conflicts_with = "diff")]
+        pending: bool,
+        /// A unified diff from the active version (or from nothing) to the pending one.
+        #[arg(long)]
+        diff: bool,
     },
     /// The Leash Line.
     #[command(

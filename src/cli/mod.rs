@@ -322,6 +322,7 @@ pub(crate) fn run() -> ExitCode {
             job::JobCommand::Approve { job: j } => job::approve(state, &j),
             job::JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
             job::JobCommand::Status { job: j } => job::status(state, &j, &style),
+            job::JobCommand::Show { job: j, pending, diff } => job::show(state, &j, pending, diff, &style),
             job::JobCommand::Drift { job: j, json } => job::drift(state, &j, json, &style),
             job::JobCommand::Widen { job: j, drift_id, pattern, json } => {
                 job::widen(state, &j, &drift_id, pattern, json)

@@ -5,8 +5,9 @@
 //!   tools    ▕▃▃▃▃██▃▃┃ 4 allowed
 //!   paths    ▕██▅▅▅▅──┃ ▼#2 ▼#3  3 allowed · 2 blocked
 //! ```
-//! Bars are the allowed rules, height from evidence (relative to the family's largest);
-//! `◆N` counts rules pending approval; `▼#id` notches are blocked calls, `△#id` blocked
+//! Bars are the allowed rules (before the first approval, the pending version's rules),
+//! height from evidence (relative to the family's largest); `◆N` counts rules pending
+//! approval, and nothing is called allowed until a version was approved; `▼#id` notches are blocked calls, `△#id` blocked
 //! calls later widened. Truecolor on a terminal; plain text under `NO_COLOR`, `--no-color`
 //! or a pipe (the same characters without escapes).
 
@@ -110,13 +111,22 @@ pub fn render(o: &Overview, color: bool) -> String {
         if !notches.is_empty() {
             line.push_str(&format!(" {} ", notches.join(" ")));
         }
-        line.push_str(&format!(" {} allowed", rules.len()));
+        // Nothing is allowed before the first approval: the bars are then the pending
+        // version's rules, counted as pending only.
+        let mut counts = Vec::new();
+        if o.meta.active.is_some() {
+            counts.push(format!("{} allowed", rules.len()));
+        }
         if blocked > 0 {
-            line.push_str(&format!(" · {blocked} blocked"));
+            counts.push(format!("{blocked} blocked"));
         }
         if let Some(n) = o.pending_rules.get(&family).filter(|n| **n > 0) {
-            line.push_str(&format!(" · {}", p.rgb(YELLOW, &format!("◆{n} pending"))));
+            counts.push(p.rgb(YELLOW, &format!("◆{n} pending")));
         }
+        if counts.is_empty() && o.meta.active.is_none() {
+            counts.push(p.dim("nothing allowed yet"));
+        }
+        line.push_str(&format!(" {}", counts.join(" · ")));
         out.push_str(line.trim_end());
         out.push('\n');
     }

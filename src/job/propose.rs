@@ -38,7 +38,7 @@ impl Observation {
         let workdir = call.cwd.clone().unwrap_or_else(|| workdir.to_owned());
         // Observations are what reaches disk: secrets are masked first.
         Observation {
-            run: run.unwrap_or_else(|| "unknown".into()),
+            run: run.unwrap_or_else(|| super::state::UNKNOWN_RUN.into()),
             call: call.relative_to(&workdir).redacted(),
             workdir,
         }
@@ -49,10 +49,30 @@ fn count<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, n: u64) {
     *map.entry(key).or_insert(0) += n;
 }
 
-fn evidence(map: &BTreeMap<String, u64>) -> (Vec<String>, Vec<Evidence>) {
+/// Rules with their counts, and for the rules that allow more than was observed, how
+/// much more (rule text to note).
+fn evidence(map: &BTreeMap<String, u64>, broader: &BTreeMap<String, String>) -> (Vec<String>, Vec<Evidence>) {
     let values: Vec<String> = map.keys().cloned().collect();
-    let ev = map.iter().map(|(v, n)| Evidence { value: v.clone(), evidence: *n }).collect();
+    let ev = map
+        .iter()
+        .map(|(v, n)| Evidence { value: v.clone(), evidence: *n, broader: broader.get(v).cloned() })
+        .collect();
     (values, ev)
+}
+
+/// How much more a merged command rule allows than its observed uses: any subset of its
+/// `options` flags and variable names, of which `seen` distinct subsets were observed.
+fn merged_note(options: usize, seen: usize) -> Option<String> {
+    // 2^options subsets; past 2^63 it is simply "more than was seen".
+    let allowed = u32::try_from(options).ok().and_then(|k| 1u64.checked_shl(k)).unwrap_or(u64::MAX);
+    (u64::try_from(seen).unwrap_or(u64::MAX) < allowed).then(|| {
+        // Leaving a flag out can matter as much as adding one (`--dry-run`).
+        if options <= 20 {
+            format!("any subset of these flags and variables may be used ({allowed} combinations), {seen} seen")
+        } else {
+            format!("any subset of these flags and variables may be used (2^{options} combinations), {seen} seen")
+        }
+    })
 }
 
 /// Whether `path` lies under the recursive rule `rule` (`dir/**` or `**`).
@@ -72,6 +92,8 @@ pub fn header(job: &str, runs: u64) -> String {
 }
 
 type UseKey = (String, Option<String>, Vec<String>);
+/// The flags and variable names of one observed use.
+type Options = (Vec<String>, Vec<String>);
 
 /// Observations aggregated one at a time (the log is streamed, never held whole).
 #[derive(Debug, Default)]
@@ -81,8 +103,9 @@ pub struct Proposal {
     tools: BTreeMap<String, u64>,
     reads: BTreeMap<String, u64>,
     writes: BTreeMap<String, (u64, BTreeSet<String>)>,
-    /// Per use (head, subcommand, pinned arguments): the merged rule and its count.
-    commands: BTreeMap<UseKey, (CommandUse, u64)>,
+    /// Per use (head, subcommand, pinned arguments): the merged rule, its count and the
+    /// distinct option sets observed (to say when the merge allows more).
+    commands: BTreeMap<UseKey, (CommandUse, u64, BTreeSet<Options>)>,
     opaque: BTreeMap<String, u64>,
     hosts: BTreeMap<String, u64>,
     writes_per_run: BTreeMap<String, u64>,
@@ -112,13 +135,18 @@ impl Proposal {
                 }
                 // Pinned arguments are part of what a use is: one rule per argument list.
                 Aspect::Command(c) => {
-                    let e = self
-                        .commands
-                        .entry((c.head.clone(), c.subcommand.clone(), c.args.clone()))
-                        .or_insert_with(|| (CommandUse { flags: vec![], env: vec![], ..c.clone() }, 0));
+                    let e = self.commands.entry((c.head.clone(), c.subcommand.clone(), c.args.clone())).or_insert_with(
+                        || (CommandUse { flags: vec![], env: vec![], ..c.clone() }, 0, BTreeSet::new()),
+                    );
                     e.0.flags.extend(c.flags.iter().cloned());
                     e.0.env.extend(c.env.iter().cloned());
                     e.1 += 1;
+                    let (mut flags, mut env) = (c.flags.clone(), c.env.clone());
+                    flags.sort();
+                    flags.dedup();
+                    env.sort();
+                    env.dedup();
+                    e.2.insert((flags, env));
                 }
                 Aspect::Opaque(t) => count(&mut self.opaque, format!("={t}"), 1),
                 Aspect::Host(h) => count(&mut self.hosts, h.clone(), 1),
@@ -130,7 +158,7 @@ impl Proposal {
     pub fn finish(self, job: &str) -> (JobMandate, Evidenced) {
         // The most common workdir; ties go to the smallest, so order does not matter.
         let workdir = self.workdirs.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(w, _)| w.to_string());
-        let write_rules = generalise_writes(&self.writes);
+        let (write_rules, write_broader) = generalise_writes(&self.writes);
         let write_globs: Vec<globset::GlobMatcher> = write_rules
             .keys()
             .filter_map(|r| globset::GlobBuilder::new(r).literal_separator(true).build().ok())
@@ -150,18 +178,24 @@ impl Proposal {
             }
         }
         let mut command_rules: BTreeMap<String, u64> = self.opaque;
-        for (mut rule, n) in self.commands.into_values() {
+        let mut command_broader = BTreeMap::new();
+        for (mut rule, n, seen) in self.commands.into_values() {
             rule.flags.sort();
             rule.flags.dedup();
             rule.env.sort();
             rule.env.dedup();
-            count(&mut command_rules, rule.rule(), n);
+            let text = rule.rule();
+            if let Some(note) = merged_note(rule.flags.len() + rule.env.len(), seen.len()) {
+                command_broader.insert(text.clone(), note);
+            }
+            count(&mut command_rules, text, n);
         }
-        let (tools_v, tools_e) = evidence(&self.tools);
-        let (read_v, read_e) = evidence(&read_rules);
-        let (write_v, write_e) = evidence(&write_rules);
-        let (cmd_v, cmd_e) = evidence(&command_rules);
-        let (host_v, host_e) = evidence(&self.hosts);
+        let none = BTreeMap::new();
+        let (tools_v, tools_e) = evidence(&self.tools, &none);
+        let (read_v, read_e) = evidence(&read_rules, &none);
+        let (write_v, write_e) = evidence(&write_rules, &write_broader);
+        let (cmd_v, cmd_e) = evidence(&command_rules, &command_broader);
+        let (host_v, host_e) = evidence(&self.hosts, &none);
         let mandate = JobMandate {
             mandate: 1,
             job: job.to_owned(),
@@ -187,8 +221,11 @@ pub fn propose(job: &str, observations: &[Observation]) -> (JobMandate, Evidence
     p.finish(job)
 }
 
-/// Rule 3 (per-run file names) and rule 5 (exact, escaped) for writes.
-fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<String>)>) -> BTreeMap<String, u64> {
+/// Rule 3 (per-run file names) and rule 5 (exact, escaped) for writes: the rules with
+/// their counts, and a note for each `*` rule (it allows names never written).
+fn generalise_writes(
+    writes: &BTreeMap<String, (u64, BTreeSet<String>)>,
+) -> (BTreeMap<String, u64>, BTreeMap<String, String>) {
     // (dir, ext) -> names with their counts and runs
     type Group<'a> = BTreeMap<&'a str, (u64, BTreeSet<&'a str>)>;
     // `dir` is `None` for a bare file name, `Some("")` for a file in `/`.
@@ -201,7 +238,7 @@ fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<String>)>) -> BTre
         let ext = name.rsplit_once('.').map(|(_, e)| e).filter(|e| !e.is_empty());
         groups.entry((dir, ext)).or_default().insert(name, (*n, runs.iter().map(String::as_str).collect()));
     }
-    let mut out = BTreeMap::new();
+    let (mut out, mut broader) = (BTreeMap::new(), BTreeMap::new());
     for ((dir, ext), names) in groups {
         let runs: BTreeSet<&str> = names.values().flat_map(|(_, r)| r.iter().copied()).collect();
         let per_run =
@@ -215,6 +252,9 @@ fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<String>)>) -> BTre
                 Some(d) => format!("{}/{star}", globset::escape(d)),
                 None => star,
             };
+            let note =
+                format!("`*` stands for any file name; {} names were written in {} runs", names.len(), runs.len());
+            broader.insert(rule.clone(), note);
             count(&mut out, rule, names.values().map(|(n, _)| n).sum());
         } else {
             for (name, (n, _)) in names {
@@ -226,5 +266,5 @@ fn generalise_writes(writes: &BTreeMap<String, (u64, BTreeSet<String>)>) -> BTre
             }
         }
     }
-    out
+    (out, broader)
 }

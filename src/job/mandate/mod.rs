@@ -52,6 +52,11 @@ pub struct JobLimits {
 pub struct Evidence {
     pub value: String,
     pub evidence: u64,
+    /// Set when the rule allows more than the calls it was learned from (a `*` standing
+    /// for several observed names, flags merged from several uses): how much more, in
+    /// words and numbers only (never observed text, which could break the YAML comment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broader: Option<String>,
 }
 
 /// Rules of every family with evidence, in document order.

@@ -11,7 +11,7 @@ use crate::doc::{self, DocError, DocKind, Violation};
 /// byte order, every string double-quoted, one evidence comment per rule.
 pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
     let q = yaml_quoted;
-    let count = |list: &[Evidence], v: &str| list.iter().find(|e| e.value == v).map_or(0, |e| e.evidence);
+    let find = |list: &[Evidence], v: &str| list.iter().find(|e| e.value == v).cloned();
     let mut out = String::new();
     for line in header.lines() {
         out.push_str(&format!("# {line}\n"));
@@ -27,7 +27,10 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
             out.push_str(&format!("{indent}{key}:\n"));
             for v in values {
                 let note = if key == "commands" { command_note(v) } else { "" };
-                out.push_str(&format!("{indent}  - {}  # seen {}x{note}\n", q(v), count(ev, v)));
+                let e = find(ev, v);
+                let broader = e.as_ref().and_then(|e| e.broader.as_deref()).map(|b| format!("{BROADER}{b}"));
+                let n = e.map_or(0, |e| e.evidence);
+                out.push_str(&format!("{indent}  - {}  # seen {n}x{}{note}\n", q(v), broader.unwrap_or_default()));
             }
         }
     };
@@ -44,6 +47,10 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
     }
     out
 }
+
+/// Marks, in a rule's comment, a rule that allows more than the calls it was learned
+/// from; what follows it (up to the next ` · `) says how much more.
+const BROADER: &str = " · BROADER than seen: ";
 
 /// A double-quoted YAML scalar: JSON escaping, plus `\uXXXX` for the control characters
 /// JSON leaves raw (DEL, C1) and YAML refuses, so any observed text can be approved.
@@ -89,7 +96,7 @@ fn command_note(rule: &str) -> &'static str {
 /// Reads the `# seen Nx` comments back from a job mandate's YAML (a rule without one has
 /// evidence 0). Only list items of the five rule lists are read.
 pub fn evidence_of(yaml: &str, m: &JobMandate) -> Evidenced {
-    let mut seen: BTreeMap<(&'static str, String), u64> = BTreeMap::new();
+    let mut seen: BTreeMap<(&'static str, String), (u64, Option<String>)> = BTreeMap::new();
     let mut section = "";
     for line in yaml.lines() {
         let trimmed = line.trim_start();
@@ -119,7 +126,10 @@ pub fn evidence_of(yaml: &str, m: &JobMandate) -> Evidenced {
                     "paths.write" => "write",
                     _ => continue,
                 };
-                seen.insert((key, value), n);
+                let broader = comment
+                    .and_then(|c| c.split_once(BROADER))
+                    .map(|(_, rest)| rest.split(" · ").next().unwrap_or_default().to_owned());
+                seen.insert((key, value), (n, broader));
             }
             _ => {}
         }
@@ -127,7 +137,10 @@ pub fn evidence_of(yaml: &str, m: &JobMandate) -> Evidenced {
     let pick = |key: &'static str, values: &[String]| -> Vec<Evidence> {
         values
             .iter()
-            .map(|v| Evidence { value: v.clone(), evidence: seen.get(&(key, v.clone())).copied().unwrap_or(0) })
+            .map(|v| {
+                let (evidence, broader) = seen.get(&(key, v.clone())).cloned().unwrap_or_default();
+                Evidence { value: v.clone(), evidence, broader }
+            })
             .collect()
     };
     Evidenced {

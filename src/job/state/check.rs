@@ -23,21 +23,32 @@ impl Job {
         if call.as_ref().is_ok_and(|c| c.tool == EXEMPT_TOOL) {
             return Decision::allow();
         }
-        let run = run
-            .map(str::to_owned)
-            .or_else(|| call.as_ref().ok().and_then(|c| c.run.clone().or(c.session.clone())))
-            .unwrap_or_else(|| "unknown".into());
+        let run =
+            run.map(str::to_owned).or_else(|| call.as_ref().ok().and_then(|c| c.run.clone().or(c.session.clone())));
+        let warning = run.is_none().then(|| super::NO_RUN_WARNING.to_owned());
+        let run = run.unwrap_or_else(|| super::UNKNOWN_RUN.into());
+        Decision { warning, ..self.decide_run(call, &run, scope, ask_interactive) }
+    }
+
+    /// `check` once the run is known.
+    fn decide_run(
+        &self,
+        call: Result<call::ToolCall, call::CallError>,
+        run: &str,
+        scope: Scope,
+        ask_interactive: bool,
+    ) -> Decision {
         let view = match self.meta() {
             Err(e @ StateError::UnknownJob { .. }) => StateView::NoJob(e.to_string()),
             Err(e) => StateView::Unreadable(e.to_string()),
             Ok(m) if m.mode == Mode::Observe => StateView::Observe,
-            Ok(_) => return self.enforce(call, &run, scope, ask_interactive),
+            Ok(_) => return self.enforce(call, run, scope, ask_interactive),
         };
         match (decide(call.as_ref(), &view, scope), call) {
             (Outcome::Observe, Ok(call)) => {
                 // Observe mode never blocks, not even on its own errors.
                 let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-                let _ = self.observe(&[Observation::of(call, Some(&run), &here)]);
+                let _ = self.observe(&[Observation::of(call, Some(run), &here)]);
                 Decision::allow()
             }
             (Outcome::Block { family, reason, .. }, _) => Decision::block(family, reason),

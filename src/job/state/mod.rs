@@ -32,7 +32,7 @@ mod widen;
 pub use check::{Outcome, StateView, Unusable, decide};
 pub use overview::Overview;
 pub use store::{Locked, atomic_write, sha256_hex};
-pub use versions::ActiveError;
+pub use versions::{ActiveError, VersionText, Which};
 pub use widen::{Preview, Widened};
 
 /// Most drift records kept per job (the oldest are dropped; ids are never reused).
@@ -185,14 +185,24 @@ pub struct Decision {
     pub family: Option<Family>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_id: Option<u64>,
+    /// Something the caller should fix that did not change the decision (a call without
+    /// a run id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
+
+/// The run a call without any run id is counted in.
+pub const UNKNOWN_RUN: &str = "unknown";
+
+/// Said whenever a call has no run id: it is then counted in one shared run.
+pub const NO_RUN_WARNING: &str = "the call has no run id (--run, HOLON_RUN, or the call's `session_id`/`run`): every such call is counted in one run, `unknown`, which shares one write budget; pass the run's id";
 
 impl Decision {
     pub(crate) fn allow() -> Self {
-        Decision { decision: "allow", reason: None, family: None, drift_id: None }
+        Decision { decision: "allow", reason: None, family: None, drift_id: None, warning: None }
     }
     pub(crate) fn block(family: Family, reason: String) -> Self {
-        Decision { decision: "block", reason: Some(reason), family: Some(family), drift_id: None }
+        Decision { decision: "block", reason: Some(reason), family: Some(family), drift_id: None, warning: None }
     }
     pub fn blocks(&self) -> bool {
         self.decision == "block"

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::store::sha256_hex;
 use super::{Drift, Job, Meta, StateError};
 use crate::job::call::Family;
-use crate::job::mandate::{self, Evidenced, JobMandate};
+use crate::job::mandate::{self, Evidenced, JobMandate, PathRules};
 
 /// Everything `status` and `export` show about a job.
 #[derive(Debug, Clone)]
@@ -45,7 +45,9 @@ impl Job {
             && let Ok(t) = self.version_text(p)
             && let Ok(m) = mandate::from_yaml(&t)
         {
-            let empty = JobMandate { tools: vec![], commands: vec![], hosts: vec![], ..m.clone() };
+            // Before any approval every rule of the pending version is new, paths too.
+            let empty =
+                JobMandate { tools: vec![], paths: PathRules::default(), commands: vec![], hosts: vec![], ..m.clone() };
             let base = mandate.as_ref().unwrap_or(&empty);
             let new = |a: &[String], b: &[String]| a.iter().filter(|r| !b.contains(r)).count();
             pending_rules.insert(Family::Tools, new(&m.tools, &base.tools));

@@ -23,7 +23,52 @@ pub enum ActiveError {
     Invalid(#[from] mandate::ReadError),
 }
 
+/// Which version `holon job show` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// The approved version being enforced (only while it still hashes to its approval).
+    Active,
+    /// The version waiting for approval.
+    Pending,
+}
+
+/// One version of a job mandate as stored: its number, its file and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionText {
+    pub version: u32,
+    pub path: std::path::PathBuf,
+    pub text: String,
+}
+
 impl Job {
+    /// The file version `v` is stored in (to tell a reviewer where to read it).
+    pub fn version_file(&self, v: u32) -> std::path::PathBuf {
+        self.version_path(v)
+    }
+
+    /// The active or the pending version, `None` when the job has none. An active
+    /// version that no longer hashes to its approval is refused, as `check` blocks on it:
+    /// what is shown is always what is enforced.
+    pub fn version(&self, which: Which) -> Result<Option<VersionText>, StateError> {
+        let _lock = self.lock(false)?;
+        let meta = self.meta()?;
+        let shown = |version: u32, text: String| VersionText { version, path: self.version_path(version), text };
+        match which {
+            Which::Active => match self.active(&meta) {
+                Ok(found) => Ok(found.map(|(v, text, _)| shown(v, text))),
+                Err(ActiveError::Unreadable(e)) => Err(e),
+                Err(e) => Err(StateError::Refused(format!(
+                    "{e}; every call of `{}` is blocked until the file is restored or another version approved",
+                    self.name
+                ))),
+            },
+            Which::Pending => match meta.pending {
+                Some(v) => Ok(Some(shown(v, self.version_text(v)?))),
+                None => Ok(None),
+            },
+        }
+    }
+
     /// Compiles the observations into a new pending version; returns it and its text.
     pub fn propose(&self) -> Result<(u32, String), StateError> {
         let _lock = self.lock(true)?;

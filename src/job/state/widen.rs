@@ -46,7 +46,8 @@ impl Job {
             if !list.contains(&rule) {
                 list.push(rule.clone());
                 list.sort();
-                evl.push(Evidence { value: rule.clone(), evidence: 1 });
+                let broader = (pattern && rule != exact(aspect)).then(|| format!("a pattern widened from drift #{id}"));
+                evl.push(Evidence { value: rule.clone(), evidence: 1, broader });
                 added.push(rule);
             }
         }
