@@ -5,9 +5,11 @@
 //! 3. p95 latency (lower first; unknown last), then id for a stable order.
 //!
 //! Relevance is an integer so that ties are common and cost decides among equally
-//! relevant agents: for each distinct query word (lower-cased, split on non-alphanumerics),
+//! relevant agents: for each distinct query word (lower-cased, split on non-alphanumerics,
+//! compared by its English stem so plurals and word forms match),
 //! 3 points if it is a word of the agent's id or one of its capability classes, else 2 if
 //! it is a word of its name, else 1 if it occurs in its description. No query: all 0.
+//! With a query, only agents it matches are listed, ranked or excluded.
 //! The success rate is the measured one, or for an agent with no runs, its eval score.
 
 use std::collections::BTreeSet;
@@ -44,8 +46,20 @@ pub struct Ranking {
     pub excluded: Vec<Excluded>,
 }
 
+/// Most bytes of one word stemmed; longer words are compared whole (no English word is
+/// this long, and the stemmer's work stays bounded).
+const STEM_WORD_BYTES_MAX: usize = 64;
+
+/// The distinct word stems of `text`: split on non-alphanumerics, lower-cased, each
+/// reduced by the Snowball English stemmer, so "tables", "table" and "tabled" are one
+/// word, as are "converting" and "convert".
 fn words(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .map(|w| if w.len() > STEM_WORD_BYTES_MAX { w } else { stemmer.stem(&w).into_owned() })
+        .collect()
 }
 
 pub fn relevance(query: &str, entry: &crate::manifest::Manifest) -> u32 {
@@ -93,6 +107,11 @@ pub fn rank_with(
     let mut out = Ranking::default();
     let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
     for entry in &catalog.entries {
+        let relevance = if query.is_empty() { 0 } else { relevance(query, &entry.manifest) };
+        // An agent the query does not match is not a result: neither ranked nor excluded.
+        if !query.is_empty() && relevance == 0 {
+            continue;
+        }
         let a = assessor.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
         if a.verdict == Verdict::Denied {
             if let Some(first) = a.reasons.into_iter().next() {
@@ -103,15 +122,12 @@ pub fn rank_with(
         let rate = entry.record.as_ref().and_then(|r| r.effective_success_rate());
         out.ranked.push(Ranked {
             agent: entry.manifest.id.clone(),
-            relevance: if query.is_empty() { 0 } else { relevance(query, &entry.manifest) },
+            relevance,
             worst_case: a.worst_case,
             cost_per_success: cost_per_success(a.worst_case, rate),
             latency_p95_s: entry.record.as_ref().and_then(|r| r.latency_p95_s),
             held: a.verdict == Verdict::Held,
         });
-    }
-    if !query.is_empty() {
-        out.ranked.retain(|r| r.relevance > 0);
     }
     out.ranked.sort_by(|a, b| {
         b.relevance

@@ -140,6 +140,38 @@ fn search_contract() {
     assert_eq!(v["ranked"].as_array().unwrap().len(), 0, "an expired mandate ranks nothing");
 }
 
+/// Search compares word stems, and lists as excluded only the agents the query matched
+/// (issue #15: "tables" found nothing, and every denied agent was listed whatever the query).
+#[test]
+fn search_matches_stems_and_excludes_only_matching_agents() {
+    let search = |q: &str| {
+        let (code, out) = holon(&["search", q, "--mandate", ROOT, "--agents", "examples/agents", "--at", AT, "--json"]);
+        assert_eq!(code, 0, "{out}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let ids = |key: &str| -> Vec<String> {
+            v[key].as_array().unwrap().iter().map(|x| x["agent"].as_str().unwrap().to_owned()).collect()
+        };
+        (ids("ranked"), ids("excluded"))
+    };
+    for q in ["tables", "extracting", "TABLE"] {
+        assert!(search(q).0.contains(&"acme/table-extract".to_owned()), "{q}");
+    }
+    assert_eq!(search("converting currencies").0, vec!["holon-labs/fx-convert".to_owned()]);
+    let (_, excluded) = search("converting currencies");
+    assert!(
+        !excluded.contains(&"shady/invoice-scraper".to_owned()),
+        "{excluded:?} lists an agent the query did not match"
+    );
+    // Without a query every denied agent is excluded with its reason.
+    let (code, out) = holon(&["search", "--mandate", ROOT, "--agents", "examples/agents", "--at", AT, "--json"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("shady/invoice-scraper"));
+    // No match says so, and how matching works.
+    let (code, out) = holon(&["search", "zebra", "--mandate", ROOT, "--agents", "examples/agents", "--at", AT]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no agent matches `zebra`") && out.contains("stem"), "{out}");
+}
+
 /// An unreadable file is named once, with its reason once (the error chain printed the
 /// reason twice: `cannot read: …: cannot read: …`).
 #[test]

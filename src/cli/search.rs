@@ -56,6 +56,11 @@ pub(super) fn run(args: &SearchArgs<'_>, style: &Style) -> anyhow::Result<u8> {
         .max()
         .unwrap_or(0);
     outln!("{} {}", style.bold("ranked under"), mandate.id)?;
+    if r.ranked.is_empty() && r.excluded.is_empty() {
+        outln!(
+            "  no agent matches `{query}`: each word is matched by its stem against the agents' ids, capability classes, names and descriptions; without a query every agent the mandate permits is listed"
+        )?;
+    }
     for (i, x) in r.ranked.iter().enumerate() {
         let cps = x.cost_per_success.map_or_else(|| "unknown".to_owned(), |c| format!("{c} {cur}"));
         let p95 = x.latency_p95_s.map_or_else(|| "unknown".to_owned(), |l| format!("{l}s"));
@@ -68,7 +73,8 @@ pub(super) fn run(args: &SearchArgs<'_>, style: &Style) -> anyhow::Result<u8> {
         )?;
     }
     if !r.excluded.is_empty() {
-        outln!("{}", style.bold("excluded"))?;
+        let why = if query.is_empty() { "excluded by the mandate" } else { "matching, but excluded by the mandate" };
+        outln!("{}", style.bold(why))?;
         for x in &r.excluded {
             outln!("      {:<width$}  {} {}", x.agent.as_str(), style.bad(x.reason.code.as_str()), x.reason.message)?;
         }
