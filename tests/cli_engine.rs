@@ -117,3 +117,37 @@ fn the_progress_bar_shows_on_a_terminal_and_never_in_a_pipe() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("of the run") && shown.contains("calls"), "no bar on a terminal: {shown:?}");
 }
+
+/// The figures say what they count (issue #15): the call mix, the currency of every
+/// amount and what "leased" means, and the mix described is the mix measured.
+#[test]
+fn loadtest_explains_its_figures_and_the_mix_is_what_it_says() {
+    let args = ["loadtest", "--threads", "2", "--mandates", "10", "--agents", "100", "--calls", "20000"];
+    let (code, out, err) = holon(&args);
+    assert_eq!(code, 0, "{err}");
+    let line = |start: &str| {
+        out.lines().find(|l| l.trim_start().starts_with(start)).unwrap_or_else(|| panic!("{start}: {out}"))
+    };
+    assert!(line("mix").contains("of every 10: 7 leaves (allowed), 1 orchestrator"), "{out}");
+    assert!(line("mix").contains("above the 0.50 EUR approval threshold (held"), "{out}");
+    assert!(line("budgets").contains(" EUR of limit ") && line("budgets").ends_with(" EUR"), "{out}");
+    assert!(line("claimed:").contains("leased") && line("claimed:").contains("in memory"), "{out}");
+    let (_, json, _) = holon(&[&args[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["currency"], "EUR");
+    // 1 in 10 held and 1 in 10 denied, as the mix says; the orchestrators' sub-calls are
+    // allowed on top of the 8 in 10.
+    let d = &v["decisions"];
+    assert_eq!((d["held"].as_u64(), d["denied"].as_u64()), (Some(2_000), Some(2_000)), "{json}");
+    assert_eq!((d["allowed"].as_u64(), v["sub_calls"].as_u64()), (Some(18_000), Some(2_000)), "{json}");
+    // With a store, "leased" is this node's draw from it.
+    let dir = std::env::temp_dir().join(format!("holon-mix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let (code, out, err) =
+        holon(&["loadtest", "--threads", "2", "--hot", "--agents", "20", "--calls", "4000", "--store", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("leased is budget this node drew from the store"), "{out}");
+    assert!(out.contains("the calls that would have been allowed are denied"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -142,7 +142,7 @@ pub(crate) fn run(
     ] {
         outln!("\n{}", style.bold(title))?;
         let report = loadtest::run(&opts)?;
-        loadtest::print(&report, false, style)?;
+        super::load_report::print(&report, false, style)?;
         ok &= !report.overrun;
     }
     outln!()?;

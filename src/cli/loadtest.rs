@@ -19,7 +19,6 @@ use holon::money::Amount;
 use serde::Serialize;
 
 use super::node::{StoreOptions, StoreReport, StoreRun};
-use super::out::outln;
 
 /// Most threads, mandates and agents a load test may ask for.
 pub(crate) const THREADS_MAX: usize = 256;
@@ -28,6 +27,10 @@ pub(crate) const AGENTS_MAX: usize = 1_000_000;
 /// Most (thread, mandate) audit slots: each thread keeps the largest amount it saw per
 /// mandate, 8 bytes each, so this bounds that memory to 128 MB.
 pub(super) const AUDIT_SLOTS_MAX: usize = 16_000_000;
+/// What every allowed call settles, and every allowed sub-call, in micro-units of the
+/// synthetic mandates' currency.
+pub(super) const CALL_CHARGE_MICROS: u64 = 1_000;
+pub(super) const SUB_CALL_CHARGE_MICROS: u64 = 500;
 
 #[derive(Debug, Clone)]
 pub(super) struct Options {
@@ -97,6 +100,10 @@ pub(super) struct Report {
     /// mandates of this run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_spent_micros: Option<u64>,
+    /// The currency of every amount in the report (the synthetic mandates').
+    pub currency: &'static str,
+    /// What the calls were, in words (`load_report::mix`).
+    pub mix: String,
 }
 
 struct Worker {
@@ -319,6 +326,8 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         store,
         settled_micros,
         store_spent_micros,
+        currency: synthetic::CURRENCY,
+        mix: super::load_report::mix(opts.allowed_only, opts.hot),
     })
 }
 
@@ -382,13 +391,13 @@ fn work(
                         Admission::Allowed(child) => {
                             w.decisions[0] += 1;
                             let report = synthetic::report(1, w.calls);
-                            let _ = child.settle_reported(Amount::from_micros(500), at, report);
+                            let _ = child.settle_reported(Amount::from_micros(SUB_CALL_CHARGE_MICROS), at, report);
                         }
                         Admission::Held(_) => w.decisions[1] += 1,
                         Admission::Denied(_) => w.decisions[2] += 1,
                     }
                 }
-                let _ = r.settle_reported(Amount::from_micros(1_000), at, synthetic::report(ai, w.calls));
+                let _ = r.settle_reported(Amount::from_micros(CALL_CHARGE_MICROS), at, synthetic::report(ai, w.calls));
             }
             Admission::Held(p) => {
                 w.decisions[1] += 1;
@@ -404,73 +413,6 @@ fn work(
         }
     }
     w
-}
-
-pub(super) fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
-    if json {
-        outln!("{}", serde_json::to_string_pretty(report)?)?;
-        return Ok(());
-    }
-    let d = &report.decisions;
-    outln!(
-        "{} {} calls on {} thread(s) in {:.2} s: {} calls/s",
-        style.bold("load"),
-        report.calls,
-        report.threads,
-        report.elapsed_ms as f64 / 1000.0,
-        report.ops_per_sec
-    )?;
-    outln!(
-        "  latency   p50 {} ns   p99 {} ns   p99.9 {} ns  {}",
-        report.latency_ns.p50,
-        report.latency_ns.p99,
-        report.latency_ns.p999,
-        style.dim("(per call, admit + settle, timer included)")
-    )?;
-    outln!(
-        "  decisions {} allowed  {} held  {} denied  ({} sub-calls in delegated runs)",
-        d.allowed,
-        d.held,
-        d.denied,
-        report.sub_calls
-    )?;
-    let audit = if report.overrun { style.bad("OVERRUN") } else { style.good("within limits") };
-    outln!(
-        "  budgets   {} mandates audited: {audit}; largest claimed (reserved+settled+leased) {} of limit {}",
-        report.mandates_audited,
-        Amount::from_micros(report.max_claimed_micros),
-        Amount::from_micros(report.limit_micros)
-    )?;
-    if let (Some(store), Some(settled), Some(spent)) = (&report.store, report.settled_micros, report.store_spent_micros)
-    {
-        outln!(
-            "  store     {} (node {}): {} round trips, {} per 1,000 allowed calls; this node settled {}, the store counts {} spent{}",
-            store.kind,
-            store.node,
-            store.round_trips,
-            store.round_trips_per_1000_admissions,
-            Amount::from_micros(settled),
-            Amount::from_micros(spent),
-            if store.store_errors > 0 { format!("; {} store errors", store.store_errors) } else { String::new() }
-        )?;
-    }
-    outln!(
-        "  receipts  {} written, {} dropped{}{}",
-        report.receipts,
-        report.receipts_dropped,
-        // Why they may drop, and how not to.
-        if report.receipts_dropped > 0 {
-            " (the sink drops rather than slow a call when its writer falls behind; --receipts FILE loses none)"
-        } else {
-            ""
-        },
-        if report.publishes > 0 {
-            format!("; {} snapshots published meanwhile", report.publishes)
-        } else {
-            String::new()
-        }
-    )?;
-    Ok(())
 }
 
 pub(super) fn progress_wanted() -> bool {

@@ -8,6 +8,7 @@ mod help;
 mod help_test;
 mod job;
 mod ledger;
+mod load_report;
 mod loadtest;
 mod mandate;
 pub(crate) mod node;
@@ -379,7 +380,7 @@ pub(crate) fn run() -> ExitCode {
                 receipts_append: false,
             };
             loadtest::run(&opts).and_then(|report| {
-                loadtest::print(&report, json, &style)?;
+                load_report::print(&report, json, &style)?;
                 Ok(if report.overrun { exit::FAILED } else { exit::OK })
             })
         }

@@ -27,6 +27,13 @@ use crate::money::Amount;
 use crate::sync::Arc;
 use crate::time::Timestamp;
 
+/// The currency of every synthetic mandate, so of every amount a load test reports.
+pub const CURRENCY: &str = "EUR";
+/// The price of the agents whose calls are held (in [`CURRENCY`]).
+pub const HELD_PRICE: &str = "0.90";
+/// Every synthetic mandate's approval threshold (in [`CURRENCY`]).
+pub const APPROVAL_ABOVE: &str = "0.50";
+
 /// What kind of decision calls to an agent get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -100,10 +107,10 @@ fn agent_doc(i: usize) -> Value {
     let kind = kind_of(i);
     let (class, price) = match kind {
         Kind::Orchestrator => ("syn.orchestrate", "0.002"),
-        Kind::Held => ("syn.leaf", "0.90"),
+        Kind::Held => ("syn.leaf", HELD_PRICE),
         _ => ("syn.leaf", "0.001"),
     };
-    let currency = if kind == Kind::Leaf && i % 2 == 1 { "USD" } else { "EUR" };
+    let currency = if kind == Kind::Leaf && i % 2 == 1 { "USD" } else { CURRENCY };
     let pricing = json!({ "model": "per_run", "amount": price, "currency": currency, "charge_on": "success" });
     let (pricing, calls) = match (kind, pricing) {
         (Kind::Orchestrator, Value::Object(mut p)) => {
@@ -143,8 +150,8 @@ fn mandate_doc(j: usize, total: Amount) -> Value {
         "issuer": format!("acct{j}"),
         "grantee": format!("acct{j}/bot"),
         "valid": { "from": "2026-11-01T00:00:00Z", "until": "2026-12-31T23:59:59Z" },
-        "budget": { "currency": "EUR", "total": total, "per_call": "2.00", "per_day": total, "fx": { "USD": "0.92" } },
-        "approval": { "above": "0.50" },
+        "budget": { "currency": CURRENCY, "total": total, "per_call": "2.00", "per_day": total, "fx": { "USD": "0.92" } },
+        "approval": { "above": APPROVAL_ABOVE },
         "allow": { "capabilities": ["syn.*"], "published": true },
         "data": { "training_use": false },
         "delegation": { "max_depth": 1 },

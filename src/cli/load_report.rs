@@ -1,0 +1,105 @@
+//! How a load test's figures are printed, each with what it counts and in which currency
+//! (issue #15: the call mix, the currency and "leased" were left for the reader to guess).
+
+use holon::engine::synthetic;
+use holon::money::Amount;
+
+use super::loadtest::{CALL_CHARGE_MICROS, Report, SUB_CALL_CHARGE_MICROS};
+use super::out::outln;
+
+/// The calls a load test makes, in words, from the synthetic network's own figures.
+pub(super) fn mix(allowed_only: bool, hot: bool) -> String {
+    let cur = synthetic::CURRENCY;
+    let call = Amount::from_micros(CALL_CHARGE_MICROS);
+    let sub = Amount::from_micros(SUB_CALL_CHARGE_MICROS);
+    let mut mix = if allowed_only {
+        format!("leaf agents only, every call allowed and settled at {call} {cur}")
+    } else {
+        format!(
+            "agents in turn, of every 10: 7 leaves (allowed), 1 orchestrator (allowed, opening a delegated run with one sub-call), 1 priced {} {cur}, above the {} {cur} approval threshold (held, then refused), 1 that trains on data (denied); an allowed call settles {call} {cur}, a sub-call {sub} {cur}",
+            synthetic::HELD_PRICE,
+            synthetic::APPROVAL_ABOVE,
+        )
+    };
+    if hot {
+        mix.push_str("; every thread on one mandate, so once its budget is claimed, the calls that would have been allowed are denied");
+    }
+    mix
+}
+
+pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(report)?)?;
+        return Ok(());
+    }
+    let d = &report.decisions;
+    outln!(
+        "{} {} calls on {} thread(s) in {:.2} s: {} calls/s",
+        style.bold("load"),
+        report.calls,
+        report.threads,
+        report.elapsed_ms as f64 / 1000.0,
+        report.ops_per_sec
+    )?;
+    outln!(
+        "  latency   p50 {} ns   p99 {} ns   p99.9 {} ns  {}",
+        report.latency_ns.p50,
+        report.latency_ns.p99,
+        report.latency_ns.p999,
+        style.dim("(per call, admit + settle, timer included)")
+    )?;
+    outln!("  mix       {}", style.dim(&report.mix))?;
+    outln!(
+        "  decisions {} allowed  {} held  {} denied  ({} sub-calls in delegated runs, counted in these)",
+        d.allowed,
+        d.held,
+        d.denied,
+        report.sub_calls
+    )?;
+    let audit = if report.overrun { style.bad("OVERRUN") } else { style.good("within limits") };
+    let cur = report.currency;
+    outln!(
+        "  budgets   {} mandates audited: {audit}; largest claimed (reserved+settled+leased) {} {cur} of limit {} {cur}",
+        report.mandates_audited,
+        Amount::from_micros(report.max_claimed_micros),
+        Amount::from_micros(report.limit_micros)
+    )?;
+    outln!(
+        "            {}",
+        style.dim(if report.store.is_some() {
+            "claimed: reserved for calls in flight + settled + leased, where leased is budget this node drew from the store ahead of its calls and has not yet used (returned when it stops)"
+        } else {
+            "claimed: reserved for calls in flight + settled (+ leased, budget a node draws ahead from a store: none here, the budgets are in memory)"
+        })
+    )?;
+    if let (Some(store), Some(settled), Some(spent)) = (&report.store, report.settled_micros, report.store_spent_micros)
+    {
+        outln!(
+            "  store     {} (node {}): {} round trips, {} per 1,000 allowed calls; this node settled {} {cur}, the store counts {} {cur} spent{}",
+            store.kind,
+            store.node,
+            store.round_trips,
+            store.round_trips_per_1000_admissions,
+            Amount::from_micros(settled),
+            Amount::from_micros(spent),
+            if store.store_errors > 0 { format!("; {} store errors", store.store_errors) } else { String::new() }
+        )?;
+    }
+    outln!(
+        "  receipts  {} written, {} dropped{}{}",
+        report.receipts,
+        report.receipts_dropped,
+        // Why they may drop, and how not to.
+        if report.receipts_dropped > 0 {
+            " (the sink drops rather than slow a call when its writer falls behind; --receipts FILE loses none)"
+        } else {
+            ""
+        },
+        if report.publishes > 0 {
+            format!("; {} snapshots published meanwhile", report.publishes)
+        } else {
+            String::new()
+        }
+    )?;
+    Ok(())
+}
