@@ -1,5 +1,6 @@
 //! `holon mandate simulate`: replays a delegated call tree described in a small YAML
 //! scenario through the decision logic, producing decisions, bills and the receipt tree.
+//! The format is in docs/scenario.md, its shape in `schema/holon-scenario.schema.json`.
 //!
 //! ```yaml
 //! holon_scenario: "0.1"
@@ -133,7 +134,7 @@ pub enum ScenarioError {
 /// Reads and checks a scenario from its text (the files it names are not read);
 /// `origin` names it in errors.
 pub fn parse_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-    let s: Scenario = doc::parse_typed(text, origin)?;
+    let s: Scenario = doc::parse_scenario(text, origin)?;
     if s.holon_scenario != "0.1" {
         return Err(ScenarioError::Invalid(format!("{origin}: `holon_scenario` must be \"0.1\"")));
     }

@@ -53,17 +53,20 @@ fn bad_arguments_exit_2() {
     assert_eq!(code, 2);
 }
 
-/// A directory walk says which YAML files it passed over and why; a scenario named on the
-/// command line is checked as `mandate simulate` loads it (issue #15).
+/// A directory walk says which YAML files it passed over and why; a scenario, named or
+/// found in a walk, is checked as `mandate simulate` loads it (issue #15).
 #[test]
 fn skipped_files_are_listed_and_scenarios_are_recognised() {
     let (code, out, _) = holon(&["validate", "examples/"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("skipped examples/worked-example/scenario.yaml (a scenario"), "{out}");
-    let (code, out, _) = holon(&["validate", "--json", "examples/"]);
+    assert!(out.contains("ok examples/worked-example/scenario.yaml (scenario)"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.yaml"), "title: not ours\n").unwrap();
+    let (code, out, _) = holon(&["validate", "--json", dir.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["skipped"][0]["path"], "examples/worked-example/scenario.yaml", "{out}");
+    assert!(v["skipped"][0]["path"].as_str().unwrap().ends_with("notes.yaml"), "{out}");
+    assert!(v["skipped"][0]["reason"].as_str().unwrap().contains("holon_scenario"), "{out}");
     let (code, out, _) = holon(&["validate", "examples/worked-example/scenario.yaml"]);
     assert_eq!((code, out.contains("ok examples/worked-example/scenario.yaml (scenario)")), (0, true), "{out}");
     // A scenario whose mandate is missing is invalid, and says why.
@@ -77,4 +80,40 @@ fn skipped_files_are_listed_and_scenarios_are_recognised() {
     let (code, out, _) = holon(&["validate", broken.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("(scenario)") && out.contains("nowhere.yaml"), "{out}");
+    // And found in a walk.
+    let (code, out, _) = holon(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("(scenario)") && out.contains("nowhere.yaml"), "{out}");
+}
+
+/// A scenario reports every shape problem in one pass, each at its pointer and with the
+/// advice the documents get, against `schema/holon-scenario.schema.json` (issue #15).
+#[test]
+fn a_scenario_reports_every_shape_problem_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "holon_scenario: 0.1\nagentz: ../agents\nat: \"2026-11-20T10:00:00Z\"\ncalls:\n  - agent: Holon-Labs/x\n    max_cost: 0.60\n    outcome: failed\n    sub_calls:\n      - { capability: extraction.table, agent: acme/x, cost: \"0.004\" }\n      - { capability: finance.fx, cost: \"abc\" }\n",
+    )
+    .unwrap();
+    let (code, out, _) = holon(&["validate", "--json", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let errors: Vec<(String, String)> = v["files"][0]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["path"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned()))
+        .collect();
+    let says = |path: &str, text: &str| errors.iter().any(|(p, m)| p == path && m.contains(text));
+    assert!(says("/holon_scenario", "quote it, like \"0.1\""), "{errors:?}");
+    assert!(says("/", "missing required key \"agents\""), "{errors:?}");
+    assert!(says("/", "did you mean `agents`?"), "{errors:?}");
+    assert!(says("/calls/0/agent", "not an agent id"), "{errors:?}");
+    assert!(says("/calls/0/max_cost", "quoted decimal string"), "{errors:?}");
+    assert!(says("/calls/0/outcome", "`error:CODE`"), "{errors:?}");
+    assert!(says("/calls/0/sub_calls/0", "exactly one of `capability` or `agent`"), "{errors:?}");
+    assert!(says("/calls/0/sub_calls/1/cost", "not a decimal amount"), "{errors:?}");
+    assert_eq!(errors.len(), 8, "{errors:?}");
 }

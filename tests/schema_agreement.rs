@@ -117,3 +117,23 @@ fn the_openapi_document_has_every_route_of_the_server() {
     assert!(served.len() >= 11, "the route parser went blind: {served:?}");
     assert_eq!(documented, served);
 }
+
+/// The bundled scenario passes `schema/holon-scenario.schema.json` and loads; the
+/// schema's limits are the loader's (`CALLS_MAX`).
+#[test]
+fn the_scenario_schema_and_the_loader_agree() {
+    let path = Path::new("examples/worked-example/scenario.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let value = doc::yaml::parse(&text, &Limits::default()).unwrap();
+    assert_eq!(schema::check_scenario(&value), vec![]);
+    assert!(holon::scenario::load(path, None).is_ok());
+    let schema: serde_json::Value = serde_json::from_str(schema::SCENARIO_SCHEMA).unwrap();
+    assert_eq!(schema["properties"]["calls"]["maxItems"], holon::scenario::CALLS_MAX);
+    assert_eq!(schema["$defs"]["topCall"]["properties"]["sub_calls"]["maxItems"], holon::scenario::CALLS_MAX);
+    // One call over the limit is refused by the schema, at its pointer.
+    let mut many = value.clone();
+    let call = many["calls"][0].clone();
+    many["calls"] = serde_json::Value::Array(vec![call; holon::scenario::CALLS_MAX + 1]);
+    let out = schema::check_scenario(&many);
+    assert!(out.iter().any(|v| v.path == "/calls" && v.message.contains("more than 100")), "{out:?}");
+}

@@ -66,19 +66,16 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
             reports.push(report);
             continue;
         }
-        let scenario = is_scenario(&path);
-        if named && scenario {
+        if is_scenario(&path) {
+            // Checked as `mandate simulate` loads it, in a walk too: its shape, then the
+            // mandate and agents it names (relative to it, within the walk limits).
             reports.push(check_scenario(&path));
         } else if named {
             reports.push(report);
         } else {
             // In a directory walk, YAML that is not a holon document is not ours to judge,
             // but the reader is told it was seen and passed over.
-            let reason = if scenario {
-                "a scenario: name it on the command line to check it (with the mandate and agents it names)"
-            } else {
-                "not a holon document (no top-level `holon`, `holon_mandate`, `holon_record`, `holon_keys` or `holon_revocations` key, nor a job mandate's `mandate: 1`)"
-            };
+            let reason = "not a holon document (no top-level `holon`, `holon_mandate`, `holon_record`, `holon_keys`, `holon_revocations` or `holon_scenario` key, nor a job mandate's `mandate: 1`)";
             skipped.push(Skipped { path: path.display().to_string(), reason });
         }
     }
@@ -126,7 +123,11 @@ fn check_scenario(path: &Path) -> FileReport {
             path: shown,
             kind: Some(SCENARIO),
             valid: false,
-            errors: vec![Violation::new("", e.to_string())],
+            errors: match e {
+                // Each shape violation at its own pointer, as for the documents.
+                holon::scenario::ScenarioError::Load(holon::doc::LoadError::Invalid { violations, .. }) => violations,
+                other => vec![Violation::new("", other.to_string())],
+            },
             unreadable: false,
             document: None,
         },

@@ -235,11 +235,24 @@ pub fn to_yaml<T: Serialize>(doc: &T) -> Result<String, DocError> {
 }
 
 /// Parses YAML text into any typed value with the document limits (for auxiliary files
-/// such as simulation scenarios). Shape errors name their path.
+/// such as private key files). Shape errors name their path.
 pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, LoadError> {
     let value = yaml::parse(text, &Limits::default())
         .map_err(|source| LoadError::Unreadable { path: origin.into(), error: source })?;
     typed(&value).map_err(|violations| LoadError::Invalid { path: origin.into(), kind: "file", violations })
+}
+
+/// A simulation scenario's text, typed: every shape violation against
+/// `schema/holon-scenario.schema.json` at once, with the same advice as the documents'.
+pub fn parse_scenario<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, LoadError> {
+    let value = yaml::parse(text, &Limits::default())
+        .map_err(|source| LoadError::Unreadable { path: origin.into(), error: source })?;
+    let invalid = |violations| LoadError::Invalid { path: origin.into(), kind: "scenario", violations };
+    let shape = schema::check_scenario(&value);
+    if !shape.is_empty() {
+        return Err(invalid(shape));
+    }
+    typed(&value).map_err(invalid)
 }
 
 #[cfg(test)]

@@ -16,6 +16,40 @@ pub const KEYS_SCHEMA: &str = include_str!("../../schema/holon-keys.schema.json"
 pub const REVOCATIONS_SCHEMA: &str = include_str!("../../schema/holon-revocations.schema.json");
 #[cfg(feature = "job")]
 pub const JOB_MANDATE_SCHEMA: &str = include_str!("../../schema/holon-job-mandate.schema.json");
+/// A simulation scenario (`holon mandate simulate`): not a document of the pipeline (it
+/// names files, read relative to it), but checked against its schema the same way.
+pub const SCENARIO_SCHEMA: &str = include_str!("../../schema/holon-scenario.schema.json");
+
+/// What a schema is checked for: a document kind, or a simulation scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Doc(DocKind),
+    Scenario,
+}
+
+impl Target {
+    fn text(self) -> &'static str {
+        match self {
+            Target::Doc(kind) => text(kind),
+            Target::Scenario => SCENARIO_SCHEMA,
+        }
+    }
+    fn slot(self) -> usize {
+        match self {
+            Target::Doc(kind) => slot(kind),
+            Target::Scenario => KIND_SLOTS,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Target::Doc(kind) => kind.as_str(),
+            Target::Scenario => "scenario",
+        }
+    }
+}
+
+/// The document kinds' slots, and one for the scenario.
+const SLOTS: usize = KIND_SLOTS + 1;
 
 /// Most violations reported for one document; past that the rest are summarised.
 const VIOLATIONS_MAX: usize = 100;
@@ -59,11 +93,11 @@ fn slot(kind: DocKind) -> usize {
     }
 }
 
-fn compiled(kind: DocKind) -> Result<&'static Validator, SchemaBug> {
-    static CELLS: [OnceLock<Result<Validator, SchemaBug>>; KIND_SLOTS] = [const { OnceLock::new() }; KIND_SLOTS];
-    let cell = CELLS.get(slot(kind)).ok_or(SchemaBug::NoSlot)?;
+fn compiled(target: Target) -> Result<&'static Validator, SchemaBug> {
+    static CELLS: [OnceLock<Result<Validator, SchemaBug>>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+    let cell = CELLS.get(target.slot()).ok_or(SchemaBug::NoSlot)?;
     cell.get_or_init(|| {
-        let schema: Value = serde_json::from_str(text(kind)).map_err(|e| SchemaBug::NotJson(e.to_string()))?;
+        let schema: Value = serde_json::from_str(target.text()).map_err(|e| SchemaBug::NotJson(e.to_string()))?;
         jsonschema::draft202012::new(&schema).map_err(|e| SchemaBug::NotASchema(e.to_string()))
     })
     .as_ref()
@@ -72,13 +106,22 @@ fn compiled(kind: DocKind) -> Result<&'static Validator, SchemaBug> {
 
 /// Every shape violation of `value` against the schema of `kind`.
 pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
-    let validator = match compiled(kind) {
+    check_against(Target::Doc(kind), value)
+}
+
+/// Every shape violation of a simulation scenario.
+pub fn check_scenario(value: &Value) -> Vec<Violation> {
+    check_against(Target::Scenario, value)
+}
+
+fn check_against(target: Target, value: &Value) -> Vec<Violation> {
+    let validator = match compiled(target) {
         Ok(v) => v,
         // A committed schema that does not compile is our bug; fail closed, loudly.
         Err(e) => {
             return vec![Violation::new(
                 "/",
-                format!("internal error: the {} schema does not compile: {e}", kind.as_str()),
+                format!("internal error: the {} schema does not compile: {e}", target.name()),
             )];
         }
     };
@@ -90,7 +133,7 @@ pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
         }
         let path = error.instance_path().to_string();
         let schema_path = error.schema_path().to_string();
-        out.push(Violation::new(path, humanize(kind, error.kind(), &schema_path, error.instance())));
+        out.push(Violation::new(path, humanize(target, error.kind(), &schema_path, error.instance())));
     }
     out.sort();
     out.dedup();
@@ -98,7 +141,7 @@ pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
 }
 
 /// Turns a schema error into advice. Money and patterns get specific words.
-fn humanize(doc: DocKind, kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> String {
+fn humanize(doc: Target, kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> String {
     let is_money = schema_path.contains("/$defs/money/");
     match kind {
         ValidationErrorKind::Type { .. } if is_money && instance.is_number() => {
@@ -144,21 +187,28 @@ fn humanize(doc: DocKind, kind: &ValidationErrorKind, schema_path: &str, instanc
             )
         }
         ValidationErrorKind::Required { property } => format!("missing required key {property}"),
+        // `holon_scenario: 0.1` unquoted: YAML read the version as a number.
+        ValidationErrorKind::Constant { expected_value } if instance.is_number() && expected_value.is_string() => {
+            format!("{instance} must be text, but YAML read it as a number: quote it, like {expected_value}")
+        }
         ValidationErrorKind::Constant { expected_value } => format!("must be {expected_value}"),
         ValidationErrorKind::Enum { options } => format!("{instance} is not one of {options}"),
         ValidationErrorKind::Pattern { pattern } => {
             let hint = pattern_hint(schema_path);
             format!("{instance} is not {hint} (pattern {pattern})")
         }
-        ValidationErrorKind::OneOfNotValid { .. } if schema_path.contains("/calls/") => {
+        ValidationErrorKind::OneOfNotValid { .. }
+            if schema_path.contains("/calls/") || schema_path.contains("/$defs/subCall/") =>
+        {
             "a call names exactly one of `capability` or `agent`".to_owned()
         }
         _ => {
             let text = match kind {
+                // The value shortened: a long list cut at 300 characters lost the rule.
                 ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::OneOfMultipleValid { .. } => {
-                    format!("{instance} has the wrong form")
+                    format!("{} has the wrong form", short(instance))
                 }
-                _ => format!("{instance} {}", kind_text(kind)),
+                _ => format!("{} {}", short(instance), kind_text(kind)),
             };
             text.chars().take(300).collect()
         }
@@ -167,8 +217,8 @@ fn humanize(doc: DocKind, kind: &ValidationErrorKind, schema_path: &str, instanc
 
 /// The key of the kind's schema closest to `key` (at most 2 edits), for "did you mean".
 /// Every key the schema names anywhere is a candidate: a near miss is a typo wherever it is.
-fn nearest_key(doc: DocKind, key: &str) -> Option<&'static str> {
-    static KEYS: [OnceLock<Vec<String>>; KIND_SLOTS] = [const { OnceLock::new() }; KIND_SLOTS];
+fn nearest_key(doc: Target, key: &str) -> Option<&'static str> {
+    static KEYS: [OnceLock<Vec<String>>; SLOTS] = [const { OnceLock::new() }; SLOTS];
     fn collect(value: &Value, out: &mut Vec<String>) {
         match value {
             Value::Object(map) => {
@@ -181,20 +231,23 @@ fn nearest_key(doc: DocKind, key: &str) -> Option<&'static str> {
             _ => {}
         }
     }
-    let keys = KEYS.get(slot(doc))?.get_or_init(|| {
+    let keys = KEYS.get(doc.slot())?.get_or_init(|| {
         let mut out = Vec::new();
-        if let Ok(schema) = serde_json::from_str::<Value>(text(doc)) {
+        if let Ok(schema) = serde_json::from_str::<Value>(doc.text()) {
             collect(&schema, &mut out);
         }
         out.sort();
         out.dedup();
         out
     });
+    // Ties go to the key of the same length (a letter mistyped rather than one missing:
+    // `agentz` is `agents`, not `agent`), then to byte order.
+    let len = key.chars().count();
     keys.iter()
-        .map(|k| (strsim::levenshtein(k, key), k))
-        .filter(|(d, k)| *d <= 2 && *d < key.chars().count() && k.as_str() != key)
+        .map(|k| (strsim::levenshtein(k, key), k.chars().count().abs_diff(len), k))
+        .filter(|(d, _, k)| *d <= 2 && *d < len && k.as_str() != key)
         .min()
-        .map(|(_, k)| k.as_str())
+        .map(|(_, _, k)| k.as_str())
 }
 
 /// The JSON types a schema wanted, in words: "a string", "a string or null".
@@ -232,7 +285,7 @@ fn kind_text(kind: &ValidationErrorKind) -> String {
 }
 
 fn pattern_hint(schema_path: &str) -> &'static str {
-    const HINTS: [(&str, &str); 11] = [
+    const HINTS: [(&str, &str); 12] = [
         ("/$defs/agentId/", "an agent id `namespace/name` in lower case"),
         ("/$defs/className/", "a capability class such as `extraction.table`"),
         ("/$defs/semver/", "a SemVer version such as 1.2.3"),
@@ -244,6 +297,7 @@ fn pattern_hint(schema_path: &str) -> &'static str {
         ("/$defs/mandateId/", "a mandate id such as `alice/m-2026-11`"),
         ("/implements/", "an interface reference such as `holon/extraction.table@1`"),
         ("/agent/", "an agent and version range such as `acme/company-lookup@^1`"),
+        ("/$defs/outcome/", "an outcome: `success`, `invalid_output`, `error:CODE` or `gateway:CODE`"),
     ];
     HINTS.iter().find(|(key, _)| schema_path.contains(key)).map_or("in the expected form", |(_, hint)| hint)
 }
@@ -254,9 +308,10 @@ mod tests {
 
     #[test]
     fn committed_schemas_compile() {
-        for kind in [DocKind::Manifest, DocKind::Mandate, DocKind::Record] {
-            assert!(compiled(kind).is_ok(), "{kind:?}");
+        for kind in [DocKind::Manifest, DocKind::Mandate, DocKind::Record, DocKind::Keys, DocKind::Revocations] {
+            assert!(compiled(Target::Doc(kind)).is_ok(), "{kind:?}");
         }
+        assert!(compiled(Target::Scenario).is_ok());
     }
 
     #[test]
