@@ -15,6 +15,7 @@
 //! Only `yaml.rs` knows YAML; everything above it sees `serde_json::Value`.
 
 pub mod file;
+mod prune;
 pub mod schema;
 pub mod yaml;
 
@@ -173,20 +174,62 @@ pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
     }
 }
 
-/// Steps 3 to 5 for a value of a known kind: every shape violation (schema), else the
-/// typed value, else every violation of the kind's own `rules`.
+/// Most places cut one at a time while typing a document with problems (each cut is one
+/// problem reported, or a consequence of one).
+const TYPING_CUTS_MAX: usize = 64;
+
+/// Steps 3 to 5 for a value of a known kind: the typed value, or every violation in one
+/// pass: the shape's (schema), then the typing's, then the kind's own `rules` on the parts
+/// that typed correctly (`prune.rs`), each at its place in the document as written.
 pub fn validated<T: DeserializeOwned>(
     kind: DocKind,
     value: &Value,
     rules: impl FnOnce(&T) -> Vec<Violation>,
 ) -> Result<T, Vec<Violation>> {
-    let shape = schema::check(kind, value);
-    if !shape.is_empty() {
-        return Err(shape);
+    let mut found = schema::check(kind, value);
+    if found.is_empty()
+        && let Ok(t) = typed::<T>(value)
+    {
+        let violations = rules(&t);
+        return if violations.is_empty() { Ok(t) } else { Err(violations) };
     }
-    let typed: T = typed(value)?;
-    let violations = rules(&typed);
-    if violations.is_empty() { Ok(typed) } else { Err(violations) }
+    let mut pruned = prune::Pruned::new(value);
+    if !found.is_empty() {
+        let Some((cut, missing)) = schema::failing_places(kind, value) else { return Err(found) };
+        cut.iter().for_each(|p| {
+            pruned.cut(p);
+        });
+        missing.iter().for_each(|p| pruned.spoil(p));
+    }
+    let mut cuts = 0;
+    let t = loop {
+        match typed::<T>(&pruned.value) {
+            Ok(t) => break t,
+            Err(violations) => {
+                let Some(v) = violations.into_iter().next() else { return Err(found) };
+                let at = pruned.original(&v.path);
+                // A problem inside or around a place already cut is its consequence.
+                if !pruned.touches(&at) {
+                    found.push(Violation::new(at.clone(), v.message));
+                }
+                cuts += 1;
+                if cuts > TYPING_CUTS_MAX || !pruned.cut(&at) {
+                    found.sort();
+                    found.dedup();
+                    return Err(found);
+                }
+            }
+        }
+    };
+    for v in rules(&t) {
+        let at = pruned.original(&v.path);
+        if !pruned.touches(&at) {
+            found.push(Violation::new(at, v.message));
+        }
+    }
+    found.sort();
+    found.dedup();
+    Err(found)
 }
 
 /// Deserializes into the typed model; the first failure becomes a violation at its path.

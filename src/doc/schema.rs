@@ -140,6 +140,27 @@ fn check_against(target: Target, value: &Value) -> Vec<Violation> {
     out
 }
 
+/// Where the schema failed, as places to cut out of the value so the rest can be typed:
+/// the failing nodes, or for unknown keys those keys; and the objects missing a required
+/// key (nothing to cut: their problem is already reported). `None` when the root itself
+/// failed, so nothing can be cut.
+pub(super) fn failing_places(kind: DocKind, value: &Value) -> Option<(Vec<String>, Vec<String>)> {
+    let validator = compiled(Target::Doc(kind)).ok()?;
+    let (mut cut, mut missing) = (Vec::new(), Vec::new());
+    for error in validator.iter_errors(value).take(VIOLATIONS_MAX) {
+        let at = error.instance_path().to_string();
+        match error.kind() {
+            ValidationErrorKind::AdditionalProperties { unexpected } => {
+                cut.extend(unexpected.iter().map(|k| format!("{at}/{}", super::pointer_escape(k))));
+            }
+            ValidationErrorKind::Required { .. } => missing.push(at),
+            _ if at.is_empty() => return None,
+            _ => cut.push(at),
+        }
+    }
+    Some((cut, missing))
+}
+
 /// Turns a schema error into advice. Money and patterns get specific words.
 fn humanize(doc: Target, kind: &ValidationErrorKind, schema_path: &str, instance: &Value) -> String {
     let is_money = schema_path.contains("/$defs/money/");
@@ -187,6 +208,11 @@ fn humanize(doc: Target, kind: &ValidationErrorKind, schema_path: &str, instance
             )
         }
         ValidationErrorKind::Required { property } => format!("missing required key {property}"),
+        // A key of a map that fails the map's key rule (`fx: { usd: … }`).
+        ValidationErrorKind::PropertyNames { error } => {
+            let inner = humanize(doc, error.kind(), &error.schema_path().to_string(), error.instance());
+            format!("key {}: {inner}", error.instance())
+        }
         // `holon_scenario: 0.1` unquoted: YAML read the version as a number.
         ValidationErrorKind::Constant { expected_value } if instance.is_number() && expected_value.is_string() => {
             format!("{instance} must be text, but YAML read it as a number: quote it, like {expected_value}")
