@@ -243,6 +243,10 @@ fn the_leash_line_in_plain_and_colour() {
     let v: serde_json::Value = serde_json::from_str(&export).unwrap();
     assert_eq!(v["tools"][3], serde_json::json!({"value": "terminal", "evidence": 12}));
     assert_eq!(v["max_writes_per_run"], 1);
+    // Widened once approved: the notch turns from ▼ to △.
+    s.holon(&["approve", JOB], "");
+    let (_, after, _) = s.holon(&["status", JOB], "");
+    assert!(after.contains("△#1") && !after.contains("▼#1"), "{after}");
 }
 
 fn check_golden(path: &str, got: &str) {

@@ -167,3 +167,33 @@ fn a_call_without_a_run_id_gets_a_warning() {
     assert_eq!(code, 0);
     assert!(err.contains("warning: 2 call(s) had no run id"), "{err}");
 }
+
+#[test]
+fn widen_by_pattern_never_opens_the_whole_workdir_and_names_each_list() {
+    let s = observed("widen-top");
+    s.holon(&["propose", JOB], "");
+    s.holon(&["approve", JOB], "");
+    let top = r#"{"tool":"write_file","args":{"path":"NOTES"}}"#;
+    let (code, _, err) = s.holon(&["check", JOB, "--run", "r9"], top);
+    assert_eq!(code, 2);
+    // The guarded agent reads `check`'s answer: it never learns how to widen its leash.
+    assert!(!err.contains("widen") && !err.contains("approve"), "{err}");
+    // The person reading the drift does.
+    let (_, drift, _) = s.holon(&["drift", JOB], "");
+    assert!(drift.contains("to allow one: holon job widen review ID"), "{drift}");
+    let (code, out, err) = s.holon(&["widen", JOB, "1", "--pattern"], "");
+    assert_eq!(code, 0, "{err}");
+    // A top-level name has no parent to widen to: `*` would allow every file of the job.
+    assert!(out.contains("  + paths.write: NOTES\n"), "{out}");
+    assert!(!out.contains(": *\n") && !out.contains(": **\n"), "{out}");
+    let read = r#"{"tool":"read_file","args":{"path":"setup.cfg"}}"#;
+    assert_eq!(s.holon(&["check", JOB, "--run", "r9"], read).0, 2);
+    let (_, out, _) = s.holon(&["widen", JOB, "2", "--pattern"], "");
+    assert!(out.contains("  + paths.read: setup.cfg\n"), "{out}");
+    // Widening a drift the pending version already allows writes no empty version.
+    let (code, _, err) = s.holon(&["widen", JOB, "2"], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("drift #2 is already allowed by v3: nothing to widen"), "{err}");
+    let (_, pending, _) = s.holon(&["show", JOB, "--pending"], "");
+    assert!(pending.contains("\"setup.cfg\""), "the pending version is still v3: {pending}");
+}

@@ -261,6 +261,7 @@ pub(super) fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, styl
     if records.is_empty() {
         outln!("no drift for `{name}`")?;
     }
+    let open = records.iter().find(|d| d.status != state::DriftStatus::Widened).map(|d| d.id);
     for d in records {
         let status = match d.status {
             state::DriftStatus::Open => style.bad("open"),
@@ -277,6 +278,16 @@ pub(super) fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, styl
         )?;
         outln!("    {}", printable(&d.call))?;
         outln!("    {}", style.dim(&printable(&d.reason)))?;
+    }
+    // The next step, for the person reading (never in `check`'s answer, which the agent
+    // being guarded reads).
+    if let Some(id) = open {
+        outln!(
+            "{}",
+            style.dim(&format!(
+                "to allow one: holon job widen {name} ID (exactly) or add --pattern (a broader rule, previewed); nothing changes until `holon job approve {name}` (e.g. ID {id})"
+            ))
+        )?;
     }
     Ok(exit::OK)
 }
@@ -297,8 +308,8 @@ pub(super) fn widen(
         return Ok(exit::OK);
     }
     outln!("pending version v{} allows drift #{id}:", w.version)?;
-    for rule in &w.added {
-        outln!("  + {}", printable(rule))?;
+    for (rule, list) in w.added.iter().zip(&w.added_to) {
+        outln!("  + {list}: {}", printable(rule))?;
     }
     if pattern {
         outln!("preview: {} past observed call(s) newly allowed", w.preview.newly_allowed)?;
@@ -404,7 +415,8 @@ pub(super) enum JobCommand {
         #[arg(long)]
         diff: bool,
     },
-    /// The Leash Line.
+    /// The Leash Line: one track per rule family (tools, paths, commands, hosts) with its
+    /// rules' evidence, blocked calls (▼#id), widened ones (△#id) and pending rules (◆N).
     #[command(
         after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon job status nightly-report"
     )]

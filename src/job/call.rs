@@ -144,7 +144,10 @@ impl ToolCall {
     }
     /// Files written, for the write budget (`/dev/null` is no file).
     pub fn writes(&self) -> usize {
-        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(p) if p != "/dev/null")).count()
+        // `rm -r dir` writes `dir` and `dir/**`: one write for the budget.
+        let companion =
+            |p: &str| p.strip_suffix("/**").is_some_and(|base| self.aspects.contains(&Aspect::Write(base.to_owned())));
+        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(p) if p != "/dev/null" && !companion(p))).count()
     }
 }
 

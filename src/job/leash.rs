@@ -103,8 +103,11 @@ pub fn render(o: &Overview, color: bool) -> String {
             o.drift.iter().filter(|d| d.family == family || (family == Family::Paths && d.family == Family::Limits))
         {
             blocked += 1;
+            // Widened only once a version allowing it was approved: until then it is
+            // still blocked.
+            let approved = d.widened_in.is_some_and(|v| o.meta.history.contains(&v));
             notches.push(match d.status {
-                DriftStatus::Widened => p.rgb(YELLOW, &format!("△#{}", d.id)),
+                DriftStatus::Widened if approved => p.rgb(YELLOW, &format!("△#{}", d.id)),
                 _ => p.rgb(RED, &format!("▼#{}", d.id)),
             });
         }

@@ -12,7 +12,8 @@
 //!    sequence numbers) become `dir/*.ext`.
 //! 4. Uses of one command (head and subcommand) merge into one rule with the union of
 //!    their flags and environment names (a call may use any subset).
-//! 5. Everything else stays exact; literal paths are glob-escaped.
+//! 5. Everything else stays exact; literal paths are glob-escaped, except a recursive
+//!    write (`rm -r dir`), which stays `dir/**` beside `dir`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,6 +123,11 @@ impl Proposal {
         }
         self.runs.insert(o.run.clone());
         count(&mut self.workdirs, o.workdir.clone(), 1);
+        // Counted as `check` counts them against the budget.
+        let writes = o.call.writes() as u64;
+        if writes > 0 {
+            count(&mut self.writes_per_run, o.run.clone(), writes);
+        }
         for a in &o.call.aspects {
             match a {
                 Aspect::Tool(t) => count(&mut self.tools, t.clone(), 1),
@@ -131,7 +137,6 @@ impl Proposal {
                     let e = self.writes.entry(p.clone()).or_insert((0, BTreeSet::new()));
                     e.0 += 1;
                     e.1.insert(o.run.clone());
-                    count(&mut self.writes_per_run, o.run.clone(), 1);
                 }
                 // Pinned arguments are part of what a use is: one rule per argument list.
                 Aspect::Command(c) => {
@@ -230,7 +235,17 @@ fn generalise_writes(
     type Group<'a> = BTreeMap<&'a str, (u64, BTreeSet<&'a str>)>;
     // `dir` is `None` for a bare file name, `Some("")` for a file in `/`.
     let mut groups: BTreeMap<(Option<&str>, Option<&str>), Group> = BTreeMap::new();
+    let (mut out, mut broader) = (BTreeMap::new(), BTreeMap::new());
     for (path, (n, runs)) in writes {
+        // A recursive write (`rm -r dir`) stays the recursive rule `dir/**`.
+        if let Some(dir) = path.strip_suffix("/**") {
+            count(&mut out, format!("{}/**", globset::escape(dir)), *n);
+            continue;
+        }
+        if path == "**" {
+            count(&mut out, path.clone(), *n);
+            continue;
+        }
         let (dir, name) = match path.rsplit_once('/') {
             Some((d, n)) => (Some(d), n),
             None => (None, path.as_str()),
@@ -238,7 +253,6 @@ fn generalise_writes(
         let ext = name.rsplit_once('.').map(|(_, e)| e).filter(|e| !e.is_empty());
         groups.entry((dir, ext)).or_default().insert(name, (*n, runs.iter().map(String::as_str).collect()));
     }
-    let (mut out, mut broader) = (BTreeMap::new(), BTreeMap::new());
     for ((dir, ext), names) in groups {
         let runs: BTreeSet<&str> = names.values().flat_map(|(_, r)| r.iter().copied()).collect();
         let per_run =

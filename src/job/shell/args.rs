@@ -126,9 +126,16 @@ pub(super) fn judge(
                 reads.extend(operands);
             }
         }
-        // `chmod -x FILE`: with no more operands than the leading mode, each is a file.
-        Kind::Write { lead } if positionals.len() <= lead => writes.extend(positionals),
-        Kind::Write { lead } => writes.extend(positionals.into_iter().skip(lead)),
+        Kind::Write { lead } => {
+            // `chmod -x FILE`: with no more operands than the leading mode, each is a file.
+            let skip = if positionals.len() <= lead { 0 } else { lead };
+            let operands: Vec<String> = positionals.into_iter().skip(skip).collect();
+            if kinds::recursive_write(head, &flags) {
+                // The operand and everything below it.
+                writes.extend(operands.iter().map(|p| recursive(p)));
+            }
+            writes.extend(operands);
+        }
         Kind::Words => {}
         Kind::Find => {
             if positionals.is_empty() {

@@ -348,6 +348,17 @@ pub fn recursive_read(head: &str, flags: &[String]) -> bool {
     }
 }
 
+/// Writes that descend into directories (`rm -r`, `chmod -R`): each operand is written
+/// and so is everything below it, so a rule must allow `dir/**` too, not only `dir` (a
+/// rule like `*` for one top-level file must not let `rm -rf src` delete a tree).
+pub fn recursive_write(head: &str, flags: &[String]) -> bool {
+    match base(head) {
+        "rm" => flags.iter().any(|f| matches!(f.as_str(), "-r" | "-R" | "--recursive")),
+        "chmod" | "chown" | "chgrp" => flags.iter().any(|f| matches!(f.as_str(), "-R" | "--recursive")),
+        _ => false,
+    }
+}
+
 /// `(command, flag, value)`: flags that take the next word. A flag not listed takes no
 /// value, so the word after it is judged as a positional (the safe direction).
 const VALUE_FLAGS: &[(&str, &str, Value)] = &[

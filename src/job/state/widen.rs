@@ -33,17 +33,18 @@ impl Job {
         })?;
         let mut ev = mandate::evidence_of(&base_text, &base);
         let mut next = base.clone();
-        let mut added = Vec::new();
+        let (mut added, mut added_to) = (Vec::new(), Vec::new());
         for aspect in &record.subjects {
             let rule = if pattern { broader(aspect) } else { exact(aspect) };
-            let (list, evl) = match aspect {
-                Aspect::Tool(_) => (&mut next.tools, &mut ev.tools),
-                Aspect::Read(_) => (&mut next.paths.read, &mut ev.read),
-                Aspect::Write(_) => (&mut next.paths.write, &mut ev.write),
-                Aspect::Command(_) | Aspect::Opaque(_) => (&mut next.commands, &mut ev.commands),
-                Aspect::Host(_) => (&mut next.hosts, &mut ev.hosts),
+            let (list, evl, name) = match aspect {
+                Aspect::Tool(_) => (&mut next.tools, &mut ev.tools, "tools"),
+                Aspect::Read(_) => (&mut next.paths.read, &mut ev.read, "paths.read"),
+                Aspect::Write(_) => (&mut next.paths.write, &mut ev.write, "paths.write"),
+                Aspect::Command(_) | Aspect::Opaque(_) => (&mut next.commands, &mut ev.commands, "commands"),
+                Aspect::Host(_) => (&mut next.hosts, &mut ev.hosts, "hosts"),
             };
             if !list.contains(&rule) {
+                added_to.push(name);
                 list.push(rule.clone());
                 list.sort();
                 let broader = (pattern && rule != exact(aspect)).then(|| format!("a pattern widened from drift #{id}"));
@@ -54,7 +55,15 @@ impl Job {
         if record.families.contains(&Family::Limits) {
             let needed = next.limits.max_writes_per_run.map(|m| m + 1);
             next.limits.max_writes_per_run = needed;
-            added.push(format!("limits.max_writes_per_run: {}", needed.map_or("null".into(), |n| n.to_string())));
+            added.push(needed.map_or("null".into(), |n| n.to_string()));
+            added_to.push("limits.max_writes_per_run");
+        }
+        if added.is_empty() {
+            // An empty pending version would only hide the version it replaces.
+            return Err(StateError::Refused(format!(
+                "drift #{id} is already allowed by v{base_v}: nothing to widen (`holon job show {} --pending` shows the pending version, if any)",
+                self.name
+            )));
         }
         let header = format!(
             "Mandate for {}: version {base_v} widened for drift #{id}.\nReview every rule. Nothing is enforced until `holon job approve {}`.",
@@ -68,7 +77,7 @@ impl Job {
             r.widened_in = Some(v);
         }
         write_json(&path, &drift)?;
-        Ok(Widened { version: v, added, preview, text })
+        Ok(Widened { version: v, added, added_to, preview, text })
     }
 
     /// How many past observed calls `next` allows that `base` did not, with examples.
@@ -90,26 +99,43 @@ impl Job {
     }
 }
 
-/// The rule that allows exactly this aspect.
+/// The rule that allows exactly this aspect (a recursive write, `rm -r dir`, as `dir/**`).
 fn exact(a: &Aspect) -> String {
     match a {
+        Aspect::Read(p) | Aspect::Write(p) if p.ends_with("/**") => exact_recursive(p),
         Aspect::Read(p) | Aspect::Write(p) => globset::escape(p),
         other => other.subject(),
     }
+}
+
+/// `dir/**` with `dir` escaped.
+fn exact_recursive(p: &str) -> String {
+    p.strip_suffix("/**").map_or_else(|| globset::escape(p), |dir| format!("{}/**", globset::escape(dir)))
 }
 
 /// A broader rule: the parent directory (`dir/**` for reads, `dir/*.ext` for writes), any
 /// flags for a command, every subdomain of the parent domain for a host.
 fn broader(a: &Aspect) -> String {
     match a {
-        Aspect::Read(p) => {
-            let dir = p.trim_end_matches("/**").rsplit_once('/').map(|(d, _)| d);
-            call::recursive(dir.unwrap_or("."))
-        }
+        // At the top of the workdir there is no parent to widen to: `**` or `*` would allow
+        // every file of the job (a name with an extension gets `*.ext`).
+        Aspect::Read(p) => match p.trim_end_matches("/**").rsplit_once('/') {
+            Some((dir, _)) => call::recursive(dir),
+            None => exact(a),
+        },
+        Aspect::Write(p) if p.ends_with("/**") => exact_recursive(p),
         Aspect::Write(p) => {
             let (dir, name) = p.rsplit_once('/').map_or((None, p.as_str()), |(d, n)| (Some(d), n));
-            let star = name.rsplit_once('.').map_or("*".to_owned(), |(_, e)| format!("*.{}", globset::escape(e)));
-            dir.map_or(star.clone(), |d| format!("{}/{star}", globset::escape(d)))
+            let star = name
+                .rsplit_once('.')
+                .filter(|(stem, _)| !stem.is_empty())
+                .map(|(_, e)| format!("*.{}", globset::escape(e)));
+            match (dir, star) {
+                (Some(d), Some(star)) => format!("{}/{star}", globset::escape(d)),
+                (Some(d), None) => format!("{}/*", globset::escape(d)),
+                (None, Some(star)) => star,
+                (None, None) => exact(a),
+            }
         }
         // Any flags, and any arguments where they were pinned.
         Aspect::Command(c) => {
@@ -135,6 +161,8 @@ pub struct Preview {
 pub struct Widened {
     pub version: u32,
     pub added: Vec<String>,
+    /// The list each of `added` went to (`paths.write`, `limits.max_writes_per_run`, …).
+    pub added_to: Vec<&'static str>,
     pub preview: Preview,
     #[serde(skip)]
     pub text: String,
