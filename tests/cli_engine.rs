@@ -150,4 +150,8 @@ fn loadtest_explains_its_figures_and_the_mix_is_what_it_says() {
     assert!(out.contains("leased is budget this node drew from the store"), "{out}");
     assert!(out.contains("the calls that would have been allowed are denied"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+    // `demo --seconds` and `loadtest --seconds` are the same flag (`--duration-s` kept).
+    let (code, out, err) = holon(&["loadtest", "--seconds", "0.05", "--threads", "1", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"calls\""), "{out}");
 }

@@ -75,6 +75,21 @@ fn out_of_range_flags_are_refused_with_exit_2() {
         ),
     ];
     let mut problems = Vec::new();
+    // A negative or too large number is told as such, even with a space before the `-`
+    // (clap took `-1` for a flag: "unexpected argument").
+    let told: &[(&[&str], &str)] = &[
+        (&["loadtest", "--threads", "-1"], "-1 is below 1"),
+        (&["loadtest", "--calls", "99999999999999999999"], "is above 10000000000"),
+        (&["loadtest", "--total", "-5"], "is not a decimal string"),
+        (&["loadtest", "--publish-every-ms", "-1"], "-1 is below 0"),
+        (&["serve", "--grace-s", "-1"], "-1 is below 0"),
+    ];
+    for (args, says) in told {
+        let (code, err, _) = holon_within(args, Duration::from_secs(20));
+        if code != Some(2) || !err.contains(says) {
+            problems.push(format!("{args:?}: exit {code:?}, expected {says:?}, stderr: {err}"));
+        }
+    }
     for (args, flag) in cases {
         let (code, err, elapsed) = holon_within(args, Duration::from_secs(20));
         if code != Some(2) || !err.contains(flag) || err.contains("panicked") {

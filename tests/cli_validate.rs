@@ -117,3 +117,34 @@ fn a_scenario_reports_every_shape_problem_at_once() {
     assert!(says("/calls/0/sub_calls/1/cost", "not a decimal amount"), "{errors:?}");
     assert_eq!(errors.len(), 8, "{errors:?}");
 }
+
+/// A document whose kind key is misspelt is reported, not skipped: a directory walk with
+/// one passed as "not a holon document" and exit 0 would let CI pass (new-user pass, #15).
+#[test]
+fn a_misspelt_kind_is_invalid_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string("examples/mandates/alice-research.yaml").unwrap();
+    std::fs::write(dir.path().join("m.yaml"), text.replace("holon_mandate:", "holon_mandat:")).unwrap();
+    std::fs::write(dir.path().join("notes.yaml"), "title: someone else's YAML\n").unwrap();
+    let (code, out, _) = holon(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("did you mean `holon_mandate`?"), "{out}");
+    assert!(out.contains("1 file(s), 0 valid, 1 with problems"), "{out}");
+    assert!(out.contains("skipped") && out.contains("notes.yaml"), "other YAML is still passed over: {out}");
+    let (code, out, _) = holon(&["validate", dir.path().join("m.yaml").to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+}
+
+/// A syntax error gives its location once, and an unreadable file does not say
+/// "unreadable" twice.
+#[test]
+fn a_syntax_error_says_its_place_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.yaml");
+    std::fs::write(&path, "a: [1\n").unwrap();
+    let (code, out, _) = holon(&["validate", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(out.matches("line 2").count(), 1, "{out}");
+    assert!(!out.contains(" at line "), "{out}");
+    assert!(!out.contains("(unreadable)"), "{out}");
+}

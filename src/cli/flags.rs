@@ -32,8 +32,16 @@ fn seconds(text: &str, min: f64, max: f64) -> Result<f64, String> {
 
 /// A whole number within `[min, max]`.
 fn count<T: TryFrom<u64>>(text: &str, min: u64, max: u64) -> Result<T, String> {
-    let value: u64 =
-        text.trim().parse().map_err(|_| format!("`{text}` is not a whole number; give one from {min} to {max}"))?;
+    let t = text.trim();
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    let value: u64 = match t.parse() {
+        Ok(v) => v,
+        Err(_) if t.strip_prefix('-').is_some_and(digits) => {
+            return Err(format!("{t} is below {min}; give a whole number from {min} to {max}"));
+        }
+        Err(_) if digits(t) => return Err(format!("{t} is above {max}; give a whole number from {min} to {max}")),
+        Err(_) => return Err(format!("`{text}` is not a whole number; give one from {min} to {max}")),
+    };
     if !(min..=max).contains(&value) {
         return Err(format!("{value} is outside {min} to {max}"));
     }

@@ -109,13 +109,19 @@ enum Command {
         #[arg(long, default_value_t = 2, value_parser = loadtest_threads, allow_negative_numbers = true)]
         threads: usize,
         /// Mandates, 1 to 1,000,000.
-        #[arg(long, default_value_t = 1_000, value_parser = loadtest_mandates)]
+        #[arg(long, default_value_t = 1_000, value_parser = loadtest_mandates, allow_negative_numbers = true)]
         mandates: usize,
         /// Agents, 10 to 1,000,000.
-        #[arg(long, default_value_t = 1_000, value_parser = loadtest_agents)]
+        #[arg(long, default_value_t = 1_000, value_parser = loadtest_agents, allow_negative_numbers = true)]
         agents: usize,
         /// Run this long, 0.01 to 86400 s (default 3 s unless --calls is given).
-        #[arg(long, conflicts_with = "calls", value_parser = loadtest_duration_s, allow_negative_numbers = true)]
+        #[arg(
+            long,
+            visible_alias = "seconds",
+            conflicts_with = "calls",
+            value_parser = loadtest_duration_s,
+            allow_negative_numbers = true
+        )]
         duration_s: Option<f64>,
         /// Run this many calls in all, 1 to 10,000,000,000.
         #[arg(long, value_parser = loadtest_calls, allow_negative_numbers = true)]
@@ -125,13 +131,13 @@ enum Command {
         hot: bool,
         /// Every mandate's total budget, a decimal amount (e.g. 1000000 to keep a hot
         /// mandate's calls allowed for the whole run and measure its throughput).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         total: Option<String>,
         /// Only allowed calls (leaf agents), to measure the allowed path alone.
         #[arg(long)]
         allowed_only: bool,
         /// Publish a fresh snapshot this often during the run, 0 (never) to 10000 ms.
-        #[arg(long, default_value_t = 0, value_parser = loadtest_publish_every_ms)]
+        #[arg(long, default_value_t = 0, value_parser = loadtest_publish_every_ms, allow_negative_numbers = true)]
         publish_every_ms: u64,
         /// Keep the budgets in a ledger store shared with other nodes: `memory`,
         /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (default: in this process only).
@@ -142,7 +148,7 @@ enum Command {
         #[arg(long, requires = "store")]
         node: Option<String>,
         /// Flush what calls settled to the store at least this often, 1 to 60000 ms.
-        #[arg(long, default_value_t = 200, value_parser = flush_ms, requires = "store")]
+        #[arg(long, default_value_t = 200, value_parser = flush_ms, requires = "store", allow_negative_numbers = true)]
         flush_ms: u64,
         /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}
         /// and with --store also "store":{"kind","round_trips","round_trips_per_1000_admissions",..},
@@ -279,11 +285,11 @@ enum LedgerCommand {
         mandate: String,
         /// The total the store enforces from now on: a decimal amount in the mandate's
         /// currency, like 250.00 (at most 6 decimals).
-        #[arg(long, value_name = "AMOUNT")]
+        #[arg(long, value_name = "AMOUNT", allow_negative_numbers = true)]
         total: String,
         /// The limit per UTC day from now on, a decimal amount; without it the store keeps
         /// the per-day limit it has.
-        #[arg(long, value_name = "AMOUNT", conflicts_with = "no_per_day")]
+        #[arg(long, value_name = "AMOUNT", conflicts_with = "no_per_day", allow_negative_numbers = true)]
         per_day: Option<String>,
         /// Remove the store's per-day limit (for documents that have none).
         #[arg(long)]

@@ -40,17 +40,17 @@ pub(super) struct ServeArgs {
     #[arg(long)]
     receipts: Option<PathBuf>,
     /// Seconds open reservations get to settle after SIGTERM, 0 to 3,600.
-    #[arg(long, default_value_t = 30, value_parser = serve_grace_s)]
+    #[arg(long, default_value_t = 30, value_parser = serve_grace_s, allow_negative_numbers = true)]
     grace_s: u64,
     /// Seconds a reservation gets past its callee's `timeout_s` before the reaper
     /// reclaims it (its worst case stays spent until a late settle), 0 to 3,600.
-    #[arg(long, default_value_t = 30, value_parser = serve_grace_s)]
+    #[arg(long, default_value_t = 30, value_parser = serve_grace_s, allow_negative_numbers = true)]
     expiry_grace_s: u64,
     /// Longest a request may take, in ms, 1 to 600,000 (then 408).
-    #[arg(long, default_value_t = 10_000, value_parser = serve_request_ms)]
+    #[arg(long, default_value_t = 10_000, value_parser = serve_request_ms, allow_negative_numbers = true)]
     request_ms: u64,
     /// Requests handled at once, 1 to 65,536 (more wait their turn).
-    #[arg(long, default_value_t = 1_024, value_parser = serve_concurrent_max)]
+    #[arg(long, default_value_t = 1_024, value_parser = serve_concurrent_max, allow_negative_numbers = true)]
     concurrent_max: usize,
     /// Logs as JSON lines (default: for people).
     #[arg(long)]

@@ -70,6 +70,13 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
             // Checked as `mandate simulate` loads it, in a walk too: its shape, then the
             // mandate and agents it names (relative to it, within the walk limits).
             reports.push(check_scenario(&path));
+        } else if let Some((key, near)) = kind_typo(&path, &limits) {
+            // A misspelt kind is a broken document, not someone else's YAML.
+            let message = format!(
+                "`{key}` is not a document kind: did you mean `{near}`? (a file with a misspelt kind would otherwise be passed over as not a holon document)"
+            );
+            let errors = vec![Violation::new(format!("/{}", doc::pointer_escape(&key)), message)];
+            reports.push(FileReport { errors, kind: Some(MISSPELT_KIND), unreadable: false, ..report });
         } else if named {
             reports.push(report);
         } else {
@@ -132,6 +139,15 @@ fn check_scenario(path: &Path) -> FileReport {
             document: None,
         },
     }
+}
+
+/// The kind shown for a file whose kind key is misspelt.
+const MISSPELT_KIND: &str = "misspelt kind";
+
+/// A top-level key of the file that looks like a misspelt kind key, and the kind key.
+fn kind_typo(path: &Path, limits: &Limits) -> Option<(String, &'static str)> {
+    let text = doc::read_text(path, limits).ok()?;
+    doc::kind_key_typo(&doc::yaml::parse(&text, limits).ok()?)
 }
 
 fn check_one(path: &Path, limits: &Limits) -> FileReport {
@@ -246,7 +262,9 @@ fn print_human(reports: &[FileReport], style: &Style) -> std::io::Result<()> {
             outln!("{} {} {}", style.good("ok"), r.path, style.dim(&format!("({kind})")))?;
         } else {
             let mark = if r.unreadable { style.bad("unreadable") } else { style.bad("invalid") };
-            outln!("{mark} {} {}", r.path, style.dim(&format!("({kind})")))?;
+            // "unreadable x.yaml (unreadable)" said it twice.
+            let shown_kind = if r.kind.is_some() { style.dim(&format!(" ({kind})")) } else { String::new() };
+            outln!("{mark} {}{shown_kind}", r.path)?;
             for e in &r.errors {
                 if e.path == "/" && (r.unreadable || r.kind == Some(SCENARIO)) {
                     outln!("    {}", e.message)?;

@@ -178,6 +178,26 @@ pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
 /// problem reported, or a consequence of one).
 const TYPING_CUTS_MAX: usize = 64;
 
+/// The top-level keys that name a kind of document (and a simulation scenario).
+const KIND_KEYS: [&str; 6] = ["holon", "holon_mandate", "holon_record", "holon_keys", "holon_revocations", "holon_scenario"];
+
+/// A top-level key that looks like a misspelt kind key (`holon_mandat`, `Holon_Mandate`):
+/// the key and the kind key it is closest to. A document with a typo in its kind must be
+/// reported, not passed over as not ours.
+pub fn kind_key_typo(value: &Value) -> Option<(String, &'static str)> {
+    let obj = value.as_object()?;
+    obj.keys().find_map(|key| {
+        let lower = key.to_lowercase();
+        KIND_KEYS
+            .iter()
+            .map(|k| (strsim::levenshtein(k, &lower), *k))
+            .filter(|(d, k)| *d <= 2 || (lower.starts_with("holon") && lower.len() <= k.len() + 2))
+            .min()
+            .filter(|(_, k)| *k != key.as_str())
+            .map(|(_, k)| (key.clone(), k))
+    })
+}
+
 /// Steps 3 to 5 for a value of a known kind: the typed value, or every violation in one
 /// pass: the shape's (schema), then the typing's, then the kind's own `rules` on the parts
 /// that typed correctly (`prune.rs`), each at its place in the document as written.

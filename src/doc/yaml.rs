@@ -73,11 +73,21 @@ pub fn to_string<T: serde::Serialize>(value: &T) -> Result<String, DocError> {
     serde_yaml::to_string(value).map_err(|e| DocError::NotJson { what: e.to_string() })
 }
 
+/// The parser's message without its ` at line N column M` parts: the location is shown
+/// once, in front (a message can hold two, `… at line 2 column 1, while parsing a flow
+/// sequence at line 1 column 4`).
 fn strip_location(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message.get(..i).unwrap_or(message).to_owned(),
-        None => message.to_owned(),
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find(" at line ") {
+        out.push_str(rest.get(..i).unwrap_or_default());
+        let after = rest.get(i + " at line ".len()..).unwrap_or_default();
+        let after = after.trim_start_matches(|c: char| c.is_ascii_digit());
+        let after = after.strip_prefix(" column ").map_or(after, |a| a.trim_start_matches(|c: char| c.is_ascii_digit()));
+        rest = after;
     }
+    out.push_str(rest);
+    out
 }
 
 /// Finds an anchor (`&name`) or alias (`*name`) token outside quotes and comments.
