@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::doc::{self, DocKind, Limits, LoadError};
+use crate::doc::{self, DocError, DocKind, Limits, LoadError};
 use crate::documents::{self, Document};
 use crate::lookup::{AgentLookup, newest_in_range};
 use crate::manifest::Manifest;
@@ -45,6 +45,18 @@ impl Catalog {
         let limits = Limits::default();
         let mut files = Vec::new();
         for p in paths {
+            if !p.exists() {
+                // Said once, with the path in front (not `x: cannot read: x: …`); an agent id
+                // given where a path goes is the usual cause.
+                let id_like = AgentId::parse(&p.display().to_string()).is_ok();
+                let hint = if id_like {
+                    "; agents are given as paths to their manifests or directories (like examples/agents/fx-convert), not by id"
+                } else {
+                    ""
+                };
+                let error = DocError::Io(format!("no such file or directory{hint}"));
+                return Err(LoadError::Unreadable { path: p.display().to_string(), error });
+            }
             files.extend(
                 doc::yaml_files(p).map_err(|e| LoadError::Unreadable { path: p.display().to_string(), error: e })?,
             );

@@ -148,7 +148,14 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
 pub fn load(path: &Path, mandate: Option<&Path>) -> Result<(Scenario, Mandate, Catalog), ScenarioError> {
     let text = doc::read_text(path, &doc::Limits::default())
         .map_err(|source| LoadError::Unreadable { path: path.display().to_string(), error: source })?;
-    let s = parse_str(&text, &path.display().to_string())?;
+    let s = match parse_str(&text, &path.display().to_string()) {
+        Err(ScenarioError::Load(LoadError::WrongKind { path, found, .. })) => {
+            return Err(ScenarioError::Invalid(format!(
+                "{path}: expected a scenario (`holon_scenario: \"0.1\"`), found a {found}: the mandate comes first, `holon mandate simulate MANDATE SCENARIO`"
+            )));
+        }
+        other => other?,
+    };
     let base = path.parent().unwrap_or(Path::new("."));
     let mandate_path = match (mandate, &s.mandate) {
         (Some(m), _) => m.to_path_buf(),
@@ -214,8 +221,8 @@ fn run_top(
         return Ok(denied(
             call.agent.as_str(),
             &mandate.id,
-            Code::InternalError,
-            format!("no manifest known for {}", call.agent),
+            Code::UnknownAgent,
+            format!("no manifest for {} under the scenario's `agents`", call.agent),
         ));
     };
     let outcome = parse_outcome(&call.outcome)
@@ -328,7 +335,8 @@ fn run_sub(
         (None, Some(id)) => match catalog.get(id) {
             Some(e) => (e, assess(Callee::Agent, e)?),
             None => {
-                return Ok(denied(id.as_str(), &sub.id, Code::InternalError, format!("no manifest known for {id}")));
+                let why = format!("no manifest for {id} under the scenario's `agents`");
+                return Ok(denied(id.as_str(), &sub.id, Code::UnknownAgent, why));
             }
         },
         _ => return Err(ScenarioError::Invalid("a sub-call names exactly one of `capability` or `agent`".into())),

@@ -186,3 +186,46 @@ fn an_unreadable_document_is_reported_once() {
         assert_eq!(out.matches("cannot read").count(), 1, "{args:?}: {out}");
     }
 }
+
+/// What a newcomer tried (issue #15): an agent id where a path goes, the simulate
+/// arguments swapped, `attenuate` on a derived mandate without the manifests, and a
+/// scenario calling an agent it has no manifest for.
+#[test]
+fn common_first_mistakes_say_how_to_move_on() {
+    let (code, out) = holon(&["mandate", "check", ROOT, "holon-labs/fx-convert"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("not by id") && out.contains("examples/agents/fx-convert"), "{out}");
+    assert_eq!(out.matches("holon-labs/fx-convert:").count(), 1, "the path said once: {out}");
+
+    let (code, out) = holon(&["mandate", "simulate", "examples/worked-example/scenario.yaml", ROOT]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("found a mandate") && out.contains("MANDATE SCENARIO"), "{out}");
+    assert!(!out.contains("unknown key"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let derived = dir.path().join("derived.yaml");
+    let (code, text) = holon(&["mandate", "derive", ROOT, "examples/agents/invoice-pipeline", "--max-cost", "0.60"]);
+    assert_eq!(code, 0, "{text}");
+    std::fs::write(&derived, text).unwrap();
+    let (code, out) = holon(&["mandate", "attenuate", ROOT, derived.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("pass --agents DIR"), "{out}");
+    let (code, out) = holon(&["mandate", "attenuate", ROOT, derived.to_str().unwrap(), "--agents", "examples/agents"]);
+    assert_eq!(code, 0, "{out}");
+
+    let scenario = dir.path().join("s.yaml");
+    let root = std::fs::canonicalize(ROOT).unwrap();
+    let agents = std::fs::canonicalize("examples/agents").unwrap();
+    std::fs::write(
+        &scenario,
+        format!(
+            "holon_scenario: \"0.1\"\nmandate: {}\nagents: {}\nat: \"{AT}\"\ncalls:\n  - agent: nobody/ghost\n",
+            root.display(),
+            agents.display()
+        ),
+    )
+    .unwrap();
+    let (code, out) = holon(&["mandate", "simulate", ROOT, scenario.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("unknown_agent") && !out.contains("internal_error"), "{out}");
+}

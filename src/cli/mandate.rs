@@ -195,6 +195,16 @@ pub(crate) fn attenuate(
             outln!("  {} {}", style.bold(w.code), w.message)?;
             outln!("      parent: {}   child: {}", w.parent, w.child)?;
         }
+        // Without the manifests an agent the parent allows through its capability classes
+        // (as `mandate derive` lists them) cannot be seen to be covered.
+        if agents.is_empty() && widenings.iter().any(|w| w.code == "allow_agent_widened") {
+            outln!(
+                "{}",
+                style.dim(
+                    "  an agent allowed through a capability class the parent allows is covered only if its manifest is known: pass --agents DIR (e.g. --agents examples/agents)"
+                )
+            )?;
+        }
     }
     Ok(if widenings.is_empty() { exit::OK } else { exit::FAILED })
 }

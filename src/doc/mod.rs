@@ -179,7 +179,8 @@ pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
 const TYPING_CUTS_MAX: usize = 64;
 
 /// The top-level keys that name a kind of document (and a simulation scenario).
-const KIND_KEYS: [&str; 6] = ["holon", "holon_mandate", "holon_record", "holon_keys", "holon_revocations", "holon_scenario"];
+const KIND_KEYS: [&str; 6] =
+    ["holon", "holon_mandate", "holon_record", "holon_keys", "holon_revocations", "holon_scenario"];
 
 /// A top-level key that looks like a misspelt kind key (`holon_mandat`, `Holon_Mandate`):
 /// the key and the kind key it is closest to. A document with a typo in its kind must be
@@ -310,6 +311,13 @@ pub fn parse_typed<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, L
 pub fn parse_scenario<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, LoadError> {
     let value = yaml::parse(text, &Limits::default())
         .map_err(|source| LoadError::Unreadable { path: origin.into(), error: source })?;
+    // A document of another kind (a mandate where the scenario goes): said plainly, not
+    // as a list of every key a scenario lacks.
+    if value.get("holon_scenario").is_none()
+        && let Ok(kind) = detect_kind(&value)
+    {
+        return Err(LoadError::WrongKind { path: origin.into(), expected: "scenario", found: kind.as_str() });
+    }
     let invalid = |violations| LoadError::Invalid { path: origin.into(), kind: "scenario", violations };
     let shape = schema::check_scenario(&value);
     if !shape.is_empty() {

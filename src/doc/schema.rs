@@ -219,10 +219,11 @@ fn humanize(doc: Target, kind: &ValidationErrorKind, schema_path: &str, instance
         }
         ValidationErrorKind::Constant { expected_value } => format!("must be {expected_value}"),
         ValidationErrorKind::Enum { options } => format!("{instance} is not one of {options}"),
-        ValidationErrorKind::Pattern { pattern } => {
-            let hint = pattern_hint(schema_path);
-            format!("{instance} is not {hint} (pattern {pattern})")
-        }
+        // The regular expression only where no words say the form.
+        ValidationErrorKind::Pattern { pattern } => match pattern_hint(schema_path) {
+            Some(hint) => format!("{instance} is not {hint}"),
+            None => format!("{instance} is not in the expected form (pattern {pattern})"),
+        },
         ValidationErrorKind::OneOfNotValid { .. }
             if schema_path.contains("/calls/") || schema_path.contains("/$defs/subCall/") =>
         {
@@ -310,7 +311,7 @@ fn kind_text(kind: &ValidationErrorKind) -> String {
     }
 }
 
-fn pattern_hint(schema_path: &str) -> &'static str {
+fn pattern_hint(schema_path: &str) -> Option<&'static str> {
     const HINTS: [(&str, &str); 12] = [
         ("/$defs/agentId/", "an agent id `namespace/name` in lower case"),
         ("/$defs/className/", "a capability class such as `extraction.table`"),
@@ -325,7 +326,7 @@ fn pattern_hint(schema_path: &str) -> &'static str {
         ("/agent/", "an agent and version range such as `acme/company-lookup@^1`"),
         ("/$defs/outcome/", "an outcome: `success`, `invalid_output`, `error:CODE` or `gateway:CODE`"),
     ];
-    HINTS.iter().find(|(key, _)| schema_path.contains(key)).map_or("in the expected form", |(_, hint)| hint)
+    HINTS.iter().find(|(key, _)| schema_path.contains(key)).map(|(_, hint)| *hint)
 }
 
 #[cfg(test)]

@@ -83,7 +83,8 @@ fn strip_location(message: &str) -> String {
         out.push_str(rest.get(..i).unwrap_or_default());
         let after = rest.get(i + " at line ".len()..).unwrap_or_default();
         let after = after.trim_start_matches(|c: char| c.is_ascii_digit());
-        let after = after.strip_prefix(" column ").map_or(after, |a| a.trim_start_matches(|c: char| c.is_ascii_digit()));
+        let after =
+            after.strip_prefix(" column ").map_or(after, |a| a.trim_start_matches(|c: char| c.is_ascii_digit()));
         rest = after;
     }
     out.push_str(rest);
