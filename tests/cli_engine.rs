@@ -132,6 +132,8 @@ fn loadtest_explains_its_figures_and_the_mix_is_what_it_says() {
     assert!(line("mix").contains("above the 0.50 EUR approval threshold (held"), "{out}");
     assert!(line("budgets").contains(" EUR of limit ") && line("budgets").ends_with(" EUR"), "{out}");
     assert!(line("claimed:").contains("leased") && line("claimed:").contains("in memory"), "{out}");
+    assert!(line("load").contains("20,000 calls"), "figures grouped by thousands: {out}");
+    assert!(line("receipts").contains("not kept (--receipts FILE writes them)"), "{out}");
     let (_, json, _) = holon(&[&args[..], &["--json"]].concat());
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["currency"], "EUR");
@@ -154,4 +156,19 @@ fn loadtest_explains_its_figures_and_the_mix_is_what_it_says() {
     let (code, out, err) = holon(&["loadtest", "--seconds", "0.05", "--threads", "1", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"calls\""), "{out}");
+}
+
+/// The demo's first step counts every file under the examples: one that cannot be read
+/// fails the demo (it was skipped as "not a holon document").
+#[test]
+fn the_demo_fails_on_an_unreadable_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("examples");
+    assert!(std::process::Command::new("cp").args(["-r", "examples"]).arg(&copy).status().unwrap().success());
+    std::fs::create_dir(copy.join("notes")).unwrap();
+    std::fs::write(copy.join("notes").join("broken.yaml"), "holon: [\"0.1\"\n").unwrap();
+    let (code, out, err) = holon(&["demo", "--examples", copy.to_str().unwrap(), "--seconds", "0.1"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("invalid") && out.contains("broken.yaml"), "{out}");
+    assert!(out.contains("21 of 22 documents valid"), "{out}");
 }

@@ -170,6 +170,11 @@ fn search_matches_stems_and_excludes_only_matching_agents() {
     let (code, out) = holon(&["search", "zebra", "--mandate", ROOT, "--agents", "examples/agents", "--at", AT]);
     assert_eq!(code, 0);
     assert!(out.contains("no agent matches `zebra`") && out.contains("stem"), "{out}");
+    // The order is explained, and an all-excluded result says so.
+    let (_, out) = holon(&["search", "table", "--mandate", ROOT, "--agents", "examples/agents", "--at", AT]);
+    assert!(out.contains("most relevant first, then the lowest cost per success"), "{out}");
+    let (_, out) = holon(&["search", "invoices", "--mandate", ROOT, "--agents", "examples/agents", "--at", AT]);
+    assert!(out.contains("nothing ranked: every agent that matches is excluded"), "{out}");
 }
 
 /// An unreadable file is named once, with its reason once (the error chain printed the

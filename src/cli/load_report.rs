@@ -36,31 +36,31 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
     outln!(
         "{} {} calls on {} thread(s) in {:.2} s: {} calls/s",
         style.bold("load"),
-        report.calls,
+        grouped(report.calls),
         report.threads,
         report.elapsed_ms as f64 / 1000.0,
-        report.ops_per_sec
+        grouped(report.ops_per_sec)
     )?;
     outln!(
         "  latency   p50 {} ns   p99 {} ns   p99.9 {} ns  {}",
-        report.latency_ns.p50,
-        report.latency_ns.p99,
-        report.latency_ns.p999,
+        grouped(report.latency_ns.p50),
+        grouped(report.latency_ns.p99),
+        grouped(report.latency_ns.p999),
         style.dim("(per call, admit + settle, timer included)")
     )?;
     outln!("  mix       {}", style.dim(&report.mix))?;
     outln!(
         "  decisions {} allowed  {} held  {} denied  ({} sub-calls in delegated runs, counted in these)",
-        d.allowed,
-        d.held,
-        d.denied,
-        report.sub_calls
+        grouped(d.allowed),
+        grouped(d.held),
+        grouped(d.denied),
+        grouped(report.sub_calls)
     )?;
     let audit = if report.overrun { style.bad("OVERRUN") } else { style.good("within limits") };
     let cur = report.currency;
     outln!(
-        "  budgets   {} mandates audited: {audit}; largest claimed (reserved+settled+leased) {} {cur} of limit {} {cur}",
-        report.mandates_audited,
+        "  budgets   {} mandate(s) audited: {audit}; largest claimed (reserved+settled+leased) {} {cur} of limit {} {cur}",
+        grouped(report.mandates_audited as u64),
         Amount::from_micros(report.max_claimed_micros),
         Amount::from_micros(report.limit_micros)
     )?;
@@ -85,10 +85,14 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
             if store.store_errors > 0 { format!("; {} store errors", store.store_errors) } else { String::new() }
         )?;
     }
+    let kept = match &report.receipts_file {
+        Some(file) => format!("written to {file}"),
+        None => "made and counted, not kept (--receipts FILE writes them)".to_owned(),
+    };
     outln!(
-        "  receipts  {} written, {} dropped{}{}",
-        report.receipts,
-        report.receipts_dropped,
+        "  receipts  {} {kept}, {} dropped{}{}",
+        grouped(report.receipts),
+        grouped(report.receipts_dropped),
         // Why they may drop, and how not to.
         if report.receipts_dropped > 0 {
             " (the sink drops rather than slow a call when its writer falls behind; --receipts FILE loses none)"
@@ -102,4 +106,33 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
         }
     )?;
     Ok(())
+}
+
+/// `1234567` as `1,234,567`: the figures are read by people.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn figures_are_grouped_by_thousands() {
+        for (n, shown) in [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1,000"),
+            (1_234_567, "1,234,567"),
+            (u64::MAX, "18,446,744,073,709,551,615"),
+        ] {
+            assert_eq!(super::grouped(n), shown);
+        }
+    }
 }

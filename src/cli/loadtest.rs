@@ -104,6 +104,9 @@ pub(super) struct Report {
     pub currency: &'static str,
     /// What the calls were, in words (`load_report::mix`).
     pub mix: String,
+    /// Where the receipts were written (`--receipts`); without it they are counted only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipts_file: Option<String>,
 }
 
 struct Worker {
@@ -328,6 +331,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         store_spent_micros,
         currency: synthetic::CURRENCY,
         mix: super::load_report::mix(opts.allowed_only, opts.hot),
+        receipts_file: opts.receipts.as_ref().map(|p| p.display().to_string()),
     })
 }
 

@@ -56,6 +56,16 @@ pub(super) fn run(args: &SearchArgs<'_>, style: &Style) -> anyhow::Result<u8> {
         .max()
         .unwrap_or(0);
     outln!("{} {}", style.bold("ranked under"), mandate.id)?;
+    if !r.ranked.is_empty() {
+        outln!(
+            "  {}",
+            style.dim(&format!(
+                "most relevant first, then the lowest cost per success (worst case ÷ success rate, in {cur}), then p95 latency"
+            ))
+        )?;
+    } else if !r.excluded.is_empty() {
+        outln!("  nothing ranked: every agent that matches is excluded by the mandate, each for the reason below")?;
+    }
     if r.ranked.is_empty() && r.excluded.is_empty() {
         outln!(
             "  no agent matches `{query}`: each word is matched by its stem against the agents' ids, capability classes, names and descriptions; without a query every agent the mandate permits is listed"

@@ -73,7 +73,7 @@ pub enum DocError {
     #[error("{what} cannot be represented; use plain strings, numbers, booleans, lists and mappings")]
     NotJson { what: String },
     #[error(
-        "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate`, `holon_record`, `holon_keys` or `holon_revocations` key, or a job mandate's `mandate: 1`"
+        "not a holon document: expected exactly one top-level `holon` (manifest), `holon_mandate`, `holon_record`, `holon_keys`, `holon_revocations` or `holon_scenario` (a simulation scenario) key, or a job mandate's `mandate: 1`"
     )]
     UnknownKind,
     #[error(
