@@ -148,3 +148,17 @@ fn a_syntax_error_says_its_place_once() {
     assert!(!out.contains(" at line "), "{out}");
     assert!(!out.contains("(unreadable)"), "{out}");
 }
+
+/// Nothing validated is not a pass, and a file that is not YAML is named as such (a
+/// Markdown file was blamed for YAML anchors in its `**bold**`).
+#[test]
+fn nothing_to_validate_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "**bold**\n").unwrap();
+    let (code, _, err) = holon(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nothing to validate"), "{err}");
+    let (code, _, err) = holon(&["validate", dir.path().join("README.md").to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a .yaml, .yml or .json file") && !err.contains("anchor"), "{err}");
+}

@@ -110,7 +110,7 @@ pub(super) fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<
 fn pending_hint(job: &Job, v: u32) -> String {
     let name = &job.name;
     format!(
-        "pending version v{v}, not enforced yet: {}\n  review it:   holon job show {name} --pending\n  what changes: holon job show {name} --diff\n  then:        holon job approve {name}",
+        "pending version v{v}, not enforced yet: {}\n  review it:    holon job show {name} --pending\n  what changes: holon job show {name} --diff\n  then:         holon job approve {name}",
         job.version_file(v).display()
     )
 }

@@ -51,7 +51,15 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
     for path in paths {
         if path.is_dir() {
             // Walk errors (too deep, too many files) are bad input: exit 2 via anyhow.
-            files.extend(doc::yaml_files(path)?.into_iter().map(|p| (p, false)));
+            let found = doc::yaml_files(path)?;
+            // Nothing checked is not a pass: a wrong directory in CI must not go green.
+            if found.is_empty() {
+                anyhow::bail!("{}: no .yaml or .yml file in it or below it: nothing to validate", path.display());
+            }
+            files.extend(found.into_iter().map(|p| (p, false)));
+        } else if path.extension().is_some_and(|e| !matches!(e.to_str(), Some("yaml" | "yml" | "json"))) {
+            // `holon validate README.md` read Markdown as YAML and blamed its `**bold**`.
+            anyhow::bail!("{}: not a .yaml, .yml or .json file: holon documents are YAML", path.display());
         } else {
             files.push((path.clone(), true));
         }
