@@ -248,6 +248,12 @@ pub fn validated<T: DeserializeOwned>(
             found.push(Violation::new(at, v.message));
         }
     }
+    // Something was cut or failed to type on the way here, so something was reported;
+    // should that ever not hold, the document is still refused, never passed.
+    debug_assert!(!found.is_empty(), "a document that reached the cutting has a problem");
+    if found.is_empty() {
+        found.push(Violation::new("/", "the document could not be checked whole: fix the problems above and retry"));
+    }
     found.sort();
     found.dedup();
     Err(found)

@@ -2,7 +2,8 @@
 //! short flags split where the command clusters them, then each word judged as a flag, a
 //! path read, a path written or a pinned word.
 
-use super::kinds::{self, Kind, Value};
+use super::flags::{self, Value};
+use super::kinds::Kind;
 use super::{is_flag, path_like};
 
 /// Options of `find` that come before its start paths.
@@ -11,7 +12,7 @@ const FIND_LEADING_OPTIONS: &[&str] = &["-H", "-L", "-P", "-O0", "-O1", "-O2", "
 /// The words of a command with clustered short flags split letter by letter where the
 /// command clusters them: `-uo FILE` is `-u -o FILE`, `-ofile` is `-o file`.
 fn unclustered(head: &str, kind: Kind, args: &[String]) -> Vec<String> {
-    if !kinds::clusters_short_flags(kind) {
+    if !flags::clusters_short_flags(kind) {
         return args.to_vec();
     }
     let mut out = Vec::with_capacity(args.len());
@@ -35,7 +36,7 @@ fn unclustered(head: &str, kind: Kind, args: &[String]) -> Vec<String> {
                 break;
             }
             let flag = format!("-{c}");
-            let takes_value = kinds::value_of(head, None, &flag).is_some() || (kind == Kind::Sed && c == 'i');
+            let takes_value = flags::value_of(head, None, &flag).is_some() || (kind == Kind::Sed && c == 'i');
             out.push(flag);
             if takes_value {
                 let rest = cluster.get(i + c.len_utf8()..).unwrap_or_default();
@@ -99,10 +100,10 @@ pub(super) fn judge(
         flags.push(name.to_owned());
         let value = match inline {
             Some(v) => Some(v.to_owned()),
-            None if kinds::value_of(head, sub, name).is_some() => words.next().cloned(),
+            None if flags::value_of(head, sub, name).is_some() => words.next().cloned(),
             None => None,
         };
-        match (kinds::value_of(head, sub, name), value) {
+        match (flags::value_of(head, sub, name), value) {
             (Some(Value::Write), Some(v)) if matches!(kind, Kind::Copy { .. }) => target_dir = Some(v),
             (Some(Value::Write), Some(v)) => writes.push(v),
             (Some(Value::Read), Some(v)) => reads.push(v),
@@ -116,7 +117,7 @@ pub(super) fn judge(
     match kind {
         Kind::Read { lead } => {
             let operands: Vec<String> = positionals.into_iter().skip(lead).collect();
-            if kinds::recursive_read(head, &flags) {
+            if flags::recursive_read(head, &flags) {
                 // A recursive read reads every file below; without an operand, below `.`.
                 if operands.is_empty() {
                     reads.push(recursive("."));
@@ -130,7 +131,7 @@ pub(super) fn judge(
             // `chmod -x FILE`: with no more operands than the leading mode, each is a file.
             let skip = if positionals.len() <= lead { 0 } else { lead };
             let operands: Vec<String> = positionals.into_iter().skip(skip).collect();
-            if kinds::recursive_write(head, &flags) {
+            if flags::recursive_write(head, &flags) {
                 // The operand and everything below it.
                 writes.extend(operands.iter().map(|p| recursive(p)));
             }

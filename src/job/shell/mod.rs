@@ -14,6 +14,7 @@
 //! An opaque segment is allowed only by an exact `=text` rule.
 
 mod args;
+mod flags;
 pub mod grammar;
 mod hosts;
 pub mod kinds;
