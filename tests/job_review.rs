@@ -190,10 +190,15 @@ fn widen_by_pattern_never_opens_the_whole_workdir_and_names_each_list() {
     assert_eq!(s.holon(&["check", JOB, "--run", "r9"], read).0, 2);
     let (_, out, _) = s.holon(&["widen", JOB, "2", "--pattern"], "");
     assert!(out.contains("  + paths.read: setup.cfg\n"), "{out}");
+    // Nor at the filesystem's root: `/etc` has no parent but `/`.
+    let root = r#"{"tool":"read_file","args":{"path":"/etc"}}"#;
+    assert_eq!(s.holon(&["check", JOB, "--run", "r9"], root).0, 2);
+    let (_, out, _) = s.holon(&["widen", JOB, "3", "--pattern"], "");
+    assert!(out.contains("  + paths.read: /etc\n") && !out.contains("**"), "{out}");
     // Widening a drift the pending version already allows writes no empty version.
     let (code, _, err) = s.holon(&["widen", JOB, "2"], "");
     assert_eq!(code, 2);
-    assert!(err.contains("drift #2 is already allowed by v3: nothing to widen"), "{err}");
+    assert!(err.contains("drift #2 is already allowed by v4: nothing to widen"), "{err}");
     let (_, pending, _) = s.holon(&["show", JOB, "--pending"], "");
-    assert!(pending.contains("\"setup.cfg\""), "the pending version is still v3: {pending}");
+    assert!(pending.contains("\"setup.cfg\""), "the pending version is still v4: {pending}");
 }

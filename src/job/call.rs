@@ -144,10 +144,9 @@ impl ToolCall {
     }
     /// Files written, for the write budget (`/dev/null` is no file).
     pub fn writes(&self) -> usize {
-        // `rm -r dir` writes `dir` and `dir/**`: one write for the budget.
-        let companion =
-            |p: &str| p.strip_suffix("/**").is_some_and(|base| self.aspects.contains(&Aspect::Write(base.to_owned())));
-        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(p) if p != "/dev/null" && !companion(p))).count()
+        // `rm -r dir` counts two (`dir` and `dir/**`), when learned as when checked: a
+        // discount for the pair would also discount a file literally named `**`.
+        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(p) if p != "/dev/null")).count()
     }
 }
 
@@ -412,7 +411,12 @@ impl ToolCall {
         let cwd = self.cwd.clone().filter(|c| !c.is_empty());
         for a in &mut self.aspects {
             if let Aspect::Read(p) | Aspect::Write(p) = a {
-                let recursive_dir = p.strip_suffix("/**").map(str::to_owned).or((p == "**").then(|| ".".to_owned()));
+                // `/**` is below `/`, absolutely: its directory is `/`, not the empty
+                // (relative) path, which would make it the workdir's `**`.
+                let recursive_dir = p
+                    .strip_suffix("/**")
+                    .map(|d| if d.is_empty() { "/".to_owned() } else { d.to_owned() })
+                    .or((p == "**").then(|| ".".to_owned()));
                 let at = |path: &str| match &cwd {
                     Some(c) if !path.starts_with('/') => normalize_path(&format!("{c}/{path}"), workdir),
                     _ => normalize_path(path, workdir),

@@ -236,10 +236,13 @@ fn generalise_writes(
     // `dir` is `None` for a bare file name, `Some("")` for a file in `/`.
     let mut groups: BTreeMap<(Option<&str>, Option<&str>), Group> = BTreeMap::new();
     let (mut out, mut broader) = (BTreeMap::new(), BTreeMap::new());
+    // Recursive writes (`rm -r dir`, `mv dir x`): `dir/**`, decided once `dir` is.
+    let mut below: Vec<(&str, u64)> = Vec::new();
+    // Per-run names in a directory: the `dir/*.ext` rule each became.
+    let mut generalised: BTreeMap<String, String> = BTreeMap::new();
     for (path, (n, runs)) in writes {
-        // A recursive write (`rm -r dir`) stays the recursive rule `dir/**`.
         if let Some(dir) = path.strip_suffix("/**") {
-            count(&mut out, format!("{}/**", globset::escape(dir)), *n);
+            below.push((dir, *n));
             continue;
         }
         if path == "**" {
@@ -268,7 +271,15 @@ fn generalise_writes(
             };
             let note =
                 format!("`*` stands for any file name; {} names were written in {} runs", names.len(), runs.len());
-            broader.insert(rule.clone(), note);
+            broader.insert(rule.clone(), note.clone());
+            // Below per-run names in a directory, per-run trees (`out/run-*/**`); never at
+            // the top of the workdir, where `*/**` would be every tree of the job.
+            if let Some(d) = dir {
+                for name in names.keys() {
+                    generalised.insert(format!("{d}/{name}"), rule.clone());
+                }
+                broader.insert(format!("{rule}/**"), note);
+            }
             count(&mut out, rule, names.values().map(|(n, _)| n).sum());
         } else {
             for (name, (n, _)) in names {
@@ -280,5 +291,13 @@ fn generalise_writes(
             }
         }
     }
+    for (dir, n) in below {
+        let rule = match generalised.get(dir) {
+            Some(rule) => format!("{rule}/**"),
+            None => format!("{}/**", globset::escape(dir)),
+        };
+        count(&mut out, rule, n);
+    }
+    broader.retain(|rule, _| out.contains_key(rule));
     (out, broader)
 }

@@ -133,6 +133,10 @@ fn place(path: &str) -> Place {
     }
 }
 
+/// A file name no rule spells out (it holds a control character, which observed paths
+/// never put in a rule unescaped): a rule matches it only through a wildcard.
+const PROBE: &str = "\u{1}holon-probe";
+
 /// Path rules compiled, one glob set per place.
 #[derive(Debug)]
 struct PathSet {
@@ -159,7 +163,27 @@ impl PathSet {
         Ok(PathSet { absolute: build(a)?, above: build(b)?, inside: build(c)? })
     }
 
+    /// Whether the rules allow `path`. A recursive subject (`dir/**`, `**`, `/**`) stands
+    /// for everything below its directory, and the workdir itself (`.`) for everything in
+    /// it: a rule allows one only if it matches paths below, one level down and several,
+    /// named so that no rule spells them out. Matched as text, `*` would match the subject
+    /// `**` or `.` themselves and let `rm -rf .` through a rule for one name.
     fn is_match(&self, path: &str) -> bool {
+        let below = match path {
+            "." | "**" => Some(String::new()),
+            _ => path.strip_suffix("/**").map(|dir| format!("{dir}/")),
+        };
+        match below {
+            Some(dir) => {
+                let shallow = format!("{dir}{PROBE}");
+                let deep = format!("{dir}{PROBE}/{PROBE}/{PROBE}/{PROBE}");
+                self.is_match_one(&shallow) && self.is_match_one(&deep)
+            }
+            None => self.is_match_one(path),
+        }
+    }
+
+    fn is_match_one(&self, path: &str) -> bool {
         match place(path) {
             Place::Absolute => self.absolute.is_match(path),
             Place::Above => self.above.is_match(path),

@@ -145,9 +145,23 @@ pub(super) fn judge(
             reads.extend(positionals.iter().map(|p| recursive(p)));
         }
         Kind::Copy { move_ } => {
+            // `mv` moves whole trees whatever its flags; `cp -r` copies them. Below a tree's
+            // path is judged too (`dir/**`), so a rule for one name moves no tree.
+            let deep = move_ || flags::recursive_copy(head, &flags);
             let target = target_dir.or_else(|| positionals.pop());
-            writes.extend(target);
-            if move_ { writes.extend(positionals) } else { reads.extend(positionals) }
+            if let Some(t) = target {
+                if deep {
+                    writes.push(recursive(&t));
+                }
+                writes.push(t);
+            }
+            let sources = if move_ { &mut writes } else { &mut reads };
+            for p in positionals {
+                if deep {
+                    sources.push(recursive(&p));
+                }
+                sources.push(p);
+            }
         }
         Kind::Sed => {
             let in_place = flags.iter().any(|f| f == "-i" || f.starts_with("--in-place"));

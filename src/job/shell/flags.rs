@@ -24,10 +24,29 @@ pub(super) fn clusters_short_flags(kind: Kind) -> bool {
 pub(super) fn recursive_read(head: &str, flags: &[String]) -> bool {
     match base(head) {
         "rg" | "du" | "tree" => true,
-        "grep" | "egrep" | "fgrep" => flags.iter().any(|f| {
-            matches!(f.as_str(), "-r" | "-R" | "--recursive" | "--dereference-recursive" | "-d" | "--directories")
-        }),
-        "ls" => flags.iter().any(|f| f == "-R" || f == "--recursive"),
+        "grep" | "egrep" | "fgrep" => {
+            any(flags, &["-r", "-R", "-d"], &["--recursive", "--dereference-recursive", "--directories"])
+        }
+        "ls" => any(flags, &["-R"], &["--recursive"]),
+        _ => false,
+    }
+}
+
+/// Whether `flags` holds one of `short`, or a long option of `long` written in full or
+/// abbreviated as GNU getopt accepts (`--rec` is `--recursive`). Every prefix counts,
+/// even one getopt would find ambiguous: counting too much only judges more strictly.
+fn any(flags: &[String], short: &[&str], long: &[&str]) -> bool {
+    flags.iter().any(|f| {
+        short.contains(&f.as_str())
+            || (f.len() >= 3 && f.starts_with("--") && long.iter().any(|l| l.starts_with(f.as_str())))
+    })
+}
+
+/// Copies that descend into directories (`cp -r`, `cp -a`): sources are read below too,
+/// and the target written below. `mv` always moves whole trees (see `args.rs`).
+pub(super) fn recursive_copy(head: &str, flags: &[String]) -> bool {
+    match base(head) {
+        "cp" => any(flags, &["-r", "-R", "-a"], &["--recursive", "--archive"]),
         _ => false,
     }
 }
@@ -37,8 +56,8 @@ pub(super) fn recursive_read(head: &str, flags: &[String]) -> bool {
 /// rule like `*` for one top-level file must not let `rm -rf src` delete a tree).
 pub(super) fn recursive_write(head: &str, flags: &[String]) -> bool {
     match base(head) {
-        "rm" => flags.iter().any(|f| matches!(f.as_str(), "-r" | "-R" | "--recursive")),
-        "chmod" | "chown" | "chgrp" => flags.iter().any(|f| matches!(f.as_str(), "-R" | "--recursive")),
+        "rm" => any(flags, &["-r", "-R"], &["--recursive"]),
+        "chmod" | "chown" | "chgrp" => any(flags, &["-R"], &["--recursive"]),
         _ => false,
     }
 }

@@ -99,7 +99,7 @@ fn a_table_of_tricky_lines() {
         ("git -C repo status", &["=git -C repo status"]),
         ("git -c core.pager=sh log", &["=git -c core.pager=sh log"]),
         ("cp a.txt b/c.txt", &["cp >b/c.txt <a.txt"]),
-        ("mv x y", &["mv >x >y"]),
+        ("mv x y", &["mv >x >x/** >y >y/**"]),
         ("sed -i 's/a/b/' f.txt", &["sed -i -- s/a/b/ >f.txt"]),
         ("sed -e 'e rm -rf /' f.txt", &["=sed -e 'e rm -rf /' f.txt"]),
         ("cat > x <<< hi", &["=cat > x <<< hi"]),

@@ -119,9 +119,10 @@ fn broader(a: &Aspect) -> String {
     match a {
         // At the top of the workdir there is no parent to widen to: `**` or `*` would allow
         // every file of the job (a name with an extension gets `*.ext`).
+        // Nor at the filesystem's root (`/etc` would widen to everything under `/`).
         Aspect::Read(p) => match p.trim_end_matches("/**").rsplit_once('/') {
-            Some((dir, _)) => call::recursive(dir),
-            None => exact(a),
+            Some((dir, _)) if !dir.is_empty() => call::recursive(dir),
+            _ => exact(a),
         },
         Aspect::Write(p) if p.ends_with("/**") => exact_recursive(p),
         Aspect::Write(p) => {
@@ -130,11 +131,11 @@ fn broader(a: &Aspect) -> String {
                 .rsplit_once('.')
                 .filter(|(stem, _)| !stem.is_empty())
                 .map(|(_, e)| format!("*.{}", globset::escape(e)));
-            match (dir, star) {
+            match (dir.filter(|d| !d.is_empty()), star) {
                 (Some(d), Some(star)) => format!("{}/{star}", globset::escape(d)),
                 (Some(d), None) => format!("{}/*", globset::escape(d)),
-                (None, Some(star)) => star,
-                (None, None) => exact(a),
+                (None, Some(star)) if dir.is_none() => star,
+                _ => exact(a),
             }
         }
         // Any flags, and any arguments where they were pinned.
