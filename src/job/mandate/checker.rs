@@ -164,13 +164,14 @@ impl PathSet {
     }
 
     /// Whether the rules allow `path`. A recursive subject (`dir/**`, `**`, `/**`) stands
-    /// for everything below its directory, and the workdir itself (`.`) for everything in
-    /// it: a rule allows one only if it matches paths below, one level down and several,
-    /// named so that no rule spells them out. Matched as text, `*` would match the subject
-    /// `**` or `.` themselves and let `rm -rf .` through a rule for one name.
+    /// for everything below its directory: a rule allows one only if it matches paths
+    /// below, one level down and several, named so that no rule spells them out. Matched
+    /// as text, `*` would match the subject `**` itself and let `rm -rf .` (the workdir
+    /// `.` and everything below it, `**`) through a rule for one name. The workdir `.`
+    /// alone (`ls .`, `touch .`) is a name like any other.
     fn is_match(&self, path: &str) -> bool {
         let below = match path {
-            "." | "**" => Some(String::new()),
+            "**" => Some(String::new()),
             _ => path.strip_suffix("/**").map(|dir| format!("{dir}/")),
         };
         match below {
