@@ -62,6 +62,7 @@ fn skipped_files_are_listed_and_scenarios_are_recognised() {
     assert!(out.contains("ok examples/worked-example/scenario.yaml (scenario)"), "{out}");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.yaml"), "title: not ours\n").unwrap();
+    std::fs::copy("examples/mandates/alice-root.yaml", dir.path().join("m.yaml")).unwrap();
     let (code, out, _) = holon(&["validate", "--json", dir.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -158,6 +159,16 @@ fn nothing_to_validate_is_bad_input() {
     let (code, _, err) = holon(&["validate", dir.path().to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("nothing to validate"), "{err}");
+    // YAML, but none of it ours: nothing validated either.
+    std::fs::write(dir.path().join("notes.yaml"), "title: x\n").unwrap();
+    let (code, _, err) = holon(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("none of the 1 YAML file(s) found is a holon document"), "{err}");
+    // Two kinds in one file are a broken document, not someone else's YAML.
+    std::fs::write(dir.path().join("two.yaml"), "holon: \"0.1\"\nholon_mandate: \"0.1\"\n").unwrap();
+    let (code, out, _) = holon(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("`holon` and `holon_mandate` name two kinds of document in one file"), "{out}");
     let (code, _, err) = holon(&["validate", dir.path().join("README.md").to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a .yaml, .yml or .json file") && !err.contains("anchor"), "{err}");

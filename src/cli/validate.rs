@@ -78,13 +78,9 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
             // Checked as `mandate simulate` loads it, in a walk too: its shape, then the
             // mandate and agents it names (relative to it, within the walk limits).
             reports.push(check_scenario(&path));
-        } else if let Some((key, near)) = kind_typo(&path, &limits) {
-            // A misspelt kind is a broken document, not someone else's YAML.
-            let message = format!(
-                "`{key}` is not a document kind: did you mean `{near}`? (a file with a misspelt kind would otherwise be passed over as not a holon document)"
-            );
-            let errors = vec![Violation::new(format!("/{}", doc::pointer_escape(&key)), message)];
-            reports.push(FileReport { errors, kind: Some(MISSPELT_KIND), unreadable: false, ..report });
+        } else if let Some(problem) = kind_problem(&path, &limits) {
+            // A misspelt kind, or two kinds: a broken document, not someone else's YAML.
+            reports.push(FileReport { errors: vec![problem], kind: Some(MISSPELT_KIND), unreadable: false, ..report });
         } else if named {
             reports.push(report);
         } else {
@@ -96,6 +92,13 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
     }
     if let Some(keys) = &keys {
         trust_checks(&mut reports, keys);
+    }
+    // Every file passed over: nothing was validated, which is not a pass.
+    if reports.is_empty() {
+        anyhow::bail!(
+            "none of the {} YAML file(s) found is a holon document (no top-level `holon`, `holon_mandate`, `holon_record`, `holon_keys`, `holon_revocations` or `holon_scenario` key, nor a job mandate's `mandate: 1`): nothing validated",
+            skipped.len()
+        );
     }
     let code = if reports.iter().any(|r| r.unreadable) {
         exit::BAD_INPUT
@@ -149,13 +152,28 @@ fn check_scenario(path: &Path) -> FileReport {
     }
 }
 
-/// The kind shown for a file whose kind key is misspelt.
-const MISSPELT_KIND: &str = "misspelt kind";
+/// The kind shown for a file whose kind key is misspelt or doubled.
+const MISSPELT_KIND: &str = "unclear kind";
 
-/// A top-level key of the file that looks like a misspelt kind key, and the kind key.
-fn kind_typo(path: &Path, limits: &Limits) -> Option<(String, &'static str)> {
+/// Why a file that names no single kind is still meant as a holon document: two kind keys,
+/// or one misspelt.
+fn kind_problem(path: &Path, limits: &Limits) -> Option<Violation> {
     let text = doc::read_text(path, limits).ok()?;
-    doc::kind_key_typo(&doc::yaml::parse(&text, limits).ok()?)
+    let value = doc::yaml::parse(&text, limits).ok()?;
+    let keys = doc::kind_keys_in(&value);
+    if keys.len() > 1 {
+        let named: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+        let message = format!(
+            "{} name two kinds of document in one file: a document has exactly one; keep one and move the rest to a file of its own",
+            named.join(" and ")
+        );
+        return Some(Violation::new("/", message));
+    }
+    let (key, near) = doc::kind_key_typo(&value)?;
+    let message = format!(
+        "`{key}` is not a document kind: did you mean `{near}`? (a file with a misspelt kind would otherwise be passed over as not a holon document)"
+    );
+    Some(Violation::new(format!("/{}", doc::pointer_escape(&key)), message))
 }
 
 fn check_one(path: &Path, limits: &Limits) -> FileReport {

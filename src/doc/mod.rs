@@ -174,6 +174,9 @@ pub fn detect_kind(value: &Value) -> Result<DocKind, DocError> {
     }
 }
 
+/// Added to a rule's message found while other parts were left out.
+pub const PROVISIONAL: &str = " (found with the parts reported above left out: check again once they are fixed)";
+
 /// Most places cut one at a time while typing a document with problems (each cut is one
 /// problem reported, or a consequence of one).
 const TYPING_CUTS_MAX: usize = 64;
@@ -181,6 +184,11 @@ const TYPING_CUTS_MAX: usize = 64;
 /// The top-level keys that name a kind of document (and a simulation scenario).
 const KIND_KEYS: [&str; 6] =
     ["holon", "holon_mandate", "holon_record", "holon_keys", "holon_revocations", "holon_scenario"];
+
+/// The kind keys at the top of `value` (a document has exactly one).
+pub fn kind_keys_in(value: &Value) -> Vec<&'static str> {
+    value.as_object().map_or_else(Vec::new, |obj| KIND_KEYS.iter().copied().filter(|k| obj.contains_key(*k)).collect())
+}
 
 /// A top-level key that looks like a misspelt kind key (`holon_mandat`, `Holon_Mandate`):
 /// the key and the kind key it is closest to. A document with a typo in its kind must be
@@ -242,10 +250,12 @@ pub fn validated<T: DeserializeOwned>(
             }
         }
     };
+    // A rule can read a field other than the one it reports at (a cut `parent` makes a
+    // mandate look like a root): what the rules find here is said to be provisional.
     for v in rules(&t) {
         let at = pruned.original(&v.path);
         if !pruned.touches(&at) {
-            found.push(Violation::new(at, v.message));
+            found.push(Violation::new(at, format!("{}{PROVISIONAL}", v.message)));
         }
     }
     // Something was cut or failed to type on the way here, so something was reported;

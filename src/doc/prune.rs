@@ -21,9 +21,10 @@ pub(super) struct Pruned {
     removed: BTreeMap<String, BTreeSet<usize>>,
 }
 
-/// The reference tokens of a JSON Pointer, still escaped (`""` and `"/"` are the root).
+/// The reference tokens of a JSON Pointer, still escaped (`""` and `"/"` are the root;
+/// elsewhere an empty token is the key `""`).
 fn tokens(pointer: &str) -> Vec<&str> {
-    pointer.split('/').skip(1).filter(|t| !t.is_empty()).collect()
+    if pointer == "/" { Vec::new() } else { pointer.split('/').skip(1).collect() }
 }
 
 fn unescape(token: &str) -> String {
@@ -153,5 +154,9 @@ mod tests {
         assert_eq!(p.value["b"], json!({}));
         assert!(!p.cut("/") && !p.cut("") && !p.cut("/nowhere/1"));
         assert!(p.touches("/a") && p.touches("/a/1/z") && !p.touches("/c"));
+        // The empty key is a key: cutting it leaves its object.
+        let mut p = Pruned::new(&json!({"d": {"": 1, "k": 2}}));
+        assert!(p.cut("/d/"));
+        assert_eq!(p.value, json!({"d": {"k": 2}}));
     }
 }
