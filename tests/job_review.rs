@@ -202,3 +202,19 @@ fn widen_by_pattern_never_opens_the_whole_workdir_and_names_each_list() {
     let (_, pending, _) = s.holon(&["show", JOB, "--pending"], "");
     assert!(pending.contains("\"setup.cfg\""), "the pending version is still v4: {pending}");
 }
+
+#[test]
+fn widen_by_pattern_keeps_a_pinned_command_exact() {
+    let s = observed("widen-pinned");
+    s.holon(&["propose", JOB], "");
+    s.holon(&["approve", JOB], "");
+    let sync = r#"{"tool":"terminal","args":{"command":"rsync -a out/ backup/"}}"#;
+    assert_eq!(s.holon(&["check", JOB, "--run", "r9"], sync).0, 2);
+    let (code, out, err) = s.holon(&["widen", JOB, "1", "--pattern"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("-- **") && !out.contains(" -*"), "a pinned command widened to any arguments: {out}");
+    s.holon(&["approve", JOB], "");
+    let wipe = r#"{"tool":"terminal","args":{"command":"rsync -a --delete empty/ .git/"}}"#;
+    assert_eq!(s.holon(&["check", JOB, "--run", "r10"], wipe).0, 2);
+    assert_eq!(s.holon(&["check", JOB, "--run", "r11"], sync).0, 0, "the call widened for passes");
+}

@@ -138,10 +138,13 @@ fn broader(a: &Aspect) -> String {
                 _ => exact(a),
             }
         }
-        // Any flags, and any arguments where they were pinned.
+        // A command of a pinned kind (`rsync`, `git clean`: arguments no path rule can
+        // judge) stays exact: `-* -- **` would allow `rsync -a --delete x/ .git/`.
+        Aspect::Command(c) if !c.args.is_empty() => exact(a),
+        // Any flags; its paths are still judged by the path rules.
         Aspect::Command(c) => {
             let base = crate::job::shell::CommandUse { flags: vec![], args: vec![], ..c.clone() }.rule();
-            format!("{base} -*{}", if c.args.is_empty() { "" } else { " -- **" })
+            format!("{base} -*")
         }
         Aspect::Host(h) => match h.split_once('.') {
             Some((_, parent)) if parent.contains('.') => format!("*.{parent}"),
