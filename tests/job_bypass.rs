@@ -270,9 +270,14 @@ fn a_pattern_widening_of_a_pinned_command_says_so() {
     assert_eq!(s.check(&push("backup")).0, 2);
     let (code, out, err) = s.holon(&["widen", JOB, "1", "--pattern"], "");
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("git push -* -- **"), "{out}");
+    // A pinned command's arguments are judged by no path rule: `--pattern` keeps it exact
+    // (it once widened to `git push -* -- **`) and says so.
+    assert!(out.contains("+ commands: git push -- backup main"), "{out}");
+    assert!(out.contains("(kept exact: no broader rule is safe for git push -- backup main)"), "{out}");
+    assert!(!out.contains("-- **"), "{out}");
     assert_eq!(s.holon(&["approve", JOB], "").0, 0);
     assert_eq!(s.check(&push("backup")).0, 0);
+    assert_eq!(s.check(&push("elsewhere")).0, 2);
 }
 
 #[test]

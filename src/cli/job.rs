@@ -312,6 +312,9 @@ pub(super) fn widen(
         outln!("  + {list}: {}", printable(rule))?;
     }
     if pattern {
+        for rule in &w.kept_exact {
+            outln!("  (kept exact: no broader rule is safe for {})", printable(rule))?;
+        }
         outln!("preview: {} past observed call(s) newly allowed", w.preview.newly_allowed)?;
         for e in &w.preview.examples {
             outln!("    {}", printable(e))?;

@@ -33,7 +33,7 @@ impl Job {
         })?;
         let mut ev = mandate::evidence_of(&base_text, &base);
         let mut next = base.clone();
-        let (mut added, mut added_to) = (Vec::new(), Vec::new());
+        let (mut added, mut added_to, mut kept_exact) = (Vec::new(), Vec::new(), Vec::new());
         for aspect in &record.subjects {
             let rule = if pattern { broader(aspect) } else { exact(aspect) };
             let (list, evl, name) = match aspect {
@@ -43,6 +43,9 @@ impl Job {
                 Aspect::Command(_) | Aspect::Opaque(_) => (&mut next.commands, &mut ev.commands, "commands"),
                 Aspect::Host(_) => (&mut next.hosts, &mut ev.hosts, "hosts"),
             };
+            if pattern && rule == exact(aspect) && !(pattern_free(aspect)) {
+                kept_exact.push(rule.clone());
+            }
             if !list.contains(&rule) {
                 added_to.push(name);
                 list.push(rule.clone());
@@ -77,7 +80,7 @@ impl Job {
             r.widened_in = Some(v);
         }
         write_json(&path, &drift)?;
-        Ok(Widened { version: v, added, added_to, preview, text })
+        Ok(Widened { version: v, added, added_to, kept_exact, preview, text })
     }
 
     /// How many past observed calls `next` allows that `base` did not, with examples.
@@ -97,6 +100,12 @@ impl Job {
         })?;
         Ok(p)
     }
+}
+
+/// Aspects `--pattern` never widens by design (a tool name, an opaque command): their exact
+/// rule is the pattern, not a refusal to widen.
+fn pattern_free(a: &Aspect) -> bool {
+    matches!(a, Aspect::Tool(_) | Aspect::Opaque(_))
 }
 
 /// The rule that allows exactly this aspect (a recursive write, `rm -r dir`, as `dir/**`).
@@ -167,6 +176,9 @@ pub struct Widened {
     pub added: Vec<String>,
     /// The list each of `added` went to (`paths.write`, `limits.max_writes_per_run`, …).
     pub added_to: Vec<&'static str>,
+    /// Rules `--pattern` left exact: no broader rule is safe (a pinned command, a path at
+    /// the top of the workdir or of the filesystem).
+    pub kept_exact: Vec<String>,
     pub preview: Preview,
     #[serde(skip)]
     pub text: String,
