@@ -20,6 +20,14 @@ fn observed(name: &str) -> State {
     s
 }
 
+/// Observed, proposed and approved: the job enforces its first version.
+fn approved(name: &str) -> State {
+    let s = observed(name);
+    assert_eq!(s.holon(&["propose", JOB], "").0, 0);
+    assert_eq!(s.holon(&["approve", JOB], "").0, 0);
+    s
+}
+
 #[test]
 fn show_prints_the_active_and_pending_versions_and_their_diff() {
     let s = observed("show");
@@ -66,9 +74,7 @@ fn show_prints_the_active_and_pending_versions_and_their_diff() {
 
 #[test]
 fn show_refuses_an_active_version_that_no_longer_matches_its_approval() {
-    let s = observed("show-tampered");
-    s.holon(&["propose", JOB], "");
-    s.holon(&["approve", JOB], "");
+    let s = approved("show-tampered");
     let file = s.0.join("jobs").join(JOB).join("versions").join("v1.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replace("max_writes_per_run: 1", "max_writes_per_run: 100")).unwrap();
@@ -146,9 +152,7 @@ fn track_of(status: &str, family: &str) -> String {
 
 #[test]
 fn a_call_without_a_run_id_gets_a_warning() {
-    let s = observed("no-run");
-    s.holon(&["propose", JOB], "");
-    s.holon(&["approve", JOB], "");
+    let s = approved("no-run");
     let call = r#"{"tool":"terminal","args":{"command":"ls"}}"#;
     let (code, _, err) = s.holon(&["check", JOB], call);
     assert_eq!(code, 0, "{err}");
@@ -170,9 +174,7 @@ fn a_call_without_a_run_id_gets_a_warning() {
 
 #[test]
 fn widen_by_pattern_never_opens_the_whole_workdir_and_names_each_list() {
-    let s = observed("widen-top");
-    s.holon(&["propose", JOB], "");
-    s.holon(&["approve", JOB], "");
+    let s = approved("widen-top");
     let top = r#"{"tool":"write_file","args":{"path":"NOTES"}}"#;
     let (code, _, err) = s.holon(&["check", JOB, "--run", "r9"], top);
     assert_eq!(code, 2);
@@ -205,9 +207,7 @@ fn widen_by_pattern_never_opens_the_whole_workdir_and_names_each_list() {
 
 #[test]
 fn widen_by_pattern_keeps_a_pinned_command_exact() {
-    let s = observed("widen-pinned");
-    s.holon(&["propose", JOB], "");
-    s.holon(&["approve", JOB], "");
+    let s = approved("widen-pinned");
     let sync = r#"{"tool":"terminal","args":{"command":"rsync -a out/ backup/"}}"#;
     assert_eq!(s.holon(&["check", JOB, "--run", "r9"], sync).0, 2);
     let (code, out, err) = s.holon(&["widen", JOB, "1", "--pattern"], "");
