@@ -65,7 +65,7 @@ pub(super) fn observe(
                 Some(line) => match call::parse(line) {
                     Ok(c) if c.is_exempt() => {}
                     Ok(c) => {
-                        anonymous += usize::from(run.is_none() && c.run.is_none() && c.session.is_none());
+                        anonymous += usize::from(c.run_id(run.as_deref()).is_none());
                         observations.push(Observation::of(c, run.as_deref(), &default_workdir));
                     }
                     Err(e) => {

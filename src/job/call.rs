@@ -143,6 +143,13 @@ impl ToolCall {
         self.tool == EXEMPT_TOOL
     }
     /// Files written, for the write budget (`/dev/null` is no file).
+    /// The run this call belongs to: `given` (`--run`, `HOLON_RUN`), else the call's own
+    /// `run` or `session_id`; `None` when it has none (it is then counted in
+    /// [`crate::job::state::UNKNOWN_RUN`]).
+    pub fn run_id(&self, given: Option<&str>) -> Option<String> {
+        given.map(str::to_owned).or_else(|| self.run.clone()).or_else(|| self.session.clone())
+    }
+
     pub fn writes(&self) -> usize {
         // `rm -r dir` counts two (`dir` and `dir/**`), when learned as when checked: a
         // discount for the pair would also discount a file literally named `**`.

@@ -35,7 +35,7 @@ impl Observation {
     /// An observed call: its run is `run`, else the call's own `run` or `session_id`,
     /// else `unknown`; its paths are made relative to the call's `cwd`, else `workdir`.
     pub fn of(call: ToolCall, run: Option<&str>, workdir: &str) -> Observation {
-        let run = run.map(str::to_owned).or(call.run.clone()).or(call.session.clone());
+        let run = call.run_id(run);
         let workdir = call.cwd.clone().unwrap_or_else(|| workdir.to_owned());
         // Observations are what reaches disk: secrets are masked first.
         Observation {
@@ -146,12 +146,8 @@ impl Proposal {
                     e.0.flags.extend(c.flags.iter().cloned());
                     e.0.env.extend(c.env.iter().cloned());
                     e.1 += 1;
-                    let (mut flags, mut env) = (c.flags.clone(), c.env.clone());
-                    flags.sort();
-                    flags.dedup();
-                    env.sort();
-                    env.dedup();
-                    e.2.insert((flags, env));
+                    // A use's flags and names come sorted and unique (`shell::segment`).
+                    e.2.insert((c.flags.clone(), c.env.clone()));
                 }
                 Aspect::Opaque(t) => count(&mut self.opaque, format!("={t}"), 1),
                 Aspect::Host(h) => count(&mut self.hosts, h.clone(), 1),
@@ -271,14 +267,13 @@ fn generalise_writes(
             };
             let note =
                 format!("`*` stands for any file name; {} names were written in {} runs", names.len(), runs.len());
-            broader.insert(rule.clone(), note.clone());
+            broader.insert(rule.clone(), note);
             // Below per-run names in a directory, per-run trees (`out/run-*/**`); never at
             // the top of the workdir, where `*/**` would be every tree of the job.
             if let Some(d) = dir {
                 for name in names.keys() {
                     generalised.insert(format!("{d}/{name}"), rule.clone());
                 }
-                broader.insert(format!("{rule}/**"), note);
             }
             count(&mut out, rule, names.values().map(|(n, _)| n).sum());
         } else {
@@ -293,11 +288,17 @@ fn generalise_writes(
     }
     for (dir, n) in below {
         let rule = match generalised.get(dir) {
-            Some(rule) => format!("{rule}/**"),
+            // As broad as the rule of the names it lies below, and marked the same way.
+            Some(names_rule) => {
+                let rule = format!("{names_rule}/**");
+                if let Some(note) = broader.get(names_rule).cloned() {
+                    broader.insert(rule.clone(), note);
+                }
+                rule
+            }
             None => format!("{}/**", globset::escape(dir)),
         };
         count(&mut out, rule, n);
     }
-    broader.retain(|rule, _| out.contains_key(rule));
     (out, broader)
 }

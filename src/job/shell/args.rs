@@ -130,12 +130,10 @@ pub(super) fn judge(
         Kind::Write { lead } => {
             // `chmod -x FILE`: with no more operands than the leading mode, each is a file.
             let skip = if positionals.len() <= lead { 0 } else { lead };
-            let operands: Vec<String> = positionals.into_iter().skip(skip).collect();
-            if flags::recursive_write(head, &flags) {
-                // The operand and everything below it.
-                writes.extend(operands.iter().map(|p| recursive(p)));
+            let deep = flags::recursive_write(head, &flags);
+            for p in positionals.into_iter().skip(skip) {
+                push_path(&mut writes, p, deep);
             }
-            writes.extend(operands);
         }
         Kind::Words => {}
         Kind::Find => {
@@ -150,17 +148,11 @@ pub(super) fn judge(
             let deep = move_ || flags::recursive_copy(head, &flags);
             let target = target_dir.or_else(|| positionals.pop());
             if let Some(t) = target {
-                if deep {
-                    writes.push(recursive(&t));
-                }
-                writes.push(t);
+                push_path(&mut writes, t, deep);
             }
             let sources = if move_ { &mut writes } else { &mut reads };
             for p in positionals {
-                if deep {
-                    sources.push(recursive(&p));
-                }
-                sources.push(p);
+                push_path(sources, p, deep);
             }
         }
         Kind::Sed => {
@@ -192,4 +184,13 @@ pub(super) fn judge(
 /// `dir/**`: everything below `dir` (`**` for `.`).
 fn recursive(dir: &str) -> String {
     crate::job::call::recursive(dir)
+}
+
+/// A path operand, and when the command descends into it (`rm -r`, `mv`, `cp -r`)
+/// everything below it too.
+fn push_path(out: &mut Vec<String>, path: String, deep: bool) {
+    if deep {
+        out.push(recursive(&path));
+    }
+    out.push(path);
 }

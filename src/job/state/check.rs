@@ -23,8 +23,10 @@ impl Job {
         if call.as_ref().is_ok_and(|c| c.tool == EXEMPT_TOOL) {
             return Decision::allow();
         }
-        let run =
-            run.map(str::to_owned).or_else(|| call.as_ref().ok().and_then(|c| c.run.clone().or(c.session.clone())));
+        let run = match &call {
+            Ok(c) => c.run_id(run),
+            Err(_) => run.map(str::to_owned),
+        };
         let warning = run.is_none().then(|| super::NO_RUN_WARNING.to_owned());
         let run = run.unwrap_or_else(|| super::UNKNOWN_RUN.into());
         Decision { warning, ..self.decide_run(call, &run, scope, ask_interactive) }
