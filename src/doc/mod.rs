@@ -215,7 +215,8 @@ pub fn validated<T: DeserializeOwned>(
     value: &Value,
     rules: impl FnOnce(&T) -> Vec<Violation>,
 ) -> Result<T, Vec<Violation>> {
-    let mut found = schema::check(kind, value);
+    let shape = schema::examine_doc(kind, value);
+    let mut found = shape.violations;
     if found.is_empty()
         && let Ok(t) = typed::<T>(value)
     {
@@ -224,7 +225,7 @@ pub fn validated<T: DeserializeOwned>(
     }
     let mut pruned = prune::Pruned::new(value);
     if !found.is_empty() {
-        let Some((cut, missing)) = schema::failing_places(kind, value) else { return Err(found) };
+        let Some((cut, missing)) = shape.places else { return Err(found) };
         cut.iter().for_each(|p| {
             pruned.cut(p);
         });

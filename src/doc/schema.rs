@@ -106,59 +106,62 @@ fn compiled(target: Target) -> Result<&'static Validator, SchemaBug> {
 
 /// Every shape violation of `value` against the schema of `kind`.
 pub fn check(kind: DocKind, value: &Value) -> Vec<Violation> {
-    check_against(Target::Doc(kind), value)
+    examine(Target::Doc(kind), value).violations
 }
 
 /// Every shape violation of a simulation scenario.
 pub fn check_scenario(value: &Value) -> Vec<Violation> {
-    check_against(Target::Scenario, value)
+    examine(Target::Scenario, value).violations
 }
 
-fn check_against(target: Target, value: &Value) -> Vec<Violation> {
+/// What one pass of the schema over a value finds.
+pub(super) struct Examined {
+    /// Every shape violation, as advice.
+    pub violations: Vec<Violation>,
+    /// Where the schema failed, as places to cut out of the value so the rest can be
+    /// typed: the failing nodes, or for unknown keys those keys; and the objects missing
+    /// a required key (nothing to cut: their problem is already reported). `None` when
+    /// the root itself failed (or the schema did not compile), so nothing can be cut.
+    pub places: Option<(Vec<String>, Vec<String>)>,
+}
+
+/// The shape violations of `value` and where they are, in one pass over the schema's
+/// errors.
+pub(super) fn examine_doc(kind: DocKind, value: &Value) -> Examined {
+    examine(Target::Doc(kind), value)
+}
+
+fn examine(target: Target, value: &Value) -> Examined {
     let validator = match compiled(target) {
         Ok(v) => v,
         // A committed schema that does not compile is our bug; fail closed, loudly.
         Err(e) => {
-            return vec![Violation::new(
-                "/",
-                format!("internal error: the {} schema does not compile: {e}", target.name()),
-            )];
+            let message = format!("internal error: the {} schema does not compile: {e}", target.name());
+            return Examined { violations: vec![Violation::new("/", message)], places: None };
         }
     };
     let mut out: Vec<Violation> = Vec::new();
+    let (mut cut, mut missing, mut root_failed) = (Vec::new(), Vec::new(), false);
     for error in validator.iter_errors(value) {
         if out.len() == VIOLATIONS_MAX {
             out.push(Violation::new("/", "more violations not shown; fix the ones above first"));
             break;
         }
-        let path = error.instance_path().to_string();
-        let schema_path = error.schema_path().to_string();
-        out.push(Violation::new(path, humanize(target, error.kind(), &schema_path, error.instance())));
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// Where the schema failed, as places to cut out of the value so the rest can be typed:
-/// the failing nodes, or for unknown keys those keys; and the objects missing a required
-/// key (nothing to cut: their problem is already reported). `None` when the root itself
-/// failed, so nothing can be cut.
-pub(super) fn failing_places(kind: DocKind, value: &Value) -> Option<(Vec<String>, Vec<String>)> {
-    let validator = compiled(Target::Doc(kind)).ok()?;
-    let (mut cut, mut missing) = (Vec::new(), Vec::new());
-    for error in validator.iter_errors(value).take(VIOLATIONS_MAX) {
         let at = error.instance_path().to_string();
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 cut.extend(unexpected.iter().map(|k| format!("{at}/{}", super::pointer_escape(k))));
             }
-            ValidationErrorKind::Required { .. } => missing.push(at),
-            _ if at.is_empty() => return None,
-            _ => cut.push(at),
+            ValidationErrorKind::Required { .. } => missing.push(at.clone()),
+            _ if at.is_empty() => root_failed = true,
+            _ => cut.push(at.clone()),
         }
+        let schema_path = error.schema_path().to_string();
+        out.push(Violation::new(at, humanize(target, error.kind(), &schema_path, error.instance())));
     }
-    Some((cut, missing))
+    out.sort();
+    out.dedup();
+    Examined { violations: out, places: (!root_failed).then_some((cut, missing)) }
 }
 
 /// Turns a schema error into advice. Money and patterns get specific words.
