@@ -31,7 +31,7 @@ struct FileReport {
 #[derive(Serialize)]
 struct Skipped {
     path: String,
-    reason: &'static str,
+    reason: String,
 }
 
 #[derive(Serialize)]
@@ -74,20 +74,23 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
             reports.push(report);
             continue;
         }
-        if is_scenario(&path) {
+        match classify_foreign(&path, &limits) {
             // Checked as `mandate simulate` loads it, in a walk too: its shape, then the
             // mandate and agents it names (relative to it, within the walk limits).
-            reports.push(check_scenario(&path));
-        } else if let Some(problem) = kind_problem(&path, &limits) {
+            Foreign::Scenario => reports.push(check_scenario(&path)),
             // A misspelt kind, or two kinds: a broken document, not someone else's YAML.
-            reports.push(FileReport { errors: vec![problem], kind: Some(MISSPELT_KIND), unreadable: false, ..report });
-        } else if named {
-            reports.push(report);
-        } else {
+            Foreign::Unclear(problem) => reports.push(FileReport {
+                errors: vec![problem],
+                kind: Some(MISSPELT_KIND),
+                unreadable: false,
+                ..report
+            }),
+            Foreign::NotOurs if named => reports.push(report),
             // In a directory walk, YAML that is not a holon document is not ours to judge,
             // but the reader is told it was seen and passed over.
-            let reason = "not a holon document (no top-level `holon`, `holon_mandate`, `holon_record`, `holon_keys`, `holon_revocations` or `holon_scenario` key, nor a job mandate's `mandate: 1`)";
-            skipped.push(Skipped { path: path.display().to_string(), reason });
+            Foreign::NotOurs => {
+                skipped.push(Skipped { path: path.display().to_string(), reason: DocError::UnknownKind.to_string() });
+            }
         }
     }
     if let Some(keys) = &keys {
@@ -96,8 +99,9 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
     // Every file passed over: nothing was validated, which is not a pass.
     if reports.is_empty() {
         anyhow::bail!(
-            "none of the {} YAML file(s) found is a holon document (no top-level `holon`, `holon_mandate`, `holon_record`, `holon_keys`, `holon_revocations` or `holon_scenario` key, nor a job mandate's `mandate: 1`): nothing validated",
-            skipped.len()
+            "none of the {} YAML file(s) found is a holon document ({}): nothing validated",
+            skipped.len(),
+            DocError::UnknownKind
         );
     }
     let code = if reports.iter().any(|r| r.unreadable) {
@@ -116,12 +120,6 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
         }
     }
     Ok(code)
-}
-
-/// Whether the file's top level has `holon_scenario:` (read as text: the file was already
-/// found not to be a holon document).
-fn is_scenario(path: &Path) -> bool {
-    doc::read_text(path, &Limits::default()).is_ok_and(|text| text.lines().any(|l| l.starts_with("holon_scenario:")))
 }
 
 /// A scenario checked as `holon mandate simulate` loads it: its own shape, the mandate and
@@ -155,11 +153,20 @@ fn check_scenario(path: &Path) -> FileReport {
 /// The kind shown for a file whose kind key is misspelt or doubled.
 const MISSPELT_KIND: &str = "unclear kind";
 
-/// Why a file that names no single kind is still meant as a holon document: two kind keys,
-/// or one misspelt.
-fn kind_problem(path: &Path, limits: &Limits) -> Option<Violation> {
-    let text = doc::read_text(path, limits).ok()?;
-    let value = doc::yaml::parse(&text, limits).ok()?;
+/// What a YAML file of no document kind is, by its top-level keys (read once).
+enum Foreign {
+    /// A simulation scenario (`holon_scenario`).
+    Scenario,
+    /// Meant as a holon document, but with two kind keys or one misspelt.
+    Unclear(Violation),
+    /// Someone else's YAML.
+    NotOurs,
+}
+
+fn classify_foreign(path: &Path, limits: &Limits) -> Foreign {
+    let Ok(value) = doc::read_text(path, limits).and_then(|text| doc::yaml::parse(&text, limits)) else {
+        return Foreign::NotOurs;
+    };
     let keys = doc::kind_keys_in(&value);
     if keys.len() > 1 {
         let named: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
@@ -167,13 +174,20 @@ fn kind_problem(path: &Path, limits: &Limits) -> Option<Violation> {
             "{} name two kinds of document in one file: a document has exactly one; keep one and move the rest to a file of its own",
             named.join(" and ")
         );
-        return Some(Violation::new("/", message));
+        return Foreign::Unclear(Violation::new("/", message));
     }
-    let (key, near) = doc::kind_key_typo(&value)?;
-    let message = format!(
-        "`{key}` is not a document kind: did you mean `{near}`? (a file with a misspelt kind would otherwise be passed over as not a holon document)"
-    );
-    Some(Violation::new(format!("/{}", doc::pointer_escape(&key)), message))
+    if keys == ["holon_scenario"] {
+        return Foreign::Scenario;
+    }
+    match doc::kind_key_typo(&value) {
+        Some((key, near)) => Foreign::Unclear(Violation::new(
+            format!("/{}", doc::pointer_escape(&key)),
+            format!(
+                "`{key}` is not a document kind: did you mean `{near}`? (a file with a misspelt kind would otherwise be passed over as not a holon document)"
+            ),
+        )),
+        None => Foreign::NotOurs,
+    }
 }
 
 fn check_one(path: &Path, limits: &Limits) -> FileReport {
