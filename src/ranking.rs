@@ -63,11 +63,17 @@ fn words(text: &str) -> BTreeSet<String> {
 }
 
 pub fn relevance(query: &str, entry: &crate::manifest::Manifest) -> u32 {
+    relevance_of(&words(query), entry)
+}
+
+/// [`relevance`] for a query already split into stems (a search stems it once, not once
+/// per agent).
+fn relevance_of(query: &BTreeSet<String>, entry: &crate::manifest::Manifest) -> u32 {
     let strong: BTreeSet<String> =
         words(entry.id.as_str()).into_iter().chain(entry.classes().flat_map(|c| words(c.as_str()))).collect();
     let name = words(entry.name.as_deref().unwrap_or(""));
     let description = words(entry.description.as_deref().unwrap_or(""));
-    words(query)
+    query
         .iter()
         .map(|w| {
             if strong.contains(w) {
@@ -106,8 +112,9 @@ pub fn rank_with(
 ) -> Result<Ranking, EngineError> {
     let mut out = Ranking::default();
     let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
+    let query_words = words(query);
     for entry in &catalog.entries {
-        let relevance = if query.is_empty() { 0 } else { relevance(query, &entry.manifest) };
+        let relevance = if query.is_empty() { 0 } else { relevance_of(&query_words, &entry.manifest) };
         // An agent the query does not match is not a result: neither ranked nor excluded.
         if !query.is_empty() && relevance == 0 {
             continue;
