@@ -78,6 +78,10 @@ impl Slots {
 
     /// Claims a free slot. `None` when none is free among the [`SLOT_PROBES_MAX`] slots
     /// from the thread's cursor (or the whole table, if smaller).
+    // Always inlined into its one caller, `Engine::decide`: LLVM flipped between the two
+    // with unrelated changes to the crate (984 and 968 instructions per admit+settle on
+    // the same engine code, docs/PERFORMANCE.md); inlined is the smaller.
+    #[inline(always)]
     pub(crate) fn claim(&self) -> Option<Ticket> {
         let len = self.slots.len();
         let start = sync::cursor() % len;
