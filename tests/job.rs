@@ -182,21 +182,22 @@ fn a_pattern_widening_previews_what_it_newly_allows() {
     let s = State::new("pattern");
     s.observe_fixture(&[1, 2], false);
     s.holon(&["propose", JOB], "");
-    // Observed after the proposal: reads the proposal does not cover.
-    let later = "{\"tool\":\"read_file\",\"args\":{\"path\":\"docs/a.md\"}}\n{\"tool\":\"read_file\",\"args\":{\"path\":\"docs/b.md\"}}\n";
+    // Observed after the proposal: reads the proposal does not cover (outside the workdir:
+    // `git status` makes the proposal read all of it).
+    let later = "{\"tool\":\"read_file\",\"args\":{\"path\":\"/work/notes/a.md\"}}\n{\"tool\":\"read_file\",\"args\":{\"path\":\"/work/notes/b.md\"}}\n";
     s.holon(&["observe", JOB, "--run", "run3", "--workdir", "/work/repo"], later);
     assert_eq!(s.holon(&["approve", JOB], "").0, 0);
-    let c = r#"{"tool":"read_file","args":{"path":"/work/repo/docs/c.md"}}"#;
+    let c = r#"{"tool":"read_file","args":{"path":"/work/notes/c.md"}}"#;
     assert_eq!(s.check(c, "cron").0, 2);
     let (code, out, err) = s.holon(&["widen", JOB, "1", "--pattern", "--json"], "");
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["added"], serde_json::json!(["docs/**"]));
+    assert_eq!(v["added"], serde_json::json!(["/work/notes/**"]));
     assert_eq!(v["preview"]["newly_allowed"], 2);
     assert_eq!(v["preview"]["examples"].as_array().unwrap().len(), 2);
     s.holon(&["approve", JOB], "");
     assert_eq!(s.check(c, "cron").0, 0);
-    assert_eq!(s.check(r#"{"tool":"read_file","args":{"path":"docs/sub/d.md"}}"#, "cron").0, 0);
+    assert_eq!(s.check(r#"{"tool":"read_file","args":{"path":"/work/notes/sub/d.md"}}"#, "cron").0, 0);
 }
 
 #[test]

@@ -142,7 +142,6 @@ impl ToolCall {
     pub fn is_exempt(&self) -> bool {
         self.tool == EXEMPT_TOOL
     }
-    /// Files written, for the write budget (`/dev/null` is no file).
     /// The run this call belongs to: `given` (`--run`, `HOLON_RUN`), else the call's own
     /// `run` or `session_id`; `None` when it has none (it is then counted in
     /// [`crate::job::state::UNKNOWN_RUN`]).
@@ -150,10 +149,12 @@ impl ToolCall {
         given.map(str::to_owned).or_else(|| self.run.clone()).or_else(|| self.session.clone())
     }
 
+    /// Files written, for the write budget (a redirect to `/dev/null` is no file and never
+    /// an aspect).
     pub fn writes(&self) -> usize {
         // `rm -r dir` counts two (`dir` and `dir/**`), when learned as when checked: a
         // discount for the pair would also discount a file literally named `**`.
-        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(p) if p != "/dev/null")).count()
+        self.aspects.iter().filter(|a| matches!(a, Aspect::Write(_))).count()
     }
 }
 

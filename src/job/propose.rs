@@ -81,7 +81,7 @@ fn under(rule: &str, path: &str) -> bool {
     match rule.strip_suffix("/**") {
         // Strictly below: `dir/**` does not match `dir` itself.
         Some(dir) => path.starts_with(&format!("{dir}/")),
-        None => rule == "**" && !path.starts_with('/'),
+        None => rule == "**" && !path.starts_with('/') && !path.starts_with("../") && path != "..",
     }
 }
 
@@ -132,7 +132,6 @@ impl Proposal {
             match a {
                 Aspect::Tool(t) => count(&mut self.tools, t.clone(), 1),
                 Aspect::Read(p) => count(&mut self.reads, p.clone(), 1),
-                Aspect::Write(p) if p == "/dev/null" => {}
                 Aspect::Write(p) => {
                     let e = self.writes.entry(p.clone()).or_insert((0, BTreeSet::new()));
                     e.0 += 1;
@@ -168,9 +167,16 @@ impl Proposal {
         let recursive: Vec<String> = self.reads.keys().filter(|p| p.ends_with("**")).cloned().collect();
         let mut read_rules: BTreeMap<String, u64> = BTreeMap::new();
         for (path, n) in &self.reads {
-            if path.ends_with("**") {
+            // The widest recursive read containing this one (`**` holds `src/**` and `.git/**`).
+            let outer = recursive.iter().filter(|r| *r != path && under(r, path)).min_by_key(|r| r.len());
+            if let Some(r) = outer {
+                count(&mut read_rules, r.clone(), *n);
+            } else if path.ends_with("**") {
                 count(&mut read_rules, path.clone(), *n);
-            } else if let Some(r) = recursive.iter().find(|r| under(r, path)) {
+            } else if let Some(r) =
+                recursive.iter().find(|r| under(r, path) || r.strip_suffix("/**") == Some(path.as_str()))
+            {
+                // A listing of `dir` is allowed by `dir/**` (its every entry is).
                 count(&mut read_rules, r.clone(), *n);
             } else if write_globs.iter().any(|g| g.is_match(path)) {
                 // Rule 2: already readable through a write rule.

@@ -28,7 +28,11 @@ pub enum CommandMatcher {
         env: Vec<String>,
         head: String,
         subcommand: Option<String>,
+        /// Canonical option names (a rule may spell an option any way the program does:
+        /// `--recursive` is `-r`).
         flags: Vec<String>,
+        /// `-*`: any plain switch of the option table (no value, no effect on which
+        /// files, hosts or programs are used) besides `flags`.
         any_flags: bool,
         args: Vec<ArgPattern>,
     },
@@ -75,6 +79,14 @@ impl CommandMatcher {
                 return Err(RuleError::Misplaced { rule: rule.to_owned(), word: w.text });
             }
         }
+        // Flags by the option they spell, so that `rm --recursive` in a rule is `rm -r`.
+        if let Some(spec) = crate::job::shell::kinds::spec_of(&head, subcommand.as_deref()) {
+            for f in &mut flags {
+                if let Some(opt) = spec.by_spelling(f) {
+                    *f = opt.name().to_owned();
+                }
+            }
+        }
         Ok(CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args: args.unwrap_or_default() })
     }
 
@@ -82,9 +94,14 @@ impl CommandMatcher {
         match (self, aspect) {
             (CommandMatcher::Exact(t), Aspect::Opaque(text)) => t == text,
             (CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args }, Aspect::Command(c)) => {
+                let spec = crate::job::shell::kinds::spec_of(head, subcommand.as_deref());
+                // `-*` allows only switches that take no value and change no file, host or
+                // program; a command outside the table has none it could allow.
+                let plain =
+                    |f: &String| *any_flags && spec.and_then(|s| s.by_spelling(f)).is_some_and(|o| o.is_plain_switch());
                 head == &c.head
                     && subcommand == &c.subcommand
-                    && (*any_flags || c.flags.iter().all(|f| flags.contains(f)))
+                    && c.flags.iter().all(|f| flags.contains(f) || plain(f))
                     && c.env.iter().all(|e| env.contains(e))
                     && args_match(args, &c.args)
             }
@@ -184,6 +201,23 @@ impl PathSet {
         }
     }
 
+    /// Whether reading `path` is allowed: the rules match it, or it is a directory whose
+    /// every entry they allow (a listing of `src` tells nothing `src/**` does not).
+    fn is_listing(&self, path: &str) -> bool {
+        if self.is_match(path) {
+            return true;
+        }
+        if path.ends_with("/**") || path == "**" {
+            return false;
+        }
+        let below = match path.trim_end_matches('/') {
+            "" if path.starts_with('/') => format!("/{PROBE}"),
+            "" | "." => PROBE.to_owned(),
+            dir => format!("{dir}/{PROBE}"),
+        };
+        self.is_match_one(&below)
+    }
+
     fn is_match_one(&self, path: &str) -> bool {
         match place(path) {
             Place::Absolute => self.absolute.is_match(path),
@@ -241,8 +275,10 @@ impl Checker {
         match aspect {
             Aspect::Tool(t) => self.tools.binary_search(t).is_ok(),
             // A path that matches a write rule may also be read.
-            Aspect::Read(p) => self.read.is_match(p) || self.write.is_match(p),
-            Aspect::Write(p) => p == "/dev/null" || self.write.is_match(p),
+            Aspect::Read(p) => self.read.is_listing(p) || self.write.is_listing(p),
+            // `/dev/null` as a redirect target never reaches here (it is no file of the
+            // job's); named as an operand (`rm -f /dev/null`) it is a path like any other.
+            Aspect::Write(p) => self.write.is_match(p),
             Aspect::Command(_) | Aspect::Opaque(_) => self.commands.iter().any(|c| c.allows(aspect)),
             Aspect::Host(h) => self.hosts.iter().any(|rule| host_matches(rule, h)),
         }

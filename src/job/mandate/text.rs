@@ -26,7 +26,7 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
         } else {
             out.push_str(&format!("{indent}{key}:\n"));
             for v in values {
-                let note = if key == "commands" { command_note(v) } else { "" };
+                let note = if key == "commands" { command_note(v) } else { String::new() };
                 let e = find(ev, v);
                 let broader = e.as_ref().and_then(|e| e.broader.as_deref()).map(|b| format!("{BROADER}{b}"));
                 let n = e.map_or(0, |e| e.evidence);
@@ -69,27 +69,58 @@ fn yaml_quoted(s: &str) -> String {
 
 /// What a command rule allows, for the reviewer reading the proposal: `rm -f -r` is not
 /// "rm -rf anything", its paths are judged by `paths.write`.
-fn command_note(rule: &str) -> &'static str {
+fn command_note(rule: &str) -> String {
     use crate::job::shell::kinds::{self, Kind};
     match CommandMatcher::parse(rule) {
-        Ok(CommandMatcher::Exact(_)) => " · exactly this text",
+        Ok(CommandMatcher::Exact(_)) => " · exactly this text".to_owned(),
         Ok(CommandMatcher::Rule { head, subcommand, args, any_flags, .. }) => {
-            match kinds::kind(&head, subcommand.as_deref(), &[]) {
+            use crate::job::shell::options::Operands;
+            let kind = match kinds::kind(&head, subcommand.as_deref(), &[]) {
                 _ if args.contains(&ArgPattern::Rest) || args.contains(&ArgPattern::One) => {
-                    " · arguments as pinned, * = any one, ** = any"
+                    return " · arguments as pinned, * = any one, ** = any".to_owned();
                 }
                 Kind::Pinned => " · exactly these arguments",
-                Kind::Write { .. } | Kind::Copy { .. } | Kind::Dd => " · its paths must match paths.write",
-                Kind::Read { .. } | Kind::Find => " · its paths must match paths.read",
-                Kind::PathLike => " · arguments shaped like paths must match paths.read",
-                Kind::Sed => " · script pinned; files must match paths.read (paths.write with -i)",
-                Kind::Wrapper => " · the command it runs is judged as its own segment",
+                Kind::Table(spec) => match spec.operands {
+                    Operands::Write | Operands::Copy | Operands::Move | Operands::Link | Operands::Tar => {
+                        " · its paths must match paths.write"
+                    }
+                    Operands::Read => " · its paths must match paths.read",
+                    Operands::PathLike => " · arguments shaped like paths must match paths.read",
+                    Operands::Sed => " · script pinned; files must match paths.read (paths.write with -i)",
+                    Operands::Pinned => " · exactly these arguments",
+                    Operands::Words | Operands::Wrapper => "",
+                },
+                Kind::Dd => " · its paths must match paths.write",
+                Kind::Find => " · its paths must match paths.read",
+                Kind::Wrapper(_) => " · the command it runs is judged as its own segment",
                 Kind::Cd => " · its directory must match paths.read; later paths are judged from there",
-                _ if any_flags => " · any flags",
                 _ => "",
+            };
+            // What the program opens on its own (git's repository) is part of the rule.
+            let own = kinds::spec_of(&head, subcommand.as_deref())
+                .filter(|s| !(s.implicit_reads.is_empty() && s.implicit_writes.is_empty()))
+                .map(|s| {
+                    let mut parts = Vec::new();
+                    if !s.implicit_reads.is_empty() {
+                        parts.push(format!("reads {}", s.implicit_reads.join(" and ")));
+                    }
+                    if !s.implicit_writes.is_empty() {
+                        parts.push(format!("writes {}", s.implicit_writes.join(" and ")));
+                    }
+                    format!(" · on its own it {}", parts.join(" and "))
+                })
+                .unwrap_or_default();
+            // What `-*` still refuses has to be said, or it reads as "anything".
+            match (any_flags, kind) {
+                (true, " · exactly these arguments") | (false, _) => format!("{kind}{own}"),
+                (true, _) => {
+                    format!(
+                        "{kind}{own} · -* allows only options that take no value and change no file, host or program"
+                    )
+                }
             }
         }
-        Err(_) => "",
+        Err(_) => String::new(),
     }
 }
 

@@ -62,23 +62,62 @@ pub fn units(line: &str) -> Option<Vec<Unit>> {
         return None;
     }
     let mut out = Vec::new();
+    let mut spans = Vec::new();
     let mut cursor = root.walk();
     for child in root.children(&mut cursor) {
-        statement(child, line, 0, &mut out)?;
+        statement(child, line, 0, &mut out, &mut spans)?;
     }
-    Some(out)
+    agrees(line, &out, &spans).then_some(out)
+}
+
+/// Where one leaf unit stands in the line, and whether it is plain.
+type Span = (usize, usize);
+
+/// Whether Bash's own word splitting ([`super::words`]) agrees with the units: the text
+/// around them is only blanks, separators and comments, and every plain command's text
+/// splits into the same words, assignments and redirects.
+fn agrees(line: &str, units: &[Unit], spans: &[Span]) -> bool {
+    let mut plain = Vec::new();
+    fn leaves<'a>(units: &'a [Unit], out: &mut Vec<&'a Unit>) {
+        for u in units {
+            match u {
+                Unit::Pipeline { units, .. } => leaves(units, out),
+                other => out.push(other),
+            }
+        }
+    }
+    leaves(units, &mut plain);
+    if plain.len() != spans.len() {
+        return false;
+    }
+    let mut at = 0;
+    for (unit, (start, end)) in plain.iter().zip(spans) {
+        if *start < at || !super::words::gap_ok(line, at, *start) {
+            return false;
+        }
+        at = *end;
+        if let Unit::Plain { env, words, redirects, .. } = unit {
+            let Some(text) = line.get(*start..*end) else { return false };
+            match super::words::lex(text) {
+                Some(l) if &l.env == env && &l.words == words && &l.redirects == redirects => {}
+                _ => return false,
+            }
+        }
+    }
+    super::words::gap_ok(line, at, line.len())
 }
 
 fn text<'a>(node: Node, src: &'a str) -> &'a str {
     src.get(node.start_byte()..node.end_byte()).unwrap_or_default()
 }
 
-fn opaque(node: Node, src: &str, out: &mut Vec<Unit>) {
+fn opaque(node: Node, src: &str, out: &mut Vec<Unit>, spans: &mut Vec<Span>) {
     out.push(Unit::Opaque { text: text(node, src).trim().to_owned() });
+    spans.push((node.start_byte(), node.end_byte()));
 }
 
 /// One statement (or a separator between statements). `None`: the whole line is opaque.
-fn statement(node: Node, src: &str, depth: usize, out: &mut Vec<Unit>) -> Option<()> {
+fn statement(node: Node, src: &str, depth: usize, out: &mut Vec<Unit>, spans: &mut Vec<Span>) -> Option<()> {
     if depth > TREE_DEPTH_MAX {
         return None;
     }
@@ -91,19 +130,23 @@ fn statement(node: Node, src: &str, depth: usize, out: &mut Vec<Unit>) -> Option
         "list" => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
-                statement(child, src, depth + 1, out)?;
+                statement(child, src, depth + 1, out, spans)?;
             }
         }
         "pipeline" => {
             let mut units = Vec::new();
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
-                statement(child, src, depth + 1, &mut units)?;
+                statement(child, src, depth + 1, &mut units, spans)?;
             }
             out.push(Unit::Pipeline { text: text(node, src).trim().to_owned(), units });
         }
-        "command" => out
-            .push(command(node, src, &[]).unwrap_or_else(|| Unit::Opaque { text: text(node, src).trim().to_owned() })),
+        "command" => {
+            out.push(
+                command(node, src, &[]).unwrap_or_else(|| Unit::Opaque { text: text(node, src).trim().to_owned() }),
+            );
+            spans.push((node.start_byte(), node.end_byte()));
+        }
         "redirected_statement" => {
             let body = node.child_by_field_name("body");
             let mut redirects = Vec::new();
@@ -132,12 +175,13 @@ fn statement(node: Node, src: &str, depth: usize, out: &mut Vec<Unit>) -> Option
                 }
                 _ => Unit::Opaque { text: text(node, src).trim().to_owned() },
             });
+            spans.push((node.start_byte(), node.end_byte()));
         }
         _ => {
             if has_heredoc(node, 0) {
                 return None;
             }
-            opaque(node, src, out);
+            opaque(node, src, out, spans);
         }
     }
     Some(())

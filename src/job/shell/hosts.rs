@@ -3,13 +3,14 @@
 
 use super::{is_flag, kinds};
 
-/// Hosts named by a network command's arguments, and files a fetcher writes (`-o`);
-/// `None` when an option makes it run a local command or read a configuration that can
-/// (`ssh -o ProxyCommand=…`, `rsync -e`, `curl -K`).
+/// Hosts named by the arguments of a network command the option table does not describe
+/// (ssh, scp, rsync, nc, git's remote subcommands), and files it writes; `None` when an
+/// option makes it run a local command or read a configuration that can (`ssh -o
+/// ProxyCommand=…`, `rsync -e`). curl and wget are in the table.
 pub(super) fn network_hosts(head: &str, args: &[String]) -> Option<(Vec<String>, Vec<String>)> {
     let base = kinds::base(head);
     let mut hosts = Vec::new();
-    let mut writes = Vec::new();
+    let writes = Vec::new();
     let positionals: Vec<&String> = args.iter().filter(|a| !is_flag(a)).collect();
     match base {
         "ssh" | "sftp" => {
@@ -54,54 +55,6 @@ pub(super) fn network_hosts(head: &str, args: &[String]) -> Option<(Vec<String>,
                 }
             }
         }
-        "curl" | "wget" | "http" | "https" | "xh" => {
-            const NOT_URL: &[&str] = &[
-                "-X",
-                "-d",
-                "--data",
-                "--data-raw",
-                "--data-binary",
-                "-H",
-                "--header",
-                "-o",
-                "--output",
-                "-u",
-                "--user",
-                "-A",
-                "-e",
-                "-b",
-                "-c",
-                "-F",
-                "--form",
-                "-T",
-                "-w",
-                "-m",
-                "--max-time",
-                "-O",
-                "--connect-timeout",
-                "--retry",
-                "-P",
-            ];
-            if args.iter().any(|a| matches!(a.as_str(), "-K" | "--config" | "-e" | "--execute")) {
-                return None;
-            }
-            let mut words = args.iter();
-            while let Some(w) = words.next() {
-                let curl_write =
-                    matches!(w.as_str(), "-o" | "--output" | "-D" | "--dump-header" | "-c" | "--cookie-jar");
-                if (base != "wget" && curl_write) || (base == "wget" && matches!(w.as_str(), "-O" | "-o")) {
-                    writes.extend(words.next().cloned());
-                } else if let Some(f) = w.strip_prefix("--output=").or_else(|| w.strip_prefix("--output-document=")) {
-                    writes.push(f.to_owned());
-                } else if NOT_URL.contains(&w.as_str()) {
-                    words.next();
-                } else if w == "--url" {
-                    hosts.extend(words.next().map(|u| fetcher_hosts(u)).unwrap_or_default());
-                } else if !is_flag(w) {
-                    hosts.extend(fetcher_hosts(w));
-                }
-            }
-        }
         "nc" | "ncat" | "netcat" | "telnet" | "ftp" | "lftp" => {
             hosts.extend(positionals.first().map(|h| ssh_host(h)));
         }
@@ -133,7 +86,7 @@ fn ssh_host(destination: &str) -> String {
 /// The hosts a fetcher (curl, wget) may contact for `arg`: a URL, or a bare
 /// `host[:port][/…]` taken as `http://`. What cannot be parsed is kept whole (it matches
 /// no host rule).
-fn fetcher_hosts(arg: &str) -> Vec<String> {
+pub(super) fn fetcher_hosts(arg: &str) -> Vec<String> {
     let with_scheme = if arg.contains("://") || arg.to_ascii_lowercase().starts_with("http:") {
         arg.to_owned()
     } else {

@@ -1,27 +1,24 @@
-//! The command-kind table: how the arguments of each known command are judged. It is a
-//! whitelist: a command not in it is [`Kind::Pinned`] (its arguments must be exactly as
-//! learned), and a command that runs code given as an argument is [`Kind::Code`] (opaque:
-//! only an exact `=text` rule allows it). docs/job.md lists the table for reviewers.
+//! The command kinds: how the arguments of each command are judged. Commands of the
+//! option table (`commands.txt`, [`super::options`]) are judged by their options and
+//! operands; `cd`, `dd`, `find` and `test` here; a command that runs code given as an
+//! argument is [`Kind::Code`] (opaque: only an exact `=text` rule allows it); every other
+//! command is [`Kind::Pinned`] (its arguments must be exactly as learned). docs/job.md
+//! lists the kinds for reviewers.
+
+use super::options::{self, Operands, Spec};
 
 /// How one command's arguments are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Flags judged as a set; positionals are not paths (`echo`, `date`).
-    Words,
-    /// Flags judged as a set; positionals shaped like paths (a `/`, a leading `.`) are
-    /// read (`cargo test`, `git log`: subcommand heads whose subcommand is not pinned).
-    PathLike,
-    /// Flags judged as a set; positionals after the first `lead` are paths read
-    /// (`cat`, `ls`, `grep PATTERN FILE...`).
-    Read { lead: usize },
-    /// Flags judged as a set; positionals after the first `lead` are paths written or
-    /// deleted (`rm`, `touch`, `chmod MODE FILE...`).
-    Write { lead: usize },
-    /// `cp`/`ln`/`install` (`move_` false: sources read) and `mv` (sources written):
-    /// the last positional (or `-t DIR`) is written.
-    Copy { move_: bool },
-    /// `sed SCRIPT FILE...`: the script pinned, files read (written with `-i`).
-    Sed,
+    /// A command of the option table (`commands.txt`): its options read as the program
+    /// reads them, its operands judged by the table's kind.
+    Table(&'static Spec),
+    /// A wrapper of the table: judged itself, then the wrapped command as its own segment.
+    Wrapper(&'static Spec),
+    /// `command -v NAME`: looks a name up, runs nothing.
+    Lookup,
+    /// `test`/`[`: path-shaped operands are probed (read), the others pinned.
+    Test,
     /// `dd if=… of=…`.
     Dd,
     /// `find START... EXPRESSION`: start paths read; `-exec` and friends opaque.
@@ -31,14 +28,10 @@ pub enum Kind {
     Pinned,
     /// Runs code given in its arguments: opaque.
     Code,
-    /// Runs another command: judged itself (its flags), then the wrapped command as its
-    /// own segment.
-    Wrapper,
     /// Changes the directory later segments run in.
     Cd,
 }
 
-/// Interpreters and shells (matched on the name with a version suffix removed:
 /// `python3.11` → `python`) and other commands whose arguments are code.
 #[rustfmt::skip]
 const CODE: &[&str] = &[
@@ -50,31 +43,6 @@ const CODE: &[&str] = &[
     "declare", "typeset", "local", "export", "readonly", "unset", "let", "read", "mapfile", "readarray", "function",
     "coproc", "exec", "fc", "history", "bind", "complete", "compgen",
 ];
-#[rustfmt::skip]
-const WRAPPERS: &[&str] = &[
-    "sudo", "doas", "env", "nice", "nohup", "timeout", "time", "stdbuf", "setsid", "flock", "command", "builtin",
-    "ionice",
-];
-/// Commands that open no file named by an argument (`date -f`, `uniq IN OUT`, `xxd IN
-/// OUT`, `less` (`-o`, `!cmd`), `file -C`, `yq -i` would: they are pinned instead).
-#[rustfmt::skip]
-const WORDS: &[&str] = &[
-    "echo", "printf", "true", "false", "sleep", "whoami", "id", "uname", "pwd", "seq", "basename", "dirname", "expr",
-    "which", "type", "tr", "nproc", "uptime",
-];
-/// Commands whose operands are files they only read.
-#[rustfmt::skip]
-const READ: &[&str] = &[
-    "cat", "head", "tail", "wc", "diff", "cmp", "comm", "ls", "stat", "du", "df", "tree", "md5sum", "sha1sum",
-    "sha256sum", "sha512sum", "b2sum", "cksum", "od", "hexdump", "strings", "nl", "cut", "paste", "join", "fold",
-    "fmt", "column", "rev", "tac", "realpath", "readlink", "sort",
-];
-/// Read commands whose first positional is a pattern or filter, not a file.
-const READ_AFTER_ONE: &[&str] = &["grep", "egrep", "fgrep", "rg", "jq"];
-/// Write commands: every operand is written or deleted.
-const WRITE: &[&str] = &["rm", "rmdir", "unlink", "shred", "touch", "mkdir", "truncate", "tee"];
-/// Write commands whose first positional is a mode or owner.
-const WRITE_AFTER_ONE: &[&str] = &["chmod", "chown", "chgrp"];
 /// Commands whose first non-flag word is a subcommand.
 #[rustfmt::skip]
 pub const SUBCOMMAND_HEADS: &[&str] = &[
@@ -138,29 +106,6 @@ const PINNED_SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("nix", &["run", "shell", "develop", "profile"]),
     ("rustup", &["install", "default", "toolchain", "run"]),
 ];
-/// Subcommands that only read, build or test in the working tree: their flags are a set,
-/// path-shaped arguments reads, other arguments pinned.
-#[rustfmt::skip]
-const PATHLIKE_SUBCOMMANDS: &[(&str, &[&str])] = &[
-    ("git", &["status", "log", "diff", "show", "add", "commit", "rev-parse", "ls-files", "ls-tree", "blame",
-              "describe", "shortlog", "cat-file", "grep", "merge-base", "reflog"]),
-    ("cargo", &["build", "test", "check", "clippy", "fmt", "doc", "bench", "metadata", "tree", "run"]),
-    ("npm", &["test", "ls", "outdated", "audit"]),
-    ("pnpm", &["test", "ls", "outdated", "audit"]),
-    ("yarn", &["test", "audit"]),
-    ("docker", &["ps", "images", "logs", "version", "info", "inspect"]),
-    ("podman", &["ps", "images", "logs", "version", "info", "inspect"]),
-    ("go", &["build", "test", "vet", "fmt", "list", "version"]),
-    ("pip", &["list", "show", "freeze", "check"]),
-    ("pip3", &["list", "show", "freeze", "check"]),
-    ("uv", &["sync", "lock", "tree"]),
-    ("poetry", &["check", "show", "lock"]),
-    ("rustup", &["show"]),
-    ("helm", &["lint", "template", "list"]),
-    ("terraform", &["fmt", "validate", "plan", "show"]),
-    ("systemctl", &["status", "list-units", "is-active"]),
-];
-
 /// Subcommands that run code named in their arguments or configuration: opaque.
 const CODE_SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("git", &["config", "filter-branch", "bisect", "difftool", "mergetool", "daemon", "instaweb"]),
@@ -196,9 +141,6 @@ const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("cargo", &["--config", "-Z", "--manifest-path"]),
-    // A program run on every input or for compression.
-    ("rg", &["--pre"]),
-    ("sort", &["--compress-program"]),
     (
         "make",
         &[
@@ -222,6 +164,22 @@ pub const NETWORK: &[&str] = &[
     "curl", "wget", "http", "https", "xh", "nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "rsync",
     "ftp", "lftp", "git",
 ];
+
+/// Environment names that change which program runs, what it loads, or how it reads its
+/// options: a call setting one is opaque (an exact rule only).
+#[rustfmt::skip]
+const OPAQUE_ENV: &[&str] = &[
+    "PATH", "IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "POSIXLY_CORRECT",
+    "TAR_OPTIONS", "GREP_OPTIONS", "CURL_HOME", "WGETRC", "SYSTEM_WGETRC", "EDITOR", "VISUAL", "PAGER",
+    "LESSOPEN", "LESSCLOSE", "MANPAGER", "SIMPLE_BACKUP_SUFFIX", "VERSION_CONTROL", "TMPDIR", "HOME",
+    "XDG_CONFIG_HOME", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "JQ_LIBRARY_PATH",
+];
+
+/// Whether setting `name` makes a call opaque: [`OPAQUE_ENV`], the loader's `LD_*`, git's
+/// `GIT_*` (its directory, configuration, programs) and the shells' `BASH_FUNC_*`.
+pub fn opaque_env(name: &str) -> bool {
+    OPAQUE_ENV.contains(&name) || name.starts_with("LD_") || name.starts_with("GIT_") || name.starts_with("BASH_FUNC")
+}
 
 /// A command's name without its directory (`/usr/bin/git` → `git`).
 pub fn base(head: &str) -> &str {
@@ -272,92 +230,41 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
     }
     // `command -v NAME` only looks NAME up; `command NAME -v` runs NAME.
     if base == "command" && args.first().is_some_and(|a| a == "-v" || a == "-V") {
-        return Kind::Words;
-    }
-    if base == "sed" {
-        // `-e`/`-f` also inside a cluster (`-ne`, `-nf`); a suffix of `-i` holding
-        // an `e` or `f` is taken for one too (opaque: the safe side).
-        let code = args.iter().any(|a| {
-            a.starts_with("--expression")
-                || a.starts_with("--file")
-                || a.strip_prefix('-').is_some_and(|c| !c.starts_with('-') && (c.contains('e') || c.contains('f')))
-        });
-        return if code { Kind::Code } else { Kind::Sed };
+        return Kind::Lookup;
     }
     match base {
-        "cd" | "pushd" | "popd" => Kind::Cd,
-        "cp" | "ln" | "install" => Kind::Copy { move_: false },
-        "mv" => Kind::Copy { move_: true },
-        "dd" => Kind::Dd,
-        "find" if args.iter().any(|a| FIND_OPAQUE.contains(&a.as_str())) => Kind::Code,
-        "find" => Kind::Find,
+        "cd" | "pushd" | "popd" => return Kind::Cd,
+        "dd" => return Kind::Dd,
+        "find" => return Kind::Find,
         // `test -f FILE` probes files: its path-shaped operands are reads.
-        "test" | "[" => Kind::PathLike,
-        _ if WRAPPERS.contains(&base) => Kind::Wrapper,
-        _ if WORDS.contains(&base) => Kind::Words,
-        _ if READ.contains(&base) => Kind::Read { lead: 0 },
-        _ if READ_AFTER_ONE.contains(&base) => {
-            let pattern_given = args.iter().any(|a| {
-                matches!(a.as_str(), "-e" | "-f" | "--regexp" | "--file" | "--from-file")
-                    || a.starts_with("--regexp=")
-                    || a.starts_with("--file=")
-            });
-            Kind::Read { lead: usize::from(!pattern_given) }
-        }
-        _ if WRITE.contains(&base) => Kind::Write { lead: 0 },
-        _ if WRITE_AFTER_ONE.contains(&base) => Kind::Write { lead: 1 },
-        // Make targets and variables come from a Makefile the job may change: pinned.
-        "make" => Kind::Pinned,
-        // Subcommands known to only read, build or test locally; every other subcommand of
-        // these heads (`docker container run`, `gh auth token`, `git checkout -- FILE`)
-        // is pinned.
-        _ if SUBCOMMAND_HEADS.contains(&base) => {
-            let local =
-                sub.is_some_and(|sub| PATHLIKE_SUBCOMMANDS.iter().any(|(h, subs)| *h == base && subs.contains(&sub)));
-            if local { Kind::PathLike } else { Kind::Pinned }
-        }
-        _ => Kind::Pinned,
+        "test" | "[" => return Kind::Test,
+        _ => {}
+    }
+    // A subcommand head without a described subcommand is pinned: `docker container run`,
+    // `gh auth token`, `git checkout -- FILE`, `cargo test` (a build runs code; its words
+    // are approved exactly).
+    if options::table().is_err() {
+        return Kind::Code;
+    }
+    match spec_of(head, sub) {
+        Some(s) if s.operands == Operands::Wrapper => Kind::Wrapper(s),
+        Some(s) => Kind::Table(s),
+        None => Kind::Pinned,
+    }
+}
+
+/// The option table's entry for `head` (its directory ignored) and `sub`: a subcommand
+/// head's entry is its subcommand's (`git log`), never the head's alone.
+pub fn spec_of(head: &str, sub: Option<&str>) -> Option<&'static Spec> {
+    let base = base(head);
+    let table = options::table().ok()?;
+    if SUBCOMMAND_HEADS.contains(&base) {
+        sub.filter(|s| table.has(&format!("{base} {s}"))).and_then(|s| table.get(base, Some(s)))
+    } else {
+        table.get(base, None)
     }
 }
 
 /// `find` expression words that run commands, delete or write files.
 pub const FIND_OPAQUE: &[&str] =
     &["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"];
-
-/// A wrapper's flags that take the next word as a value (before the wrapped command).
-pub fn wrapper_value_flags(head: &str) -> &'static [&'static str] {
-    match head.rsplit('/').next().unwrap_or(head) {
-        "sudo" => &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group"],
-        "doas" => &["-u"],
-        "env" => &["-u", "--unset"],
-        "nice" => &["-n", "--adjustment"],
-        "timeout" => &["-s", "--signal", "-k", "--kill-after"],
-        "stdbuf" => &["-i", "-o", "-e"],
-        "flock" => &["-w", "--timeout", "-E", "--conflict-exit-code"],
-        "ionice" => &["-c", "-n", "--class", "--classdata"],
-        "time" => &["-f", "--format"],
-        _ => &[],
-    }
-}
-
-/// A wrapper's flags that make it run something other than the next command (a shell,
-/// a string split into a command, a new directory): opaque.
-pub fn wrapper_opaque_flags(head: &str) -> &'static [&'static str] {
-    match head.rsplit('/').next().unwrap_or(head) {
-        "sudo" => &["-s", "-i", "--shell", "--login", "-e", "--edit", "-D", "--chdir", "-R", "--chroot"],
-        "doas" => &["-s", "-C"],
-        "env" => &["-S", "--split-string", "-C", "--chdir", "-P"],
-        "flock" => &["-c", "--command"],
-        "time" => &["-o", "--output"],
-        "ionice" => &["-p", "-P", "-u"],
-        _ => &[],
-    }
-}
-
-/// Wrappers whose first positional is an operand, not the wrapped command.
-pub fn wrapper_operands(head: &str) -> usize {
-    match head.rsplit('/').next().unwrap_or(head) {
-        "timeout" | "flock" => 1,
-        _ => 0,
-    }
-}

@@ -14,13 +14,16 @@
 //! An opaque segment is allowed only by an exact `=text` rule.
 
 mod args;
-mod flags;
+mod custom;
 pub mod grammar;
 mod hosts;
 pub mod kinds;
+pub mod options;
 mod rule;
+mod table_text;
+mod words;
 
-use args::judge;
+use args::Judged;
 use hosts::network_hosts;
 pub use hosts::{url_host, url_hosts};
 
@@ -198,68 +201,59 @@ fn plain(
         };
     }
     let moved = current.len() != 1 || current.first().is_some_and(|d| !d.is_empty());
+    // Variables that change which program runs, how it reads its options, or what it
+    // loads (`PATH=…`, `LD_PRELOAD=…`, `POSIXLY_CORRECT=1`, `TAR_OPTIONS=…`).
+    if env.iter().any(|e| kinds::opaque_env(e)) {
+        out.push(opaque(text));
+        *dirs = None;
+        return;
+    }
     let mut cmd = CommandUse { head: head.clone(), subcommand, env, ..CommandUse::default() };
-    match kind {
-        Kind::Code => {
-            out.push(opaque(text));
-            *dirs = None;
-            return;
-        }
+    let judged = match kind {
+        Kind::Code => None,
+        // Pinned words name files relative to where the command runs.
+        Kind::Pinned if moved => None,
         Kind::Pinned => {
-            // Pinned words name files relative to where the command runs.
-            if moved {
-                out.push(opaque(text));
-                *dirs = None;
-                return;
-            }
             cmd.args = rest.to_vec();
             if kinds::NETWORK.contains(&kinds::base(head)) {
-                match network_hosts(head, rest) {
-                    Some((hosts, writes)) => {
-                        seg.hosts.extend(hosts);
-                        seg.writes.extend(writes.iter().flat_map(|w| resolve(w)));
-                    }
-                    None => {
-                        out.push(opaque(text));
-                        *dirs = None;
-                        return;
-                    }
-                }
+                network_hosts(head, rest).map(|(hosts, writes)| Judged { hosts, writes, ..Judged::default() })
+            } else {
+                Some(Judged::default())
             }
         }
-        Kind::Wrapper => {
-            wrapper(text, cmd, rest, seg, dirs, out, depth);
+        Kind::Wrapper(spec) => {
+            wrapper(text, spec, cmd, rest, seg, dirs, out, depth);
             return;
         }
         Kind::Cd => {
-            let target = rest.iter().find(|a| !is_flag(a));
-            let known = matches!(head.as_str(), "cd" | "pushd") && target.is_some_and(|t| t != "-");
-            cmd.flags = rest.iter().filter(|a| is_flag(a)).cloned().collect();
-            match (known, target) {
-                (true, Some(t)) => {
-                    seg.reads.extend(resolve(t));
-                    // A `cd` that fails leaves the directory as it was: keep both.
-                    let mut next = current.clone();
-                    next.extend(resolve(t));
-                    next.sort();
-                    next.dedup();
-                    *dirs = (next.len() <= DIRECTORIES_MAX).then_some(next);
-                }
-                _ => *dirs = None,
-            }
+            cd(head, rest, &current, &mut cmd, &mut seg, dirs);
+            Some(Judged::default())
         }
-        _ => {
-            let (flags, reads, writes, pinned) = judge(head, cmd.subcommand.as_deref(), kind, rest);
-            cmd.flags = flags;
-            cmd.args = pinned;
-            for p in reads {
-                seg.reads.extend(resolve(&p));
-            }
-            for p in writes {
-                seg.writes.extend(resolve(&p));
-            }
+        Kind::Lookup => {
+            Some(Judged { flags: rest.iter().filter(|a| is_flag(a)).cloned().collect(), ..Judged::default() })
         }
+        Kind::Test => Some(custom::test(rest)),
+        Kind::Dd => custom::dd(rest),
+        Kind::Find => custom::find(rest),
+        // What a program opens on its own (git's repository) is found from where it runs,
+        // which after a `cd` the text no longer tells.
+        Kind::Table(spec) if moved && !(spec.implicit_reads.is_empty() && spec.implicit_writes.is_empty()) => None,
+        Kind::Table(spec) => args::judge(spec, rest),
+    };
+    let Some(judged) = judged else {
+        out.push(opaque(text));
+        *dirs = None;
+        return;
+    };
+    cmd.flags.extend(judged.flags);
+    cmd.args.extend(judged.pinned);
+    for p in judged.reads {
+        seg.reads.extend(resolve(&p));
     }
+    for p in judged.writes {
+        seg.writes.extend(resolve(&p));
+    }
+    seg.hosts.extend(judged.hosts);
     cmd.flags.sort();
     cmd.flags.dedup();
     cmd.env.sort();
@@ -276,10 +270,32 @@ fn finish(seg: &mut Segment) {
     }
 }
 
-/// Looks through a wrapper: the wrapper's own flags are one segment, the wrapped command
-/// is judged as its own segment.
+/// `cd`/`pushd`/`popd`: the target is read, and later relative paths are judged from
+/// every directory the line may be in (a `cd` that fails leaves it where it was).
+fn cd(head: &str, args: &[String], current: &[String], cmd: &mut CommandUse, seg: &mut Segment, dirs: &mut Dirs) {
+    let target = args.iter().find(|a| !is_flag(a));
+    let known = matches!(head, "cd" | "pushd") && target.is_some_and(|t| t != "-");
+    cmd.flags = args.iter().filter(|a| is_flag(a)).cloned().collect();
+    match (known, target) {
+        (true, Some(t)) => {
+            let at: Vec<String> = current.iter().map(|d| join(d, t)).collect();
+            seg.reads.extend(at.iter().cloned());
+            let mut next = current.to_vec();
+            next.extend(at);
+            next.sort();
+            next.dedup();
+            *dirs = (next.len() <= DIRECTORIES_MAX).then_some(next);
+        }
+        _ => *dirs = None,
+    }
+}
+
+/// Looks through a wrapper: the wrapper with its options is one segment (their values
+/// pinned), the wrapped command is judged as its own segment.
+#[allow(clippy::too_many_arguments)]
 fn wrapper(
     text: &str,
+    spec: &options::Spec,
     mut cmd: CommandUse,
     args: &[String],
     mut seg: Segment,
@@ -287,62 +303,37 @@ fn wrapper(
     out: &mut Vec<Segment>,
     depth: usize,
 ) {
-    if depth >= WRAPPER_DEPTH_MAX {
+    let give_up = |out: &mut Vec<Segment>, dirs: &mut Dirs| {
         out.push(opaque(text));
         *dirs = None;
-        return;
+    };
+    // Bash's `time` keyword knows only `-p`: `time --` runs a command named `--`.
+    if depth >= WRAPPER_DEPTH_MAX || (cmd.head == "time" && args.first().is_some_and(|a| is_flag(a) && a != "-p")) {
+        return give_up(out, dirs);
     }
-    let head = cmd.head.clone();
-    let value_flags = kinds::wrapper_value_flags(&head);
-    let opaque_flags = kinds::wrapper_opaque_flags(&head);
-    let mut rest = args;
-    let mut inner_env = Vec::new();
-    while let Some((w, tail)) = rest.split_first() {
-        let name = w.split_once('=').map_or(w.as_str(), |(n, _)| n);
-        // Bash's `time` keyword knows only `-p`: `time --` runs a command named `--`.
-        if head == "time" && is_flag(w) && w != "-p" {
-            out.push(opaque(text));
-            *dirs = None;
-            return;
-        }
-        if w == "--" {
-            rest = tail;
-            break;
-        }
-        if is_flag(w) {
-            if opaque_flags.iter().any(|f| name == *f || (f.len() == 2 && !f.starts_with("--") && w.starts_with(f))) {
-                out.push(opaque(text));
-                *dirs = None;
-                return;
-            }
-            cmd.flags.push(name.to_owned());
-            rest = tail;
-            // A value (`-u root`, `--user=root`) is pinned: `sudo -u postgres` is not
-            // `sudo -u root`. (`-uroot` is a flag of its own.)
-            if value_flags.contains(&w.as_str()) {
-                cmd.args.extend(rest.first().cloned());
-                rest = rest.get(1..).unwrap_or_default();
-            } else if let Some((n, v)) = w.split_once('=')
-                && value_flags.contains(&n)
-            {
-                cmd.args.push(v.to_owned());
-            }
-            continue;
-        }
-        if head.ends_with("env") && grammar_assignment(w).is_some() {
-            inner_env.extend(grammar_assignment(w).map(str::to_owned));
-            rest = tail;
-            continue;
-        }
-        break;
-    }
-    for _ in 0..kinds::wrapper_operands(&head) {
+    let Some(judged) = args::judge(spec, args) else { return give_up(out, dirs) };
+    let Ok(parsed) = spec.parse(args) else { return give_up(out, dirs) };
+    cmd.flags = judged.flags;
+    cmd.args = judged.pinned;
+    let mut rest = parsed.operands.as_slice();
+    for _ in 0..spec.lead {
         let Some((operand, tail)) = rest.split_first() else { break };
-        if head.ends_with("flock") {
+        if spec.lead_writes {
             seg.writes.push(operand.clone());
         }
         cmd.args.push(operand.clone());
         rest = tail;
+    }
+    seg.writes.extend(judged.writes);
+    seg.reads.extend(judged.reads);
+    // `env NAME=value cmd`: the names are the wrapped command's.
+    let mut inner_env = Vec::new();
+    if kinds::base(&cmd.head) == "env" {
+        while let Some((w, tail)) = rest.split_first() {
+            let Some(name) = grammar_assignment(w) else { break };
+            inner_env.push(name.to_owned());
+            rest = tail;
+        }
     }
     cmd.flags.sort();
     cmd.flags.dedup();

@@ -344,7 +344,7 @@ mod tests {
             workdir: "/w".into(),
             observed_runs: 1,
             tools: vec!["terminal".into()],
-            paths: PathRules { read: vec![], write: vec!["out/*.txt".into()] },
+            paths: PathRules { read: vec![".".into()], write: vec!["out/*.txt".into()] },
             commands: vec!["ls".into(), "echo".into()],
             hosts: vec![],
             limits: JobLimits { max_writes_per_run: Some(1) },
