@@ -107,7 +107,7 @@ fn every_fail_closed_condition() {
     assert_eq!(s.check(&w(1), "cron").0, 0);
     let (code, err) = s.check(&w(2), "cron");
     assert_eq!(code, 2);
-    assert!(err.contains("budget is 1 per run"), "{err}");
+    assert!(err.contains("this call makes 1 write(s) and run `r9` has made 1 of its 1"), "{err}");
     // Cron never escalates; an interactive scope with --ask does.
     let (code, out, _) = s.holon(&["check", JOB, "--scope", "cron", "--ask"], BASH_C);
     assert_eq!((code, out.contains("ask")), (2, false));

@@ -176,8 +176,14 @@ pub(super) fn show(
 }
 
 pub(super) fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
-    let a = job(state_dir, name)?.approve()?;
+    let (a, same_as) = job(state_dir, name)?.approve()?;
     outln!("approved v{} sha256:{}; `{name}` is enforcing", a.version, a.sha256)?;
+    if let Some(old) = same_as {
+        outln!(
+            "v{} matches v{old}, the version it replaces, byte for byte: nothing the job may do changed",
+            a.version
+        )?;
+    }
     Ok(exit::OK)
 }
 
@@ -242,13 +248,7 @@ pub(super) fn check(
 }
 
 fn blocked(reason: &str) -> state::Decision {
-    state::Decision {
-        decision: "block",
-        reason: Some(reason.to_owned()),
-        family: Some(holon::job::Family::Integrity),
-        drift_id: None,
-        warning: None,
-    }
+    state::Decision::block(holon::job::Family::Integrity, reason.to_owned())
 }
 
 pub(super) fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Style) -> anyhow::Result<u8> {

@@ -122,8 +122,14 @@ pub struct ToolCall {
     /// From the hook payload, when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The payload's `cwd`: where the runtime runs (observe takes it for the workdir).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// A command's own working directory (`workdir`, `directory`, `dir_path`, `cwd` among
+    /// its arguments), resolved against the payload's `cwd` when relative: where its
+    /// relative paths resolve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_in: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
 }
@@ -178,6 +184,12 @@ pub enum CallError {
         "the call is ambiguous: it has both `{0}` and `{1}` with different values, and runtimes differ in which they use"
     )]
     Ambiguous(&'static str, &'static str),
+    #[error(
+        "the call is ambiguous: its argument `{0}` looks like a working directory that is not one of {WORKDIR_KEYS:?}, so where its paths resolve cannot be told"
+    )]
+    UnknownDirectory(String),
+    #[error("`{tool}`: the working directory `{field}` must be a string; this call cannot be evaluated")]
+    DirectoryNotText { tool: String, field: &'static str },
 }
 
 fn string_arg<'a>(args: &'a Value, names: &[&'static str]) -> Option<&'a str> {
@@ -188,6 +200,35 @@ fn string_arg<'a>(args: &'a Value, names: &[&'static str]) -> Option<&'a str> {
 const PATH_KEYS: &[&str] = &["path", "file_path", "filePath", "filepath", "notebook_path"];
 /// The keys a command line may be given under.
 const COMMAND_KEYS: &[&str] = &["command", "cmd"];
+/// The keys under which runtimes give a command's working directory (Codex's `shell`
+/// `workdir`, Gemini CLI's `run_shell_command` `directory`/`dir_path`, `cwd`).
+pub const WORKDIR_KEYS: &[&str] = &["workdir", "cwd", "directory", "dir_path"];
+
+/// Whether an argument's name says it is a directory (`working_dir`, `folder`): a command
+/// call with one that is not in [`WORKDIR_KEYS`] is ambiguous.
+fn names_directory(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["dir", "cwd", "folder", "working", "chdir"].iter().any(|w| k.contains(w))
+}
+
+/// Where a command call runs: its argument's working directory, resolved against the
+/// payload's `cwd` when relative; the payload's `cwd` without one.
+fn command_cwd(tool: &str, args: &Value, payload_cwd: Option<&str>) -> Result<Option<String>, CallError> {
+    unambiguous(args, WORKDIR_KEYS)?;
+    if let Value::Object(m) = args
+        && let Some(k) = m.keys().find(|k| names_directory(k) && !WORKDIR_KEYS.contains(&k.as_str()))
+    {
+        return Err(CallError::UnknownDirectory(k.clone()));
+    }
+    let Some((field, dir)) = WORKDIR_KEYS.iter().find_map(|k| args.get(*k).map(|v| (*k, v))) else {
+        return Ok(None);
+    };
+    let dir = dir.as_str().ok_or_else(|| CallError::DirectoryNotText { tool: tool.to_owned(), field })?;
+    Ok(Some(match payload_cwd {
+        Some(c) if !dir.starts_with('/') && !c.is_empty() => format!("{}/{dir}", c.trim_end_matches('/')),
+        _ => dir.to_owned(),
+    }))
+}
 /// Tools whose `pattern` is a path glob (for `Grep` it is a regular expression).
 const GLOB_TOOLS: &[&str] = &["Glob", "glob"];
 
@@ -300,6 +341,8 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
     // command in a form we cannot read is refused whatever the tool.
     let command = command_line(t, args)?;
     let is_command = COMMAND_TOOLS.contains(&t) || (!known && command.is_some());
+    let payload_cwd = string_arg(v, &["cwd"]);
+    let runs_in = if is_command { command_cwd(t, args, payload_cwd)? } else { None };
     if is_command {
         let command = command.as_deref().ok_or_else(|| missing("command"))?;
         for seg in shell::parse(command) {
@@ -363,7 +406,8 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         shown,
         aspects,
         session: string_arg(v, &["session_id"]).map(str::to_owned),
-        cwd: string_arg(v, &["cwd"]).map(str::to_owned),
+        cwd: payload_cwd.map(str::to_owned),
+        runs_in,
         run: string_arg(v, &["run"]).map(str::to_owned),
     })
 }
@@ -413,10 +457,11 @@ pub fn normalize_path(path: &str, workdir: &str) -> String {
 }
 
 impl ToolCall {
-    /// The call with every path resolved against the call's own `cwd` (where the
-    /// runtime runs it), then made relative to `workdir` (see [`normalize_path`]).
+    /// The call with every path resolved against where it runs (the command's own working
+    /// directory, else the payload's `cwd`), then made relative to `workdir` (see
+    /// [`normalize_path`]); without either, relative paths are the workdir's.
     pub fn relative_to(mut self, workdir: &str) -> ToolCall {
-        let cwd = self.cwd.clone().filter(|c| !c.is_empty());
+        let cwd = self.runs_in.clone().or_else(|| self.cwd.clone()).filter(|c| !c.is_empty());
         for a in &mut self.aspects {
             if let Aspect::Read(p) | Aspect::Write(p) = a {
                 // `/**` is below `/`, absolutely: its directory is `/`, not the empty

@@ -140,7 +140,13 @@ pub fn render(o: &Overview, color: bool) -> String {
     }
     let mut tail = format!("  {} run(s) observed", o.observed_runs);
     if let Some(last) = o.drift.last() {
-        tail.push_str(&format!(" · last block #{}: {}", last.id, printable(&redact(&last.call))));
+        // A call that could not be read has no text: say why it was blocked instead.
+        let what = if last.call.is_empty() {
+            format!("(the call could not be read) {}", last.reason)
+        } else {
+            last.call.clone()
+        };
+        tail.push_str(&format!(" · last block #{}: {}", last.id, printable(&redact(&what))));
     }
     if let Some(e) = &o.integrity_error {
         tail.push_str(&format!("\n  {}", p.rgb(RED, &printable(e))));

@@ -148,6 +148,7 @@ impl Job {
             f.dedup();
             f
         };
+        d.families = families.clone();
         let record = |id| Drift {
             id,
             time: Timestamp::now().to_string(),
@@ -263,14 +264,42 @@ pub enum Outcome {
 /// `path` (relative to `workdir` when it is not absolute), absolute when it can be told.
 fn absolute(path: &str, workdir: &str) -> String {
     if path.starts_with('/') || workdir.is_empty() {
-        return path.to_owned();
+        return call::normalize_path(path, "");
     }
-    crate::job::call::normalize_path(&format!("{}/{path}", workdir.trim_end_matches('/')), "")
+    call::normalize_path(&format!("{}/{path}", workdir.trim_end_matches('/')), "")
 }
 
 /// Whether `path` is `dir` or below it (both absolute and normal).
 fn inside(path: &str, dir: &str) -> bool {
-    path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+    dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// `path` with every symbolic link resolved: its deepest existing ancestor canonicalised,
+/// the rest appended (a file not written yet has no link of its own to follow).
+fn resolved(path: &str) -> String {
+    let p = std::path::Path::new(path);
+    for ancestor in p.ancestors() {
+        if let Ok(real) = fs::canonicalize(ancestor) {
+            let rest = p.strip_prefix(ancestor).unwrap_or(std::path::Path::new(""));
+            return call::normalize_path(&real.join(rest).display().to_string(), "");
+        }
+    }
+    path.to_owned()
+}
+
+/// Whether writing `path` (relative to `workdir`) could change the job's state in
+/// `state_dir`: the path or, for a recursive subject (`dir/**`), anything below it,
+/// compared as written and with symbolic links resolved on both sides.
+fn writes_state(path: &str, workdir: &str, state_dir: &str) -> bool {
+    let (subject, below) = match path.strip_suffix("/**") {
+        Some("") => ("/", true),
+        Some(dir) => (dir, true),
+        None if path == "**" => (".", true),
+        None => (path, false),
+    };
+    let lexical = absolute(subject, workdir);
+    let states = [state_dir.to_owned(), resolved(state_dir)];
+    [resolved(&lexical), lexical].iter().any(|p| states.iter().any(|s| inside(p, s) || (below && inside(s, p))))
 }
 
 fn block(reason: String) -> Outcome {
@@ -298,7 +327,7 @@ pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scop
             let mut failures = checker.failures(&call);
             if let Some(dir) = state_dir {
                 failures.extend(call.aspects.iter().filter_map(|a| match a {
-                    Aspect::Write(p) if inside(&absolute(p, &m.workdir), dir) => Some(Failure {
+                    Aspect::Write(p) if writes_state(p, &m.workdir, dir) => Some(Failure {
                         family: Family::Integrity,
                         aspect: None,
                         reason: format!("writing `{p}` would change the job's own state ({dir})"),
@@ -313,7 +342,9 @@ pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scop
                 failures.push(Failure {
                     family: Family::Limits,
                     aspect: None,
-                    reason: format!("run `{run}` already wrote {written_in_run} time(s); the budget is {max} per run"),
+                    reason: format!(
+                        "this call makes {writes} write(s) and run `{run}` has made {written_in_run} of its {max} (limits.max_writes_per_run)"
+                    ),
                 });
             }
             match failures.first() {

@@ -183,6 +183,9 @@ pub struct Decision {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub family: Option<Family>,
+    /// Every family that failed (`family` is the first of them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<Family>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_id: Option<u64>,
     /// Something the caller should fix that did not change the decision (a call without
@@ -199,10 +202,17 @@ pub const NO_RUN_WARNING: &str = "the call has no run id (--run, HOLON_RUN, or t
 
 impl Decision {
     pub(crate) fn allow() -> Self {
-        Decision { decision: "allow", reason: None, family: None, drift_id: None, warning: None }
+        Decision { decision: "allow", reason: None, family: None, families: Vec::new(), drift_id: None, warning: None }
     }
-    pub(crate) fn block(family: Family, reason: String) -> Self {
-        Decision { decision: "block", reason: Some(reason), family: Some(family), drift_id: None, warning: None }
+    pub fn block(family: Family, reason: String) -> Self {
+        Decision {
+            decision: "block",
+            reason: Some(reason),
+            family: Some(family),
+            families: vec![family],
+            drift_id: None,
+            warning: None,
+        }
     }
     pub fn blocks(&self) -> bool {
         self.decision == "block"

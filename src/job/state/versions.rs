@@ -98,7 +98,9 @@ impl Job {
     }
 
     /// Activates the pending version and records its SHA-256; the job enforces it.
-    pub fn approve(&self) -> Result<Approval, StateError> {
+    /// Activates the pending version; also the active version it replaces when their texts
+    /// are identical.
+    pub fn approve(&self) -> Result<(Approval, Option<u32>), StateError> {
         let _lock = self.lock(true)?;
         let mut meta = self.meta()?;
         let v = meta.pending.ok_or_else(|| {
@@ -109,13 +111,20 @@ impl Job {
             return Err(StateError::Refused(format!("version {v} is not a valid job mandate, not approved: {e}")));
         }
         let approval = Approval { version: v, sha256: sha256_hex(&text), at: Timestamp::now().to_string() };
+        // The version it replaces, when the text is the same (`widen` of a drift already
+        // allowed elsewhere, a proposal of nothing new): said, so nobody reviews it twice.
+        let same_as = meta
+            .active
+            .and_then(|a| meta.approvals.iter().rev().find(|x| x.version == a))
+            .filter(|x| x.sha256 == approval.sha256)
+            .map(|x| x.version);
         meta.approvals.push(approval.clone());
         meta.history.push(v);
         meta.active = Some(v);
         meta.pending = None;
         meta.mode = Mode::Enforce;
         write_json(&self.path("meta.json"), &meta)?;
-        Ok(approval)
+        Ok((approval, same_as))
     }
 
     /// Reactivates the previously approved version; back past the first approved one

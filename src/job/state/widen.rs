@@ -150,9 +150,18 @@ fn broader(a: &Aspect) -> String {
         // A command of a pinned kind (`rsync`, `git clean`: arguments no path rule can
         // judge) stays exact: `-* -- **` would allow `rsync -a --delete x/ .git/`.
         Aspect::Command(c) if !c.args.is_empty() => exact(a),
-        // Any flags; its paths are still judged by the path rules.
+        // Any plain switch (`-*` allows only options that take no value and change no
+        // file, host or program); the call's other options stay named, and its paths are
+        // still judged by the path rules.
         Aspect::Command(c) => {
-            let base = crate::job::shell::CommandUse { flags: vec![], args: vec![], ..c.clone() }.rule();
+            let spec = crate::job::shell::kinds::spec_of(&c.head, c.subcommand.as_deref());
+            let kept: Vec<String> = c
+                .flags
+                .iter()
+                .filter(|f| !spec.and_then(|s| s.by_spelling(f)).is_some_and(|o| o.is_plain_switch()))
+                .cloned()
+                .collect();
+            let base = crate::job::shell::CommandUse { flags: kept, args: vec![], ..c.clone() }.rule();
             format!("{base} -*")
         }
         Aspect::Host(h) => match h.split_once('.') {
