@@ -52,7 +52,11 @@ fn every_known_bypass_blocks_and_what_was_learned_still_passes() {
         let name = v["name"].as_str().unwrap();
         let s = State::new(&format!("v{i}"));
         let run2 = v.get("learned_run2").map(lines).unwrap_or_default();
-        s.learn_runs(&lines(&v["learned"]), &run2, v["learn_by_check"].as_bool().unwrap_or(false));
+        let extra: Vec<String> = v
+            .get("pattern_rules")
+            .map(|r| r.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default();
+        s.learn_job_with(JOB, &lines(&v["learned"]), &run2, v["learn_by_check"].as_bool().unwrap_or(false), &extra);
         for call in lines(&v["learned"]).into_iter().chain(run2) {
             let (code, err) = s.check(&call);
             if code != 0 {

@@ -64,6 +64,19 @@ impl State {
     /// Observes `calls` as run `r1` (and `run2` as `r2`) of `job` in `/work/repo`, or feeds
     /// them to `check` in observe mode with `by_check`; then proposes and approves.
     pub(crate) fn learn_job(&self, job: &str, calls: &[String], run2: &[String], by_check: bool) {
+        self.learn_job_with(job, calls, run2, by_check, &[]);
+    }
+
+    /// [`State::learn_job`], with `extra` command rules added to the proposal before it is
+    /// approved (as a person widening by hand or by `widen --pattern` would).
+    pub(crate) fn learn_job_with(
+        &self,
+        job: &str,
+        calls: &[String],
+        run2: &[String],
+        by_check: bool,
+        extra: &[String],
+    ) {
         if by_check {
             assert_eq!(self.holon(&["observe", job, "--run", "r1"], "").0, 0);
             for c in calls {
@@ -81,6 +94,16 @@ impl State {
         }
         let (code, out, err) = self.holon(&["propose", job], "");
         assert_eq!(code, 0, "{err}");
+        if !extra.is_empty() {
+            let version = self.0.join("jobs").join(job).join("versions").join("v1.yaml");
+            let text = std::fs::read_to_string(&version).unwrap();
+            let rules: String = extra.iter().map(|r| format!("  - {}\n", serde_json::to_string(r).unwrap())).collect();
+            let text = match text.find("commands:\n") {
+                Some(i) => format!("{}commands:\n{rules}{}", &text[..i], &text[i + "commands:\n".len()..]),
+                None => text.replace("hosts:", &format!("commands:\n{rules}hosts:")),
+            };
+            std::fs::write(&version, text).unwrap();
+        }
         let (code, _, err) = self.holon(&["approve", job], "");
         assert_eq!(code, 0, "{err}\n{out}");
     }

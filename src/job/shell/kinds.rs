@@ -141,6 +141,8 @@ const CODE_ARGUMENTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("cargo", &["--config", "-Z", "--manifest-path"]),
+    // A program run for every tool or test binary, or files that replace the sources.
+    ("go", &["-toolexec", "--toolexec", "-exec", "--exec", "-overlay", "--overlay", "-modfile", "--modfile"]),
     (
         "make",
         &[
@@ -208,6 +210,7 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
             let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
             code_args.iter().any(|c| {
                 a == c
+                    || name == *c
                     || (a.starts_with(c) && (c.starts_with("--") || c.len() == 2))
                     || (c.starts_with("--") && name.len() >= 3 && name.starts_with("--") && c.starts_with(name))
             })

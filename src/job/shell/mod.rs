@@ -335,6 +335,11 @@ fn wrapper(
             rest = tail;
         }
     }
+    // Where the wrapped command goes, a word starting with `-` is an option of the
+    // wrapper's own reading (`flock FILE -c COMMAND`), no command.
+    if rest.first().is_some_and(|w| w.starts_with('-')) {
+        return give_up(out, dirs);
+    }
     cmd.flags.sort();
     cmd.flags.dedup();
     seg.command = Some(cmd);
