@@ -326,9 +326,10 @@ fn wrapper(
     }
     seg.writes.extend(judged.writes);
     seg.reads.extend(judged.reads);
-    // `env NAME=value cmd`: the names are the wrapped command's.
+    // `env NAME=value cmd`, and Bash's `time NAME=value cmd` (a reserved word before an
+    // ordinary simple command): the names are the wrapped command's.
     let mut inner_env = Vec::new();
-    if kinds::base(&cmd.head) == "env" {
+    if kinds::base(&cmd.head) == "env" || cmd.head == "time" {
         while let Some((w, tail)) = rest.split_first() {
             let Some(name) = grammar_assignment(w) else { break };
             inner_env.push(name.to_owned());

