@@ -29,9 +29,9 @@ const FIND_FOLLOWS: &[&str] = &["-L", "-follow"];
 
 /// `-newerXY` (`-newermt`, `-newerBa`, …): one argument.
 fn newer_xy(w: &str) -> bool {
-    w.strip_prefix("-newer").is_some_and(|xy| {
-        let b = xy.as_bytes();
-        b.len() == 2 && b"aBcm".contains(&b[0]) && b"aBcmt".contains(&b[1])
+    w.strip_prefix("-newer").is_some_and(|xy| match xy.as_bytes() {
+        [x, y] => b"aBcm".contains(x) && b"aBcmt".contains(y),
+        _ => false,
     })
 }
 

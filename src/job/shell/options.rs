@@ -181,6 +181,8 @@ pub struct Spec {
     /// (`git`: its repository).
     pub implicit_reads: Vec<String>,
     pub implicit_writes: Vec<String>,
+    /// Programs it runs on its own (tar's compressors), approved with it.
+    pub programs: Vec<String>,
     pub opts: Vec<Opt>,
 }
 

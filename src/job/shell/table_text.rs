@@ -97,6 +97,7 @@ fn header(rest: &str, n: usize) -> Result<Spec, String> {
         needs_output: false,
         implicit_reads: Vec::new(),
         implicit_writes: Vec::new(),
+        programs: Vec::new(),
         opts: Vec::new(),
     };
     for w in words {
@@ -106,6 +107,7 @@ fn header(rest: &str, n: usize) -> Result<Spec, String> {
             Some(("default", v)) => spec.default = Some(v.to_owned()),
             Some(("reads", v)) => spec.implicit_reads = list(v),
             Some(("writes", v)) => spec.implicit_writes = list(v),
+            Some(("runs", v)) => spec.programs = list(v),
             None if w == "recursive" => spec.always_recursive = true,
             None if w == "leadpin" => spec.lead_pinned = true,
             None if w == "leadwrites" => spec.lead_writes = true,
