@@ -363,3 +363,42 @@ fn a_call_may_not_write_into_its_own_state() {
     assert_eq!(s.check(&shell).0, 2);
     std::mem::forget(s);
 }
+
+/// The state directory inside a workdir reached through a symbolic link (a symlinked
+/// home, macOS's `/tmp`), with a write rule that covers the whole workdir: no call may
+/// write the job's own state, compared with links resolved on both sides (job-judge attack
+/// review: the canonical state path was compared with the workdir as written).
+#[test]
+fn the_state_directory_is_guarded_through_symbolic_links() {
+    let base = std::env::temp_dir().join(format!("holon-job-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let real = base.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    // The job's state lives in the real workdir; the runtime reports the linked path.
+    let s = State(real.join(".holon"));
+    let workdir = link.display().to_string();
+    let touch = |f: &str| format!(r#"{{"tool":"terminal","args":{{"command":"touch {f}"}},"cwd":"{workdir}"}}"#);
+    let (code, _, err) = s.holon(&["observe", JOB, "--run", "r1", "--workdir", &workdir], &(touch("a") + "\n"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s.holon(&["propose", JOB], "").0, 0);
+    let version = s.0.join("jobs").join(JOB).join("versions").join("v1.yaml");
+    let text = std::fs::read_to_string(&version).unwrap().replace("  write:\n", "  write:\n    - \"**\"\n");
+    std::fs::write(&version, text).unwrap();
+    assert_eq!(s.holon(&["approve", JOB], "").0, 0);
+    let check = |call: &str| s.holon(&["check", JOB, "--run", "c", "--scope", "cron"], call);
+    assert_eq!(check(&touch("b")).0, 0, "the rule covers the workdir");
+    for attack in [
+        touch(".holon/jobs/nightly/meta.json"),
+        touch(&format!("{}/.holon/jobs/nightly/versions/v1.yaml", real.display())),
+        format!(r#"{{"tool":"terminal","args":{{"command":"rm -rf .holon"}},"cwd":"{workdir}"}}"#),
+        format!(r#"{{"tool":"terminal","args":{{"command":"rm -rf ."}},"cwd":"{workdir}"}}"#),
+        format!(r#"{{"tool":"write_file","args":{{"path":"{workdir}/.holon/jobs/nightly/meta.json"}}}}"#),
+    ] {
+        let (code, _, err) = check(&attack);
+        assert_eq!(code, 2, "{attack}: {err}");
+        assert!(err.contains("the job's own state"), "{attack}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -28,7 +28,7 @@ fn shape(line: &str) -> Vec<String> {
 #[test]
 fn a_table_of_tricky_lines() {
     let cases: &[(&str, &[&str])] = &[
-        ("git status --short", &["git status -s <** <.git/**"]),
+        ("git status --short", &["git status -s >.git/index <** <.git/**"]),
         ("git log --oneline -n 5", &["git log --oneline -n <.git/**"]),
         ("grep -r -n TODO src", &["grep -n -r <src/**"]),
         ("git commit -m 'fix: a | b; c'", &["git commit -m >.git/** <** <.git/**"]),
@@ -72,7 +72,7 @@ fn a_table_of_tricky_lines() {
         ("docker compose up -d", &["docker compose -- up -d"]),
         ("cat <(ls)", &["=cat <(ls)"]),
         // A comment ends its line, not the input.
-        ("git status # ok\nrm -rf /", &["git status <** <.git/**", "rm -f -r >/ >/**"]),
+        ("git status # ok\nrm -rf /", &["git status >.git/index <** <.git/**", "rm -f -r >/ >/**"]),
         ("rm -rf build/tmp", &["rm -f -r >build/tmp >build/tmp/**"]),
         ("cat /etc/shadow", &["cat </etc/shadow"]),
         ("git push origin main", &["git push -- origin main"]),
