@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use holon::job::call::{self, CALL_BYTES_MAX};
-use holon::job::leash;
 use holon::job::propose::Observation;
 use holon::job::redact::printable;
 use holon::job::state::{self, Job, Scope, Which};
@@ -20,7 +19,7 @@ use super::style::Style;
 /// Most lines one `observe` reads.
 pub(super) const OBSERVE_LINES_MAX: usize = 1_000_000;
 
-fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
+pub(super) fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
     Ok(Job::open(&state::root(state_dir), name)?)
 }
 
@@ -168,6 +167,9 @@ pub(super) fn show(
         })?
     };
     errln!("v{} {}", shown.version, style.dim(&shown.path.display().to_string()));
+    if let Some(system) = super::job_exec::system_read_of(&shown.text) {
+        errln!("{}", style.dim(&format!("holon job exec also lets commands read and run from {system}")));
+    }
     // The file could have been edited by anyone: no control character reaches the terminal.
     for line in shown.text.lines() {
         outln!("{}", printable(line))?;
@@ -206,11 +208,7 @@ pub(super) fn check(
     ask: bool,
     json_out: bool,
 ) -> anyhow::Result<u8> {
-    let scope = match scope.or_else(|| std::env::var("HOLON_SCOPE").ok()).as_deref() {
-        Some("cron") => Scope::Cron,
-        Some("interactive") => Scope::Interactive,
-        _ => Scope::Unknown,
-    };
+    let scope = scope_of(scope);
     let run = run.or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
     let mut text = String::new();
     let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
@@ -247,49 +245,17 @@ pub(super) fn check(
     Ok(exit::OK)
 }
 
-fn blocked(reason: &str) -> state::Decision {
-    state::Decision::block(holon::job::Family::Integrity, reason.to_owned())
+/// `--scope`, else HOLON_SCOPE: cron, interactive, or unknown (treated as cron).
+pub(super) fn scope_of(flag: Option<String>) -> Scope {
+    match flag.or_else(|| std::env::var("HOLON_SCOPE").ok()).as_deref() {
+        Some("cron") => Scope::Cron,
+        Some("interactive") => Scope::Interactive,
+        _ => Scope::Unknown,
+    }
 }
 
-pub(super) fn drift(state_dir: Option<PathBuf>, name: &str, json_out: bool, style: &Style) -> anyhow::Result<u8> {
-    let mut records = job(state_dir, name)?.drift()?;
-    records.reverse();
-    if json_out {
-        outln!("{}", serde_json::to_string_pretty(&json!({ "job": name, "drift": records }))?)?;
-        return Ok(exit::OK);
-    }
-    if records.is_empty() {
-        outln!("no drift for `{name}`")?;
-    }
-    let open = records.iter().find(|d| d.status != state::DriftStatus::Widened).map(|d| d.id);
-    for d in records {
-        let status = match d.status {
-            state::DriftStatus::Open => style.bad("open"),
-            state::DriftStatus::Escalated => style.warn("escalated"),
-            state::DriftStatus::Widened => style.warn("widened"),
-        };
-        outln!(
-            "#{} {} {} run {} {}",
-            d.id,
-            style.dim(&d.time),
-            status,
-            printable(&d.run),
-            style.bold(d.family.as_str())
-        )?;
-        outln!("    {}", printable(&d.call))?;
-        outln!("    {}", style.dim(&printable(&d.reason)))?;
-    }
-    // The next step, for the person reading (never in `check`'s answer, which the agent
-    // being guarded reads).
-    if let Some(id) = open {
-        outln!(
-            "{}",
-            style.dim(&format!(
-                "to allow one: holon job widen {name} ID (exactly) or add --pattern (a broader rule, previewed); nothing changes until `holon job approve {name}` (e.g. ID {id})"
-            ))
-        )?;
-    }
-    Ok(exit::OK)
+fn blocked(reason: &str) -> state::Decision {
+    state::Decision::block(holon::job::Family::Integrity, reason.to_owned())
 }
 
 pub(super) fn widen(
@@ -321,30 +287,6 @@ pub(super) fn widen(
         }
     }
     errln!("{}", pending_hint(&job, w.version));
-    Ok(exit::OK)
-}
-
-pub(super) fn status(state_dir: Option<PathBuf>, name: &str, style: &Style) -> anyhow::Result<u8> {
-    let overview = job(state_dir, name)?.overview()?;
-    out!("{}", leash::render(&overview, style.color))?;
-    Ok(exit::OK)
-}
-
-pub(super) fn export(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
-    let o = job(state_dir, name)?.overview()?;
-    let ev = &o.evidence;
-    let out = json!({
-        "job": name,
-        "version": o.version,
-        "mode": o.meta.mode,
-        "sha256": o.sha256,
-        "tools": ev.tools,
-        "paths": { "read": ev.read, "write": ev.write },
-        "commands": ev.commands,
-        "hosts": ev.hosts,
-        "max_writes_per_run": o.mandate.as_ref().and_then(|m| m.limits.max_writes_per_run),
-    });
-    outln!("{}", serde_json::to_string_pretty(&out)?)?;
     Ok(exit::OK)
 }
 
@@ -403,6 +345,29 @@ pub(super) enum JobCommand {
         /// Print the decision as JSON on standard output (the exit code is the same).
         #[arg(long)]
         json: bool,
+    },
+    /// Check a command, then run it confined by the kernel to the approved version
+    /// (Landlock): exit 2 when blocked or refused, else the command's own exit code.
+    #[command(
+        after_help = "EXIT CODES: the command's own exit code when it ran; 2 when the check blocks it or the kernel cannot confine it (nothing ran; the reason on standard error); 127 when it could not be started.\n\nEXAMPLES:\n  holon job exec nightly-report --run run-42 -- git log --oneline -n 5\n  holon job exec nightly-report --shell 'grep -rn TODO src | head'\n  holon job exec nightly-report --explain"
+    )]
+    Exec(super::job_exec::ExecArgs),
+    /// A PreToolUse hook (Claude Code's format): shell calls are handed on to `holon job
+    /// exec` (updatedInput), other calls checked as `holon job check` does.
+    #[command(
+        after_help = "EXIT CODES: 0 allow (for a shell call, the wrapped command on standard output), 2 block (the reason on standard error), and 2 whenever the call or the job cannot be read: fail closed.\n\nEXAMPLES:\n  holon job hook nightly-report --scope cron < payload.json\n  (in .claude/settings.json: see docs/job.md \"Hooks\")"
+    )]
+    Hook(super::job_exec::HookArgs),
+    /// Started by `holon job exec` only: confines itself to the plan handed on, then runs
+    /// the command.
+    #[command(hide = true)]
+    Sandboxed {
+        /// The plan `exec` wrote.
+        #[arg(long)]
+        plan: PathBuf,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
     },
     /// Print the active version, the pending one, or the diff between them.
     #[command(

@@ -7,6 +7,8 @@ mod help;
 #[cfg(test)]
 mod help_test;
 mod job;
+mod job_exec;
+mod job_review;
 mod ledger;
 mod load_report;
 mod loadtest;
@@ -328,14 +330,17 @@ pub(crate) fn run() -> ExitCode {
             job::JobCommand::Propose { job: j } => job::propose(state, &j),
             job::JobCommand::Approve { job: j } => job::approve(state, &j),
             job::JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
-            job::JobCommand::Status { job: j } => job::status(state, &j, &style),
+            job::JobCommand::Status { job: j } => job_review::status(state, &j, &style),
+            job::JobCommand::Exec(args) => job_exec::exec(state, args),
+            job::JobCommand::Hook(args) => job_exec::hook(state, args),
+            job::JobCommand::Sandboxed { plan, command } => job_exec::sandboxed(&plan, &command),
             job::JobCommand::Show { job: j, pending, diff } => job::show(state, &j, pending, diff, &style),
-            job::JobCommand::Drift { job: j, json } => job::drift(state, &j, json, &style),
+            job::JobCommand::Drift { job: j, json } => job_review::drift(state, &j, json, &style),
             job::JobCommand::Widen { job: j, drift_id, pattern, json } => {
                 job::widen(state, &j, &drift_id, pattern, json)
             }
             job::JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
-            job::JobCommand::Export { job: j, json: _ } => job::export(state, &j),
+            job::JobCommand::Export { job: j, json: _ } => job_review::export(state, &j),
         },
         Command::Loadtest {
             threads,

@@ -10,7 +10,9 @@
 //!   drift, write budgets, and the fail-closed decision;
 //! - [`lines`]: bounded line reading (the observation log, `observe`'s input);
 //! - [`redact`]: secrets masked before anything is shown or stored;
-//! - [`leash`]: the Leash Line status view.
+//! - [`leash`]: the Leash Line status view;
+//! - [`sandbox`]: the kernel sandbox of `holon job exec` (Landlock) compiled from the
+//!   approved mandate.
 
 pub mod call;
 pub mod leash;
@@ -18,6 +20,7 @@ pub mod lines;
 pub mod mandate;
 pub mod propose;
 pub mod redact;
+pub mod sandbox;
 pub mod shell;
 pub mod state;
 

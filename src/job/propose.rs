@@ -213,6 +213,7 @@ impl Proposal {
             commands: cmd_v,
             hosts: host_v,
             limits: JobLimits { max_writes_per_run: Some(self.writes_per_run.values().copied().max().unwrap_or(0)) },
+            sandbox: None,
         };
         let ev = Evidenced { tools: tools_e, read: read_e, write: write_e, commands: cmd_e, hosts: host_e };
         (mandate, ev)

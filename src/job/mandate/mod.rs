@@ -28,6 +28,20 @@ pub struct JobMandate {
     pub hosts: Vec<String>,
     #[serde(default)]
     pub limits: JobLimits,
+    /// What `holon job exec` lets the kernel grant beyond the rules (absent: the default
+    /// system list, [`crate::job::sandbox::SYSTEM_READ_DEFAULT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxRules>,
+}
+
+/// The kernel sandbox's own settings in a job mandate (`sandbox:`), approved with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRules {
+    /// Absolute directories (or files) outside the workdir that commands may read and run
+    /// from: the system's programs, libraries and configuration.
+    #[serde(default)]
+    pub system_read: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,9 +124,34 @@ pub fn validate(m: &JobMandate) -> Vec<Violation> {
             }
         }
     }
+    if let Some(s) = &m.sandbox {
+        v.extend(system_read_problems(&s.system_read));
+    }
     for (i, rule) in m.commands.iter().enumerate() {
         if let Err(e) = CommandMatcher::parse(rule) {
             v.push(Violation::new(format!("/commands/{i}"), e.to_string()));
+        }
+    }
+    v
+}
+
+/// `sandbox.system_read`: absolute, plain paths (a directory the kernel grants is a
+/// hierarchy, never a glob), no `..`.
+fn system_read_problems(list: &[String]) -> Vec<Violation> {
+    let mut v = Vec::new();
+    if list.len() > RULES_MAX {
+        v.push(Violation::new("/sandbox/system_read", format!("{} paths; at most {RULES_MAX}", list.len())));
+    }
+    for (i, p) in list.iter().enumerate() {
+        let plain = p.starts_with('/')
+            && p.len() <= RULE_BYTES_MAX
+            && !p.contains(['*', '?', '[', ']', '{', '}', '\\', '\0'])
+            && !p.split('/').any(|c| c == ".." || c == ".");
+        if !plain {
+            v.push(Violation::new(
+                format!("/sandbox/system_read/{i}"),
+                format!("`{p}` is not an absolute plain path: write a directory such as /usr (no globs, no `.` or `..`, at most {RULE_BYTES_MAX} bytes)"),
+            ));
         }
     }
     v

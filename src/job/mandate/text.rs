@@ -45,6 +45,10 @@ pub fn to_yaml(m: &JobMandate, evidence: &Evidenced, header: &str) -> String {
         Some(n) => out.push_str(&format!("  max_writes_per_run: {n}\n")),
         None => out.push_str("  max_writes_per_run: null\n"),
     }
+    if let Some(s) = &m.sandbox {
+        out.push_str("sandbox:\n");
+        list(&mut out, "  ", "system_read", &s.system_read, &[]);
+    }
     out
 }
 

@@ -11,17 +11,48 @@ use super::{
     StateError,
 };
 use crate::job::call::{self, Aspect, EXEMPT_TOOL, Family, ToolCall};
-use crate::job::mandate::{Checker, Failure};
+use crate::job::mandate::{Checker, Failure, JobMandate};
 use crate::job::propose::Observation;
 use crate::job::redact::redact;
 use crate::time::Timestamp;
 
+/// What a check may change: `check` records, `assess` changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effects {
+    Record,
+    None,
+}
+
+/// A decision and the approved version (number, mandate) it was made against.
+#[derive(Debug)]
+pub struct Judged {
+    pub decision: Decision,
+    pub active: Option<(u32, JobMandate)>,
+}
+
 impl Job {
     /// The fail-closed check of one call (see the module and docs/job.md).
     pub fn check(&self, call_text: &str, run: Option<&str>, scope: Scope, ask_interactive: bool) -> Decision {
+        self.judge(call_text, run, scope, ask_interactive, Effects::Record).decision
+    }
+
+    /// `check`, and the approved version the decision was made against (none in observe
+    /// mode): `holon job exec` confines the command with that same version.
+    pub fn check_for_exec(&self, call_text: &str, run: Option<&str>, scope: Scope) -> Judged {
+        self.judge(call_text, run, scope, false, Effects::Record)
+    }
+
+    /// The decision `check` would make, changing nothing: no observation, no write
+    /// counted, no drift recorded (a hook that hands the call on to `holon job exec`,
+    /// which checks it for real).
+    pub fn assess(&self, call_text: &str, run: Option<&str>, scope: Scope) -> Decision {
+        self.judge(call_text, run, scope, false, Effects::None).decision
+    }
+
+    fn judge(&self, call_text: &str, run: Option<&str>, scope: Scope, ask: bool, effects: Effects) -> Judged {
         let call = call::parse(call_text);
         if call.as_ref().is_ok_and(|c| c.tool == EXEMPT_TOOL) {
-            return Decision::allow();
+            return Judged { decision: Decision::allow(), active: None };
         }
         let run = match &call {
             Ok(c) => c.run_id(run),
@@ -29,7 +60,8 @@ impl Job {
         };
         let warning = run.is_none().then(|| super::NO_RUN_WARNING.to_owned());
         let run = run.unwrap_or_else(|| super::UNKNOWN_RUN.into());
-        Decision { warning, ..self.decide_run(call, &run, scope, ask_interactive) }
+        let judged = self.decide_run(call, &run, scope, ask, effects);
+        Judged { decision: Decision { warning, ..judged.decision }, ..judged }
     }
 
     /// `check` once the run is known.
@@ -39,23 +71,27 @@ impl Job {
         run: &str,
         scope: Scope,
         ask_interactive: bool,
-    ) -> Decision {
+        effects: Effects,
+    ) -> Judged {
         let view = match self.meta() {
             Err(e @ StateError::UnknownJob { .. }) => StateView::NoJob(e.to_string()),
             Err(e) => StateView::Unreadable(e.to_string()),
             Ok(m) if m.mode == Mode::Observe => StateView::Observe,
-            Ok(_) => return self.enforce(call, run, scope, ask_interactive),
+            Ok(_) => return self.enforce(call, run, scope, ask_interactive, effects),
         };
-        match (decide(call.as_ref(), &view, scope), call) {
+        let decision = match (decide(call.as_ref(), &view, scope), call) {
             (Outcome::Observe, Ok(call)) => {
-                // Observe mode never blocks, not even on its own errors.
-                let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-                let _ = self.observe(&[Observation::of(call, Some(run), &here)]);
+                if effects == Effects::Record {
+                    // Observe mode never blocks, not even on its own errors.
+                    let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+                    let _ = self.observe(&[Observation::of(call, Some(run), &here)]);
+                }
                 Decision::allow()
             }
             (Outcome::Block { family, reason, .. }, _) => Decision::block(family, reason),
             _ => Decision::allow(),
-        }
+        };
+        Judged { decision, active: None }
     }
 
     /// Enforce mode: everything is read and the write count updated under the lock.
@@ -65,28 +101,27 @@ impl Job {
         run: &str,
         scope: Scope,
         ask_interactive: bool,
-    ) -> Decision {
-        let lock = self.lock(true);
+        effects: Effects,
+    ) -> Judged {
+        let lock = self.lock(effects == Effects::Record);
         let path = self.path("writes.json");
         let state_dir = fs::canonicalize(self.root()).ok().map(|p| p.display().to_string());
         let read = lock.as_ref().map_err(|e| Unusable::Lock(e.to_string())).and_then(|_| {
             let meta = self.meta()?;
-            let mandate = self.active(&meta)?.map(|(_, _, m)| m);
+            let active = self.active(&meta)?.map(|(v, _, m)| (v, m));
             let counts: BTreeMap<String, (u64, String)> = read_json(&path)?;
-            Ok((mandate, counts))
+            Ok((active, counts))
         });
-        let (view, mut counts) = match read {
-            Ok((Some(m), counts)) => {
+        let (view, mut counts, active) = match read {
+            Ok((Some((v, m)), counts)) => {
                 let written = counts.get(run).map_or(0, |(n, _)| *n);
-                (
-                    StateView::Enforce {
-                        mandate: Ok(Box::new(m)),
-                        written_in_run: written,
-                        run: run.to_owned(),
-                        state_dir: state_dir.clone(),
-                    },
-                    counts,
-                )
+                let view = StateView::Enforce {
+                    mandate: Ok(Box::new(m.clone())),
+                    written_in_run: written,
+                    run: run.to_owned(),
+                    state_dir: state_dir.clone(),
+                };
+                (view, counts, Some((v, m)))
             }
             Ok((None, counts)) => (
                 StateView::Enforce {
@@ -96,13 +131,23 @@ impl Job {
                     state_dir: None,
                 },
                 counts,
+                None,
             ),
             Err(e) => (
                 StateView::Enforce { mandate: Err(e), written_in_run: 0, run: run.to_owned(), state_dir: None },
                 BTreeMap::new(),
+                None,
             ),
         };
-        match decide(call.as_ref(), &view, scope) {
+        let outcome = decide(call.as_ref(), &view, scope);
+        if effects == Effects::None {
+            let decision = match outcome {
+                Outcome::Block { family, reason, .. } => Decision::block(family, reason),
+                _ => Decision::allow(),
+            };
+            return Judged { decision, active };
+        }
+        let decision = match outcome {
             Outcome::Allow { writes } if writes > 0 => {
                 let done = counts.get(run).map_or(0, |(n, _)| *n);
                 counts.insert(run.to_owned(), (done + writes, Timestamp::now().to_string()));
@@ -128,7 +173,8 @@ impl Job {
                 let ask = ask_interactive && !failures.is_empty();
                 self.record_drift(call.as_ref().ok(), run, d, &failures, scope, ask)
             }
-        }
+        };
+        Judged { decision, active }
     }
 
     fn record_drift(
@@ -379,6 +425,7 @@ mod tests {
             commands: vec!["ls".into(), "echo".into()],
             hosts: vec![],
             limits: JobLimits { max_writes_per_run: Some(1) },
+            sandbox: None,
         })
     }
 

@@ -24,12 +24,14 @@ use super::call::{Aspect, Family};
 use super::mandate;
 
 mod check;
+mod confined;
 mod overview;
 mod store;
 mod versions;
 mod widen;
 
-pub use check::{Outcome, StateView, Unusable, decide};
+pub use check::{Judged, Outcome, StateView, Unusable, decide};
+pub use confined::{EXEC_COMMAND_BYTES_MAX, EXEC_RECORDS_MAX, ExecRecord};
 pub use overview::Overview;
 pub use store::{Locked, atomic_write, sha256_hex};
 pub use versions::{ActiveError, VersionText, Which};

@@ -81,7 +81,10 @@ impl Job {
                 self.name, self.name
             )));
         }
-        let (m, ev) = proposal.finish(&self.name);
+        let (mut m, ev) = proposal.finish(&self.name);
+        // The sandbox's settings are a person's, not learned: a new proposal keeps the
+        // active version's.
+        m.sandbox = self.meta().ok().and_then(|meta| self.active(&meta).ok().flatten()).and_then(|(_, _, a)| a.sandbox);
         let text = mandate::to_yaml(&m, &ev, &propose::header(&self.name, m.observed_runs));
         let v = self.add_pending(&text)?;
         Ok((v, text))

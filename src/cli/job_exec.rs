@@ -1,0 +1,397 @@
+//! `holon job exec` (a command checked, then run under the kernel sandbox compiled from
+//! the approved version) and `holon job hook` (a runtime's PreToolUse hook that hands its
+//! shell calls to `exec`). docs/job.md "What the kernel enforces".
+
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+
+use holon::job::call::CALL_BYTES_MAX;
+use holon::job::mandate::JobMandate;
+use holon::job::redact::printable;
+use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
+use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT};
+use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
+use serde_json::{Value, json};
+
+use super::exit;
+use super::job::scope_of;
+use super::out::{errln, outln};
+
+/// The exit code of a command that could not be started (as a shell answers).
+const NOT_STARTED: u8 = 127;
+
+#[derive(clap::Args)]
+pub(super) struct ExecArgs {
+    /// The job's name.
+    job: String,
+    /// The run this command belongs to (default: HOLON_RUN).
+    #[arg(long)]
+    run: Option<String>,
+    /// cron or interactive (default: HOLON_SCOPE; unknown is treated as cron).
+    #[arg(long)]
+    scope: Option<String>,
+    /// Print the ruleset the kernel would be given and what this kernel enforces of it;
+    /// run nothing.
+    #[arg(long)]
+    explain: bool,
+    /// Interactive scope only: where the kernel cannot confine the command, run it with the
+    /// check alone (said on standard error). A cron run is confined or refused.
+    #[arg(long)]
+    allow_unconfined: bool,
+    /// The tool the command is judged and recorded as (a hook passes its runtime's, `Bash`).
+    #[arg(long, default_value = "terminal")]
+    tool: String,
+    /// A command line, run by `bash -c` inside the sandbox (instead of COMMAND after --).
+    #[arg(long, conflicts_with = "command")]
+    shell: Option<String>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub(super) struct HookArgs {
+    /// The job's name.
+    job: String,
+    /// The run (default: HOLON_RUN, the payload's session_id).
+    #[arg(long)]
+    run: Option<String>,
+    /// cron or interactive (default: HOLON_SCOPE; unknown is treated as cron).
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+/// One word quoted for a POSIX shell.
+fn quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Words as a person writes them: bare when no character in a word is special to the
+/// shell (so `-- sh ./s.sh` is judged as the line `sh ./s.sh`), else quoted; a first word
+/// with `=` is quoted too (bare, the shell would read an assignment).
+fn shell_line(words: &[String]) -> String {
+    let word = |(i, w): (usize, &String)| {
+        let plain = !w.is_empty()
+            && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
+            && (i > 0 || !w.contains('='));
+        if plain { w.clone() } else { quoted(w) }
+    };
+    words.iter().enumerate().map(word).collect::<Vec<_>>().join(" ")
+}
+
+fn scope_word(scope: Scope) -> Option<&'static str> {
+    match scope {
+        Scope::Cron => Some("cron"),
+        Scope::Interactive => Some("interactive"),
+        Scope::Unknown => None,
+    }
+}
+
+pub(super) fn exec(state_dir: Option<PathBuf>, a: ExecArgs) -> anyhow::Result<u8> {
+    let job = Job::open(&state::root(state_dir), &a.job)?;
+    let scope = scope_of(a.scope.clone());
+    if a.explain {
+        return explain(&job);
+    }
+    if a.allow_unconfined && scope != Scope::Interactive {
+        anyhow::bail!(
+            "--allow-unconfined is for an interactive scope (--scope interactive): a cron run is confined by the kernel or refused"
+        );
+    }
+    let (line, argv) = match (&a.shell, a.command.is_empty()) {
+        (Some(l), true) => (l.clone(), vec!["bash".to_owned(), "-c".to_owned(), l.clone()]),
+        (None, false) => (shell_line(&a.command), a.command.clone()),
+        _ => anyhow::bail!(
+            "give the command after `--` (holon job exec {0} -- ls -l) or a command line (holon job exec {0} --shell 'ls -l | head')",
+            a.job
+        ),
+    };
+    let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    let call = json!({"tool": a.tool, "args": {"command": line}, "cwd": cwd}).to_string();
+    let run = a.run.clone().or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
+    let judged = job.check_for_exec(&call, run.as_deref(), scope);
+    if let Some(w) = &judged.decision.warning {
+        errln!("holon: warning: {w}");
+    }
+    if judged.decision.blocks() {
+        let id = judged.decision.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
+        let reason = printable(judged.decision.reason.as_deref().unwrap_or("outside the mandate"));
+        errln!("holon: blocked{id}: {reason}; the command did not run");
+        return Ok(exit::BAD_INPUT);
+    }
+    let run = run.unwrap_or_else(|| UNKNOWN_RUN.to_owned());
+    let Some((version, mandate)) = judged.active else {
+        errln!("holon: `{}` has no approved version (observe mode): the command runs unconfined", a.job);
+        let _ = job.record_exec(ExecRecord::new(&run, None, 0, "unconfined: observe mode", &line));
+        return Ok(run_command(&argv, None));
+    };
+    confined(&job, &a, (version, &mandate), &run, (&line, &argv), scope)
+}
+
+/// Runs an allowed command under the sandbox of `version`, or refuses it.
+fn confined(
+    job: &Job,
+    a: &ExecArgs,
+    (version, mandate): (u32, &JobMandate),
+    run: &str,
+    (line, argv): (&str, &[String]),
+    scope: Scope,
+) -> anyhow::Result<u8> {
+    let refuse = |why: String| {
+        errln!("holon: refused: {why}; the command did not run");
+        let _ = job.record_exec(ExecRecord::new(run, Some(version), 0, &format!("refused: {why}"), line));
+        Ok(exit::BAD_INPUT)
+    };
+    let plan = match Plan::compile(mandate, &job.root()) {
+        Ok(p) => p,
+        Err(e) => return refuse(e.to_string()),
+    };
+    let level = kernel::kernel_level();
+    if level < LEVEL_REQUIRED {
+        let why = missing_kernel(level);
+        if a.allow_unconfined && scope == Scope::Interactive {
+            errln!("holon: warning: {why}: the command runs with the check alone (--allow-unconfined)");
+            let _ = job.record_exec(ExecRecord::new(run, Some(version), 0, &format!("unconfined: {why}"), line));
+            return Ok(run_command(argv, None));
+        }
+        return refuse(format!(
+            "{why}. Run on a kernel with Landlock (Linux 6.7 or later, `landlock` in its lsm= list), or in an interactive scope pass --allow-unconfined"
+        ));
+    }
+    let how = if level >= LEVEL_FULL {
+        "full".to_owned()
+    } else {
+        let (_, open) = kernel::coverage(level);
+        let how = format!("partial: Landlock ABI {level} does not hold {}", open.join(", "));
+        errln!("holon: warning: {how}");
+        how
+    };
+    if let Err(e) = job.record_exec(ExecRecord::new(run, Some(version), level, &how, line)) {
+        errln!(
+            "holon: warning: the confinement could not be recorded ({e}); `holon job status` will not show this command"
+        );
+    }
+    let temp = match private_temp() {
+        Ok(t) => t,
+        Err(e) => return refuse(format!("no private temporary directory ({e})")),
+    };
+    // The command runs in a child that confines itself (`holon job sandboxed`) and then
+    // becomes the command: this process stays outside, to remove the temporary directory
+    // the confined command cannot remove. The plan goes in a file in that directory.
+    let plan_file = temp.join(HANDOFF_FILE);
+    let written = serde_json::to_vec(&Handoff { plan, temp: temp.clone(), level })
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| std::fs::write(&plan_file, bytes).map_err(|e| e.to_string()));
+    let code = match (written, std::env::current_exe()) {
+        (Ok(()), Ok(holon)) => {
+            let mut child = vec![holon.display().to_string(), "job".to_owned(), "sandboxed".to_owned()];
+            child.extend(["--plan".to_owned(), plan_file.display().to_string(), "--".to_owned()]);
+            child.extend(argv.iter().cloned());
+            run_command(&child, Some(&temp))
+        }
+        (Err(e), _) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            return refuse(format!("the plan cannot be handed on ({e})"));
+        }
+        (_, Err(e)) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            return refuse(format!("holon's own executable cannot be found ({e})"));
+        }
+    };
+    let _ = std::fs::remove_dir_all(&temp);
+    Ok(code)
+}
+
+/// What `holon job exec` hands the child that confines itself.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Handoff {
+    plan: Plan,
+    temp: PathBuf,
+    level: u8,
+}
+
+/// The file, in the command's private temporary directory, the plan is handed on in
+/// (removed before the command starts).
+const HANDOFF_FILE: &str = ".holon-sandbox-plan.json";
+/// Most bytes of a handed-on plan.
+const HANDOFF_BYTES_MAX: u64 = 64 << 20;
+
+/// `holon job sandboxed -- COMMAND…` (started by `exec`, hidden): confines this process to
+/// the plan handed on and becomes COMMAND. Confinement only narrows: started by anyone
+/// else, it can take nothing away from a sandbox it is already in.
+pub(super) fn sandboxed(plan_file: &Path, argv: &[String]) -> anyhow::Result<u8> {
+    let mut text = String::new();
+    std::fs::File::open(plan_file).and_then(|f| f.take(HANDOFF_BYTES_MAX).read_to_string(&mut text)).map_err(|e| {
+        anyhow::anyhow!("holon job sandboxed is started by holon job exec only ({}: {e})", plan_file.display())
+    })?;
+    let _ = std::fs::remove_file(plan_file);
+    let h: Handoff = serde_json::from_str(&text)?;
+    let Some((program, args)) = argv.split_first() else { anyhow::bail!("no command to run") };
+    if let Err(e) = kernel::restrict(&h.plan, &h.temp, h.level) {
+        errln!("holon: refused: {e}; the command did not run");
+        return Ok(exit::BAD_INPUT);
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).env_remove("POSIXLY_CORRECT").env("TMPDIR", &h.temp);
+    // exec returns only when the command could not be started.
+    let e = std::os::unix::process::CommandExt::exec(&mut cmd);
+    errln!("holon: {}: {e}", printable(program));
+    Ok(NOT_STARTED)
+}
+
+fn missing_kernel(level: u8) -> String {
+    match level {
+        0 => format!(
+            "this kernel has no Landlock (ABI 0), and holon job exec needs {LEVEL_REQUIRED} (file access came with 1, truncation with 3, TCP with 4)"
+        ),
+        n => format!(
+            "this kernel answers Landlock ABI {n}, and holon job exec needs {LEVEL_REQUIRED} (file access came with 1, truncation with 3, TCP with 4)"
+        ),
+    }
+}
+
+/// A directory only this command writes in (its TMPDIR), removed after it.
+fn private_temp() -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("holon-exec-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    std::fs::canonicalize(&dir)
+}
+
+/// Starts `argv`, waits for it and answers its exit code (128 + the signal that ended it,
+/// as a shell does). The option grammar is getopt's with permutation: POSIXLY_CORRECT,
+/// which turns permutation off, is not passed on. `temp`: the sandbox's TMPDIR.
+fn run_command(argv: &[String], temp: Option<&Path>) -> u8 {
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]).env_remove("POSIXLY_CORRECT");
+    if let Some(t) = temp {
+        cmd.env("TMPDIR", t);
+    }
+    match cmd.status() {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => u8::try_from(c).unwrap_or(1),
+            (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+            (None, None) => 1,
+        },
+        Err(e) => {
+            errln!("holon: {}: {e}", printable(&argv[0]));
+            NOT_STARTED
+        }
+    }
+}
+
+fn explain(job: &Job) -> anyhow::Result<u8> {
+    let meta = job.meta()?;
+    let Some((version, _, mandate)) = job.active(&meta)? else {
+        outln!("`{}` has no approved version (observe mode): `holon job exec` runs its commands unconfined", job.name)?;
+        return Ok(exit::OK);
+    };
+    let level = kernel::kernel_level();
+    outln!("`{}` v{version}: the kernel is asked to allow only", job.name)?;
+    match Plan::compile(&mandate, &job.root()) {
+        Ok(plan) => {
+            for line in plan.describe().lines() {
+                outln!("{}", printable(line))?;
+            }
+        }
+        Err(e) => outln!("  nothing: {e}; every command is refused")?,
+    }
+    let (held, open) = kernel::coverage(level);
+    let suffix = if level >= LEVEL_FULL { " or later" } else { "" };
+    outln!("this kernel: Landlock ABI {level}{suffix}")?;
+    outln!("  holds: {}", if held.is_empty() { "nothing".to_owned() } else { held.join("; ") })?;
+    if !open.is_empty() {
+        outln!("  does not hold: {}", open.join("; "))?;
+    }
+    outln!(
+        "  never held by the kernel (the check judges them): host names, UDP (DNS lookups), unix sockets connected by path, changes of mode, owner, times and extended attributes"
+    )?;
+    let verdict = if level >= LEVEL_REQUIRED {
+        "commands run confined"
+    } else {
+        "cron commands are refused (interactive ones with --allow-unconfined run with the check alone)"
+    };
+    outln!("verdict: {verdict}")?;
+    Ok(exit::OK)
+}
+
+/// The system list a mandate's sandbox reads (`job show`).
+pub(super) fn system_read_of(text: &str) -> Option<String> {
+    let m = holon::job::mandate::from_yaml(text).ok()?;
+    Some(match m.sandbox {
+        Some(s) => format!("{} (sandbox.system_read)", s.system_read.join(" ")),
+        None => format!("{} (the default; set sandbox.system_read to change it)", SYSTEM_READ_DEFAULT.join(" ")),
+    })
+}
+
+/// The PreToolUse hook: a shell call is handed on to `holon job exec` (updatedInput), any
+/// other call is checked as `holon job check` does.
+pub(super) fn hook(state_dir: Option<PathBuf>, a: HookArgs) -> anyhow::Result<u8> {
+    let root = state::root(state_dir);
+    let scope = scope_of(a.scope.clone());
+    let run = a.run.clone().or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
+    let mut text = String::new();
+    let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
+    let job = match (read, Job::open(&root, &a.job)) {
+        (Ok(_), Ok(job)) => job,
+        (Err(e), _) => return blocked(&format!("the call cannot be read: {e}")),
+        (_, Err(e)) => return blocked(&e.to_string()),
+    };
+    let payload: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let command = payload.get("tool_input").and_then(|i| i.get("command")).and_then(Value::as_str);
+    let is_shell = payload.get("tool_name").and_then(Value::as_str) == Some("Bash");
+    let (Some(command), true) = (command, is_shell) else {
+        let d = job.check(&text, run.as_deref(), scope, false);
+        return if d.blocks() { blocked(d.reason.as_deref().unwrap_or("outside the mandate")) } else { Ok(exit::OK) };
+    };
+    if job.assess(&text, run.as_deref(), scope).blocks() {
+        // Checked for real: the drift record and the reason.
+        let d = job.check(&text, run.as_deref(), scope, false);
+        let id = d.drift_id.map(|i| format!(" (drift #{i})")).unwrap_or_default();
+        return blocked(&format!("{}{id}", d.reason.as_deref().unwrap_or("outside the mandate")));
+    }
+    let run = run.or_else(|| payload.get("session_id").and_then(Value::as_str).map(str::to_owned));
+    let tool = payload.get("tool_name").and_then(Value::as_str).unwrap_or("Bash");
+    let wrapped = wrap(&job, &root, (tool, command), run.as_deref(), scope)?;
+    let mut input = payload.get("tool_input").cloned().unwrap_or_else(|| json!({}));
+    input["command"] = Value::String(wrapped);
+    let answer = json!({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "permissionDecisionReason": format!("holon: runs confined by `holon job exec {}`", job.name),
+        "updatedInput": input,
+    }});
+    if outln!("{answer}").is_err() {
+        return blocked("the answer could not be written (standard output is closed)");
+    }
+    Ok(exit::OK)
+}
+
+/// `command` as the `holon job exec` line that runs it, every word quoted.
+fn wrap(
+    job: &Job,
+    root: &Path,
+    (tool, command): (&str, &str),
+    run: Option<&str>,
+    scope: Scope,
+) -> anyhow::Result<String> {
+    let holon = std::env::current_exe()?;
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let mut words = vec![holon.display().to_string(), "job".into(), "exec".into(), job.name.clone()];
+    words.extend(["--state".to_owned(), root.display().to_string(), "--tool".to_owned(), tool.to_owned()]);
+    if let Some(s) = scope_word(scope) {
+        words.extend(["--scope".to_owned(), s.to_owned()]);
+    }
+    if let Some(r) = run {
+        words.extend(["--run".to_owned(), r.to_owned()]);
+    }
+    words.extend(["--shell".to_owned(), command.to_owned()]);
+    Ok(words.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" "))
+}
+
+fn blocked(reason: &str) -> anyhow::Result<u8> {
+    errln!("holon: blocked: {}", printable(reason));
+    Ok(exit::BAD_INPUT)
+}

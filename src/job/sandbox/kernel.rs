@@ -1,0 +1,101 @@
+//! A [`Plan`] applied by the kernel: the Landlock ruleset (the `landlock` crate of the
+//! Landlock authors; no hand-written system calls), the level of Landlock the kernel
+//! enforces, and the parts of the plan each level holds.
+//!
+//! Levels are Landlock ABI versions as far as holon uses them: 1 file system access, 2
+//! renames and links across directories, 3 truncation, 4 TCP connect and bind, 5 device
+//! ioctls, 6 signal and abstract-unix-socket scoping. A job needs [`LEVEL_REQUIRED`]; the
+//! plan is enforced in full from [`LEVEL_FULL`].
+
+use std::path::Path;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, path_beneath_rules,
+};
+
+use super::Plan;
+
+/// The least Landlock level `holon job exec` confines a job with: below it truncation
+/// (3) or the network (4) would be left open.
+pub const LEVEL_REQUIRED: u8 = 4;
+/// The level from which every part of a plan is enforced (signal and abstract-socket
+/// scoping came with 6).
+pub const LEVEL_FULL: u8 = 6;
+/// Lowers the level holon sees (tests of the refusal; it can only lower it, and an
+/// unreadable value reads as no Landlock at all).
+pub const TEST_LEVEL_ENV: &str = "HOLON_TEST_LANDLOCK_ABI";
+
+fn abi(level: u8) -> ABI {
+    ABI::from(i32::from(level))
+}
+
+/// The ruleset of `level`, required in full (an error if the kernel lacks any of it).
+fn ruleset(level: u8) -> Result<RulesetCreated, RulesetError> {
+    let a = abi(level);
+    let mut r =
+        Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(AccessFs::from_all(a))?;
+    if level >= 4 {
+        r = r.handle_access(AccessNet::from_all(a))?;
+    }
+    if level >= 6 {
+        r = r.scope(Scope::from_all(a))?;
+    }
+    r.create()
+}
+
+/// The highest level (0 to [`LEVEL_FULL`]) this kernel enforces, 0 without Landlock:
+/// found by creating (never applying) the ruleset of each level.
+pub fn kernel_level() -> u8 {
+    let probed = (1..=LEVEL_FULL).rev().find(|&n| ruleset(n).is_ok()).unwrap_or(0);
+    match std::env::var(TEST_LEVEL_ENV) {
+        Ok(v) => v.trim().parse::<u8>().map_or(0, |t| t.min(probed)),
+        Err(_) => probed,
+    }
+}
+
+/// What the kernel holds at `level`, in words; the second list what it does not.
+pub fn coverage(level: u8) -> (Vec<&'static str>, Vec<&'static str>) {
+    let all: [(u8, &str); 6] = [
+        (1, "file reads, writes, creation, removal and execution"),
+        (2, "renames and hard links across directories"),
+        (3, "truncation"),
+        (4, "TCP connect and listen"),
+        (5, "ioctls on devices"),
+        (6, "signals and abstract unix sockets outside the job"),
+    ];
+    let held = all.iter().filter(|(l, _)| *l <= level).map(|(_, w)| *w).collect();
+    let open = all.iter().filter(|(l, _)| *l > level).map(|(_, w)| *w).collect();
+    (held, open)
+}
+
+/// Why the ruleset could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("the kernel refused the Landlock ruleset: {0}")]
+    Ruleset(#[from] RulesetError),
+    #[error("the kernel enforced the Landlock ruleset only partly ({0:?})")]
+    Partial(RulesetStatus),
+}
+
+/// Restricts this process, and every process it starts, to `plan` plus `temp` (a private
+/// directory made for the command), at `level`. `no_new_privs` is set: a set-user-id
+/// program gains nothing. Irreversible: call it right before starting the command.
+pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> {
+    let a = abi(level);
+    let read = plan.read.iter().map(|g| g.path.as_path());
+    let write = plan.write.iter().map(|g| g.path.as_path()).chain(std::iter::once(temp));
+    let mut created = ruleset(level)?
+        .add_rules(path_beneath_rules(read, AccessFs::from_read(a)))?
+        .add_rules(path_beneath_rules(write, AccessFs::from_all(a)))?;
+    if let Some(ports) = &plan.tcp_connect {
+        for port in ports {
+            created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
+        }
+    }
+    let status = created.restrict_self()?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok(()),
+        other => Err(KernelError::Partial(other)),
+    }
+}

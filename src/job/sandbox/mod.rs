@@ -1,0 +1,250 @@
+//! The kernel sandbox of `holon job exec` (docs/job.md "What the kernel enforces"): an
+//! approved job mandate compiled into the hierarchies and ports Landlock can hold a
+//! process to ([`Plan::compile`], pure: paths are looked up, nothing is changed), and
+//! the ruleset applied to the running process ([`kernel`]).
+//!
+//! Landlock rules are hierarchies, not globs: each path rule becomes the smallest
+//! existing directory that contains everything the glob can match (the literal
+//! components before its first wildcard; a literal path's parent for writes). The kernel
+//! rule is therefore coarser than the glob, never wider than the directory the glob lives
+//! in; the check still judges the glob itself.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::mandate::JobMandate;
+
+pub mod kernel;
+
+/// Directories outside the workdir a command may read and run programs from, when the
+/// mandate's `sandbox.system_read` does not say otherwise.
+pub const SYSTEM_READ_DEFAULT: &[&str] =
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/dev", "/run"];
+
+/// Device files every command may read and write (a terminal, the null device).
+pub const DEVICES_READ_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"];
+
+/// TCP ports a job with hosts may connect to: HTTP, HTTPS and DNS over TCP (Landlock
+/// tells ports apart, never host names), plus the explicit ports of the URLs its command
+/// rules name and 22 when a rule runs ssh, scp, sftp or rsync.
+pub const PORTS_WITH_HOSTS: &[u16] = &[53, 80, 443];
+
+/// Most directories a plan grants (each is an open descriptor while the ruleset is built).
+pub const PLAN_PATHS_MAX: usize = 4_096;
+
+/// Why a mandate cannot be compiled into a sandbox that keeps its promises.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error(
+        "paths.write rule `{rule}` makes {dir} writable, and it holds the job's state directory {state}: the kernel cannot exempt a directory beneath a writable one. Keep the state outside the workdir (HOLON_STATE=/var/lib/holon or --state), or narrow the rule"
+    )]
+    StateWritable { rule: String, dir: String, state: String },
+    #[error("the mandate's workdir `{0}` cannot be found: the sandbox's directories are resolved against it")]
+    NoWorkdir(String),
+    #[error("the sandbox would grant more than {PLAN_PATHS_MAX} paths; merge rules into fewer directories")]
+    TooManyPaths,
+}
+
+/// One hierarchy the kernel grants, and the rule it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub path: PathBuf,
+    /// `paths.read[3]`, `system`, `device`, `workdir`.
+    pub why: String,
+}
+
+/// A rule the kernel cannot grant, and why (the access stays denied).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub rule: String,
+    pub reason: String,
+}
+
+/// What the kernel is asked to allow; everything else is denied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Read, list and execute beneath these.
+    pub read: Vec<Grant>,
+    /// Every file access beneath these (create, write, truncate, remove, rename, link).
+    pub write: Vec<Grant>,
+    /// `None`: no TCP connect at all (`hosts: []`); else only these ports.
+    pub tcp_connect: Option<Vec<u16>>,
+    pub skipped: Vec<Skipped>,
+    /// The job's state directory, resolved: never granted for writing.
+    pub state: PathBuf,
+}
+
+/// The smallest existing directory (or file) that holds every path `rule` can match, for
+/// a rule relative to `workdir` or absolute: the literal components before the first
+/// wildcard; for a literal path, the path itself when `literal_self` (reads) or its
+/// parent (writes: creating or replacing a file is an access to its directory).
+fn hierarchy_of(rule: &str, workdir: &Path, literal_self: bool) -> PathBuf {
+    let base = if rule.starts_with('/') { PathBuf::from("/") } else { workdir.to_path_buf() };
+    let parts: Vec<&str> = rule.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    let wild = parts.iter().position(|p| p.contains(['*', '?', '[', ']', '{', '}', '\\']));
+    let keep = match wild {
+        Some(i) => i,
+        None if literal_self => parts.len(),
+        None => parts.len().saturating_sub(1),
+    };
+    let literal = parts.get(..keep).unwrap_or_default();
+    let mut path = base;
+    for p in literal {
+        if *p == ".." {
+            path.pop();
+        } else {
+            path.push(p);
+        }
+    }
+    path
+}
+
+/// Whether `inner` is `outer` or lies beneath it (both resolved).
+fn beneath(inner: &Path, outer: &Path) -> bool {
+    inner.starts_with(outer)
+}
+
+/// Ports implied by the command rules: explicit `scheme://host:PORT` ports, and 22 for the
+/// ssh family.
+fn rule_ports(commands: &[String]) -> Vec<u16> {
+    let mut ports = Vec::new();
+    for rule in commands {
+        let words: Vec<&str> = rule.trim_start_matches('=').split_whitespace().collect();
+        let head = words.iter().find(|w| !w.contains('=') || w.starts_with('-')).copied().unwrap_or_default();
+        if matches!(head.rsplit('/').next(), Some("ssh" | "scp" | "sftp" | "rsync")) {
+            ports.push(22);
+        }
+        for w in &words {
+            let Some((_, rest)) = w.split_once("://") else { continue };
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            let authority = authority.rsplit('@').next().unwrap_or_default();
+            if let Some((_, port)) = authority.rsplit_once(':')
+                && let Ok(p) = port.parse::<u16>()
+            {
+                ports.push(p);
+            }
+        }
+    }
+    ports
+}
+
+impl Plan {
+    /// Compiles `m` for a job whose state lives in `state_dir`. Paths that do not exist are
+    /// skipped (the kernel denies them) and said so; a write grant that would hold the state
+    /// directory refuses the plan.
+    pub fn compile(m: &JobMandate, state_dir: &Path) -> Result<Plan, PlanError> {
+        let workdir = std::fs::canonicalize(&m.workdir).map_err(|_| PlanError::NoWorkdir(m.workdir.clone()))?;
+        let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+        let mut plan = Plan { read: Vec::new(), write: Vec::new(), tcp_connect: None, skipped: Vec::new(), state };
+        for (i, rule) in m.paths.write.iter().enumerate() {
+            plan.grant_write(rule, &format!("paths.write[{i}]"), &workdir)?;
+        }
+        for (i, rule) in m.paths.read.iter().enumerate() {
+            plan.grant(rule, &format!("paths.read[{i}]"), hierarchy_of(rule, &workdir, true), false);
+        }
+        let system: Vec<String> = match &m.sandbox {
+            Some(s) => s.system_read.clone(),
+            None => SYSTEM_READ_DEFAULT.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        for (i, dir) in system.iter().enumerate() {
+            let why = if m.sandbox.is_some() { format!("sandbox.system_read[{i}]") } else { "system".to_owned() };
+            plan.grant(dir, &why, PathBuf::from(dir), false);
+        }
+        for dev in DEVICES_READ_WRITE {
+            plan.grant(dev, "device", PathBuf::from(dev), true);
+        }
+        if !m.hosts.is_empty() {
+            let mut ports: Vec<u16> = PORTS_WITH_HOSTS.iter().copied().chain(rule_ports(&m.commands)).collect();
+            ports.sort_unstable();
+            ports.dedup();
+            plan.tcp_connect = Some(ports);
+        }
+        if plan.read.len() + plan.write.len() > PLAN_PATHS_MAX {
+            return Err(PlanError::TooManyPaths);
+        }
+        Ok(plan)
+    }
+
+    fn grant_write(&mut self, rule: &str, why: &str, workdir: &Path) -> Result<(), PlanError> {
+        let Some(dir) = self.resolve(rule, hierarchy_of(rule, workdir, false)) else { return Ok(()) };
+        if beneath(&self.state, &dir) {
+            return Err(PlanError::StateWritable {
+                rule: rule.to_owned(),
+                dir: dir.display().to_string(),
+                state: self.state.display().to_string(),
+            });
+        }
+        if beneath(&dir, &self.state) {
+            self.skipped.push(Skipped {
+                rule: rule.to_owned(),
+                reason: "it lies in the job's state directory, which is never writable".to_owned(),
+            });
+            return Ok(());
+        }
+        self.push(dir, why, true);
+        Ok(())
+    }
+
+    /// Resolves `path` (links followed, as the kernel sees it); a missing one is skipped.
+    fn resolve(&mut self, rule: &str, path: PathBuf) -> Option<PathBuf> {
+        match std::fs::canonicalize(&path) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.skipped.push(Skipped {
+                    rule: rule.to_owned(),
+                    reason: format!("{} cannot be opened ({e}): access beneath it is denied", path.display()),
+                });
+                None
+            }
+        }
+    }
+
+    fn grant(&mut self, rule: &str, why: &str, path: PathBuf, write: bool) {
+        // The default system list names directories a distribution may lack (/lib32):
+        // those are left out without a word.
+        if why == "system" && !path.exists() {
+            return;
+        }
+        if let Some(p) = self.resolve(rule, path) {
+            self.push(p, why, write);
+        }
+    }
+
+    fn push(&mut self, path: PathBuf, why: &str, write: bool) {
+        let list = if write { &mut self.write } else { &mut self.read };
+        if !list.iter().any(|g| g.path == path) {
+            list.push(Grant { path, why: why.to_owned() });
+        }
+    }
+
+    /// The plan in words, one grant a line (`holon job exec --explain`).
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for g in &self.write {
+            out.push_str(&format!("  write beneath {}  ({})\n", g.path.display(), g.why));
+        }
+        for g in &self.read {
+            out.push_str(&format!("  read beneath  {}  ({})\n", g.path.display(), g.why));
+        }
+        out.push_str("  write beneath a private temporary directory made for the command (TMPDIR), removed after it\n");
+        match &self.tcp_connect {
+            None => out.push_str("  network: no TCP connection and no TCP listening at all (hosts: [])\n"),
+            Some(ports) => {
+                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+                out.push_str(&format!(
+                    "  network: TCP connections to ports {} only, to any host (Landlock cannot tell host names apart; the check judges them); no TCP listening\n",
+                    ports.join(", ")
+                ));
+            }
+        }
+        out.push_str(&format!("  never writable: the job's state directory {}\n", self.state.display()));
+        for s in &self.skipped {
+            out.push_str(&format!("  not granted: `{}`: {}\n", s.rule, s.reason));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

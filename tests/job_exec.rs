@@ -1,0 +1,471 @@
+//! `holon job exec` against the real kernel: a command the check allows but that does more
+//! than its text says is stopped by Landlock (EACCES, EXDEV for a link), the files are
+//! compared byte for byte afterwards, and each attack is also run unconfined to show it
+//! would have worked; the calls a job learned still work confined (their output compared
+//! with an unconfined run); every bypass vector of the check, approved exactly as if the
+//! check had been fooled, leaves everything outside `paths.write` untouched; a kernel
+//! without enough Landlock refuses a cron run; the Claude Code hook recipe of docs/job.md,
+//! run as its settings file runs it.
+//!
+//! These tests need Landlock (ABI 4 or later): on a kernel without it they fail, saying so.
+#![cfg(feature = "cli")]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const JOB: &str = "j";
+
+struct Fixture {
+    base: PathBuf,
+    work: PathBuf,
+    out: PathBuf,
+    state: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let base = std::env::temp_dir().join(format!("holon-exec-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        for d in ["w/reports", "w/src", "outside", "state", "tmp", "home"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let base = std::fs::canonicalize(base).unwrap();
+        std::fs::write(base.join("w/notes.txt"), "notes\n").unwrap();
+        std::fs::write(base.join("w/README.md"), "a title\nabc\nTODO: more\n").unwrap();
+        std::fs::write(base.join("w/src/main.rs"), "fn main() {} // TODO\n").unwrap();
+        std::fs::write(base.join("outside/secret.txt"), "secret\n").unwrap();
+        std::fs::write(base.join("outside/target.txt"), "target\n").unwrap();
+        Fixture { work: base.join("w"), out: base.join("outside"), state: base.join("state"), base }
+    }
+
+    /// `holon job --state STATE ARGS` in the workdir, with `env`: (code, stdout, stderr).
+    fn holon(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_holon"));
+        cmd.arg("job").arg("--state").arg(&self.state).args(args);
+        self.run(cmd, stdin, env)
+    }
+
+    fn run(&self, mut cmd: Command, stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+        cmd.current_dir(&self.work)
+            .env("NO_COLOR", "1")
+            .env("TMPDIR", self.base.join("tmp"))
+            .env("HOME", self.base.join("home"))
+            .env_remove("HOLON_SCOPE")
+            .env_remove("HOLON_RUN")
+            .env_remove("HOLON_STATE")
+            .env_remove("HOLON_TEST_LANDLOCK_ABI");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    /// Approves `body` (the mandate after its `workdir:` line) as the job's first version.
+    fn approve(&self, body: &str) {
+        let call = format!(r#"{{"tool":"terminal","args":{{"command":"ls"}},"cwd":"{}"}}"#, self.work.display());
+        let w = self.work.display().to_string();
+        assert_eq!(self.holon(&["observe", JOB, "--run", "r0", "--workdir", &w], &(call + "\n"), &[]).0, 0);
+        assert_eq!(self.holon(&["propose", JOB], "", &[]).0, 0);
+        let text = format!(
+            "mandate: 1\njob: \"{JOB}\"\nworkdir: {}\nobserved_runs: 1\n{body}",
+            serde_json::to_string(&w).unwrap()
+        );
+        std::fs::write(self.state.join("jobs").join(JOB).join("versions").join("v1.yaml"), text).unwrap();
+        let (code, _, err) = self.holon(&["approve", JOB], "", &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+
+    fn exec(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut all = vec!["exec", JOB, "--run", "r1", "--scope", "cron"];
+        all.extend_from_slice(args);
+        self.holon(&all, "", env)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+/// Every file beneath `dir` with its bytes (`skip`: subtrees left out).
+/// `exec.json` is written by `holon job exec` itself, before the command starts.
+fn snapshot(dir: &Path, skip: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = all_files(dir, skip);
+    files.retain(|p, _| !p.ends_with("exec.json"));
+    files
+}
+
+fn all_files(dir: &Path, skip: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if skip.iter().any(|s| d.starts_with(s)) {
+            continue;
+        }
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                stack.push(p);
+            } else if !skip.iter().any(|s| p.starts_with(s)) {
+                files.insert(p.clone(), std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    files
+}
+
+fn require_landlock() {
+    let probe = Fixture::new("probe");
+    probe.approve("tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: []\ncommands: [\"true\"]\nhosts: []\n");
+    let (_, out, _) = probe.holon(&["exec", JOB, "--explain"], "", &[]);
+    assert!(
+        out.contains("verdict: commands run confined"),
+        "this kernel cannot confine a job (Landlock ABI 4 or later is needed; CI machines have it):\n{out}"
+    );
+}
+
+const SCRIPT_MANDATE: &str = "tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: [\"reports/*.md\"]\ncommands: [\"=bash ./attack.sh\"]\nhosts: []\nlimits:\n  max_writes_per_run: null\n";
+
+#[test]
+fn a_script_the_check_allows_cannot_do_more_than_the_mandate() {
+    require_landlock();
+    let f = Fixture::new("script");
+    f.approve(SCRIPT_MANDATE);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (out, state) = (f.out.display().to_string(), f.state.display().to_string());
+    let attacks: Vec<(&str, String, &[&str])> = vec![
+        ("write outside paths.write", format!("echo pwned > {out}/target.txt"), &["Permission denied"]),
+        ("write in the workdir outside paths.write", "echo pwned > notes.txt".into(), &["Permission denied"]),
+        ("read outside paths.read", format!("cat {out}/secret.txt"), &["Permission denied"]),
+        ("TCP connect with hosts: []", format!("exec 3<>/dev/tcp/127.0.0.1/{port}"), &["Permission denied"]),
+        ("write into the state directory", format!("echo x >> {state}/jobs/{JOB}/meta.json"), &["Permission denied"]),
+        ("remove the state directory", format!("rm -rf {state}/jobs"), &["Permission denied"]),
+        (
+            "hard link of a read-only file into paths.write",
+            "ln notes.txt reports/l.md".into(),
+            &["Permission denied", "Invalid cross-device link"],
+        ),
+        (
+            "hard link of an unreadable file",
+            format!("ln {out}/secret.txt reports/s.md"),
+            &["Permission denied", "Invalid cross-device link"],
+        ),
+    ];
+    let watched = |f: &Fixture| {
+        let mut s = snapshot(&f.out, &[]);
+        s.extend(snapshot(&f.state, &[]));
+        s.extend(snapshot(&f.work, &[f.work.join("attack.sh")]));
+        s
+    };
+    for (name, body, expected) in &attacks {
+        std::fs::write(f.work.join("attack.sh"), format!("set -e\n{body}\necho done\n")).unwrap();
+        let before = watched(&f);
+        let (code, stdout, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
+        assert!(
+            !err.contains("holon: blocked") && !err.contains("holon: refused"),
+            "{name}: the check or the plan stopped it, not the kernel: {err}"
+        );
+        assert_ne!(code, 0, "{name}: the kernel let it through: {stdout}{err}");
+        assert!(expected.iter().any(|e| err.contains(e)), "{name}: {err}");
+        assert!(!stdout.contains("done"), "{name}: {stdout}");
+        assert_eq!(before, watched(&f), "{name}: a file changed");
+        assert!(listener.accept().is_err(), "{name}: a connection reached the listener");
+        // Unconfined, the same script does what it says (so the test can fail).
+        let (code, _, err) = f.run(
+            {
+                let mut c = Command::new("bash");
+                c.arg("./attack.sh");
+                c
+            },
+            "",
+            &[],
+        );
+        assert_eq!(code, 0, "{name}: the attack does not work even unconfined: {err}");
+        for (path, bytes) in &before {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+        for extra in ["reports/l.md", "reports/s.md"] {
+            let _ = std::fs::remove_file(f.work.join(extra));
+        }
+        while listener.accept().is_ok() {}
+    }
+    // What the mandate allows still works: a write into reports.
+    std::fs::write(f.work.join("attack.sh"), "echo fine > reports/ok.md\n").unwrap();
+    let (code, _, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(f.work.join("reports/ok.md")).unwrap(), "fine\n");
+    let (_, status, _) = f.holon(&["status", JOB], "", &[]);
+    assert!(status.contains("ran confined") && status.contains("confined, full"), "{status}");
+}
+
+/// The calls of an ordinary job, learned by observing them.
+const LEARNED: &[&str] = &[
+    "ls",
+    "cat README.md",
+    "wc -l src/main.rs",
+    "grep -rn TODO src",
+    "git status -s",
+    "git log --oneline -n 5",
+    "mkdir -p reports/2026",
+    "sort -o reports/sorted.md README.md",
+    "sed -i s/a/b/ reports/sorted.md",
+    "tar -czf reports/src.tar.gz src",
+    "find src -name main.rs",
+    "head -n 2 README.md > reports/head.md",
+    "diff README.md reports/sorted.md",
+    "cat > reports/h.md <<'EOF'\nhello\nEOF",
+];
+
+fn git_repo(f: &Fixture) {
+    let _ = std::fs::remove_dir_all(f.work.join("reports"));
+    std::fs::create_dir_all(f.work.join("reports")).unwrap();
+    let _ = std::fs::remove_dir_all(f.work.join(".git"));
+    let env = [
+        ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
+        ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@x"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@x"),
+    ];
+    for args in [&["init", "-q"][..], &["add", "README.md", "src"], &["commit", "-qm", "first"]] {
+        let mut c = Command::new("git");
+        c.args(args);
+        assert_eq!(f.run(c, "", &env).0, 0);
+    }
+}
+
+#[test]
+fn the_calls_a_job_learned_still_work_confined() {
+    require_landlock();
+    let f = Fixture::new("learned");
+    git_repo(&f);
+    let calls: Vec<String> = LEARNED
+        .iter()
+        .map(|c| serde_json::json!({"tool": "terminal", "args": {"command": c}, "cwd": f.work}).to_string())
+        .collect();
+    let w = f.work.display().to_string();
+    assert_eq!(f.holon(&["observe", JOB, "--run", "r0", "--workdir", &w], &(calls.join("\n") + "\n"), &[]).0, 0);
+    assert_eq!(f.holon(&["propose", JOB], "", &[]).0, 0);
+    assert_eq!(f.holon(&["approve", JOB], "", &[]).0, 0);
+    let unconfined: Vec<(i32, String)> = LEARNED
+        .iter()
+        .map(|c| {
+            let mut b = Command::new("bash");
+            b.arg("-c").arg(c);
+            let (code, out, _) = f.run(b, "", &[]);
+            (code, out)
+        })
+        .collect();
+    let unconfined_files = snapshot(&f.work.join("reports"), &[]);
+    git_repo(&f);
+    let mut failures = Vec::new();
+    for (c, (code, out)) in LEARNED.iter().zip(&unconfined) {
+        let (got, got_out, err) = f.exec(&["--shell", c], &[]);
+        if (got, &got_out) != (*code, out) || err.contains("holon:") {
+            failures.push(format!("{c:?}: confined exit {got} {got_out:?} {err}, unconfined exit {code} {out:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let confined_files = snapshot(&f.work.join("reports"), &[]);
+    assert_eq!(
+        unconfined_files.keys().collect::<Vec<_>>(),
+        confined_files.keys().collect::<Vec<_>>(),
+        "the same files written"
+    );
+    for (p, bytes) in &unconfined_files {
+        if p.extension().is_some_and(|e| e == "md") {
+            assert_eq!(bytes, &confined_files[p], "{}", p.display());
+        }
+    }
+}
+
+/// Every shell attack of the check's bypass vectors, approved exactly as `bash -c 'LINE'`
+/// (as if the check had been fooled into allowing it), run confined: nothing outside
+/// `paths.write` changes. Run inside tests/sandbox/confine.bash (every mount read-only but
+/// the fixture, no network), so a kernel that failed to confine could not harm the machine.
+/// A line of the test's own among the vectors' lines: it writes outside `paths.write`.
+const PLANTED: &str = "echo pwned > notes.txt";
+
+#[test]
+fn the_kernel_holds_where_the_check_is_fooled() {
+    require_landlock();
+    let f = Fixture::new("fooled");
+    let vectors: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string("testdata/job/bypasses.json").unwrap()).unwrap();
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let mut lines = Vec::new();
+    for v in &vectors {
+        for a in v["attacks"].as_array().unwrap() {
+            let args = a.get("args").or_else(|| a.get("tool_input")).cloned().unwrap_or(Value::Null);
+            if let Some(c) = args.get("command").and_then(Value::as_str) {
+                lines.push((v["name"].as_str().unwrap().to_owned(), format!("bash -c {}", quote(c))));
+            }
+        }
+    }
+    assert!(lines.len() >= 150, "the vectors lost shell attacks: {}", lines.len());
+    lines.push(("planted".to_owned(), format!("bash -c {}", quote(PLANTED))));
+    let rules: String =
+        lines.iter().map(|(_, l)| format!("  - {}\n", serde_json::to_string(&format!("={l}")).unwrap())).collect();
+    f.approve(&format!(
+        "tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: [\"reports/**\"]\ncommands:\n{rules}hosts: []\nlimits:\n  max_writes_per_run: null\n"
+    ));
+    // One confined shell runs every line through `holon job exec`, its answers kept in tmp/
+    // (it changes into the workdir again: the one it inherits is the read-only mount).
+    let list = f.base.join("lines");
+    std::fs::write(&list, lines.iter().map(|(_, l)| format!("{l}\0")).collect::<String>()).unwrap();
+    let driver = format!(
+        "cd {} && while IFS= read -r -d '' line; do timeout 60 {} job --state {} exec {JOB} --run r1 --scope cron --shell \"$line\" </dev/null >/dev/null 2>>{}/tmp/answers || true; done < {}",
+        f.work.display(),
+        env!("CARGO_BIN_EXE_holon"),
+        f.state.display(),
+        f.base.display(),
+        list.display()
+    );
+    let keep = [f.work.join("reports"), f.base.join("tmp")];
+    let before = snapshot(&f.base, &keep);
+    let mut c = Command::new("bash");
+    c.args([concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sandbox/confine.bash"), "bash", "-c", &driver]);
+    c.env("WRITABLE", &f.base);
+    let (code, _, err) = f.run(c, "", &[]);
+    assert_eq!(code, 0, "{err}");
+    let answers = std::fs::read_to_string(f.base.join("tmp/answers")).unwrap_or_default();
+    let stopped: Vec<&str> =
+        answers.lines().filter(|l| l.contains("holon: blocked") || l.contains("holon: refused")).collect();
+    assert!(stopped.is_empty(), "lines the check or the plan stopped (so the kernel was not tested): {stopped:?}");
+    let confined = std::fs::read_to_string(f.state.join("jobs").join(JOB).join("exec.json")).unwrap();
+    assert_eq!(confined.matches("\"confined\": true").count(), lines.len(), "every line ran confined");
+    let now = snapshot(&f.base, &keep);
+    let changed: Vec<_> = now.keys().chain(before.keys()).filter(|k| now.get(*k) != before.get(*k)).collect();
+    assert!(changed.is_empty(), "files outside paths.write changed: {changed:?}");
+    let names: std::collections::BTreeSet<&str> = lines.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.len() >= 40, "{} vectors", names.len());
+    // Without holon (still in confine.bash), the planted line changes a file: the
+    // comparison can fail.
+    let mut c = Command::new("bash");
+    // `cd` again inside: the working directory inherited is the read-only mount beneath.
+    let planted = format!("cd {} && {PLANTED}", f.work.display());
+    c.args([concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sandbox/confine.bash"), "bash", "-c", &planted]);
+    c.env("WRITABLE", &f.base);
+    f.run(c, "", &[]);
+    assert_ne!(before, snapshot(&f.base, &keep), "unconfined, the lines change nothing: the test proves nothing");
+}
+
+#[test]
+fn a_kernel_without_enough_landlock_refuses_a_cron_run() {
+    let f = Fixture::new("refuse");
+    f.approve("tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: [\"reports/*.md\"]\ncommands: [\"touch\"]\nhosts: []\n");
+    let ran = f.work.join("reports/ran.md");
+    for level in ["0", "3", "bogus"] {
+        let (code, _, err) = f.exec(&["--", "touch", "reports/ran.md"], &[("HOLON_TEST_LANDLOCK_ABI", level)]);
+        assert_eq!(code, 2, "{level}: {err}");
+        assert!(err.contains("holon: refused") && err.contains("needs 4"), "{level}: {err}");
+        assert!(!ran.exists(), "{level}: the command ran");
+    }
+    let (code, _, err) =
+        f.exec(&["--allow-unconfined", "--", "touch", "reports/ran.md"], &[("HOLON_TEST_LANDLOCK_ABI", "3")]);
+    assert_eq!(code, 2, "--allow-unconfined is refused in cron scope: {err}");
+    assert!(err.contains("interactive"), "{err}");
+    let args =
+        ["exec", JOB, "--run", "r1", "--scope", "interactive", "--allow-unconfined", "--", "touch", "reports/ran.md"];
+    let (code, _, err) = f.holon(&args, "", &[("HOLON_TEST_LANDLOCK_ABI", "3")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning") && err.contains("check alone"), "{err}");
+    assert!(ran.exists());
+    let (_, explain, _) = f.holon(&["exec", JOB, "--explain"], "", &[("HOLON_TEST_LANDLOCK_ABI", "3")]);
+    assert!(explain.contains("does not hold: TCP connect"), "{explain}");
+    assert!(explain.contains("cron commands are refused"), "{explain}");
+    let (_, status, _) = f.holon(&["status", JOB], "", &[]);
+    assert!(status.contains("0 of the last"), "{status}");
+}
+
+#[test]
+fn a_state_directory_inside_a_writable_one_is_refused() {
+    let f = Fixture::new("statein");
+    let inner = f.work.join(".holon");
+    let g = Fixture { base: f.base.clone(), work: f.work.clone(), out: f.out.clone(), state: inner };
+    g.approve(
+        "tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: [\"notes.txt\"]\ncommands: [\"ls\"]\nhosts: []\n",
+    );
+    let (code, _, err) = g.exec(&["--", "ls"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("state directory") && err.contains("HOLON_STATE"), "{err}");
+    std::mem::forget(g);
+}
+
+/// The `.claude/settings.json` of docs/job.md, run as Claude Code runs a hook command:
+/// `sh -c COMMAND` with the PreToolUse payload on standard input.
+#[test]
+fn the_hook_recipe_of_the_docs_confines_shell_calls() {
+    let doc = std::fs::read_to_string("docs/job.md").unwrap();
+    let start = doc.find("```json\n{\n  \"hooks\"").expect("docs/job.md shows a .claude/settings.json") + 8;
+    let settings: Value = serde_json::from_str(&doc[start..start + doc[start..].find("```").unwrap()]).unwrap();
+    let hook = &settings["hooks"]["PreToolUse"][0];
+    assert_eq!(hook["matcher"], "*");
+    let command = hook["hooks"][0]["command"].as_str().unwrap().to_owned();
+    let f = Fixture::new("hook");
+    let bin = Path::new(env!("CARGO_BIN_EXE_holon")).parent().unwrap().display().to_string();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    let state = f.state.display().to_string();
+    let env = [("PATH", path.as_str()), ("HOLON_STATE", state.as_str())];
+    let command = command.replace("/var/lib/holon", &state).replace("nightly-report", JOB);
+    let hook_run = |payload: &Value| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(&command);
+        f.run(c, &payload.to_string(), &env)
+    };
+    let bash = |cmd: &str| {
+        serde_json::json!({"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": f.work, "permission_mode": "default",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": cmd, "description": "x"}, "tool_use_id": "toolu_1"})
+    };
+    // Before the first observe, every call is blocked.
+    let (code, _, err) = hook_run(&bash("cat notes.txt"));
+    assert_eq!(code, 2, "{err}");
+    // From the first observed run, the same hook records (through exec) and allows.
+    let w = f.work.display().to_string();
+    assert_eq!(f.holon(&["observe", JOB, "--run", "s0", "--workdir", &w], "", &[]).0, 0);
+    let (code, out, err) = hook_run(&bash("cat notes.txt"));
+    assert_eq!(code, 0, "{err}");
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    let wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap().to_owned();
+    assert_eq!(answer["hookSpecificOutput"]["updatedInput"]["description"], "x", "the rest of the input is kept");
+    let run_wrapped = |wrapped: &str| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(wrapped);
+        f.run(c, "", &env)
+    };
+    let (code, out, err) = run_wrapped(&wrapped);
+    assert_eq!((code, out.as_str()), (0, "notes\n"), "{err}");
+    assert!(err.contains("observe mode"), "{err}");
+    assert_eq!(f.holon(&["propose", JOB], "", &[]).0, 0);
+    assert_eq!(f.holon(&["approve", JOB], "", &[]).0, 0);
+    // Enforcing: a learned call runs confined, another is denied by the hook itself.
+    let (code, out, err) = hook_run(&bash("cat notes.txt"));
+    assert_eq!(code, 0, "{err}");
+    let wrapped: Value = serde_json::from_str(&out).unwrap();
+    let (code, out, err) = run_wrapped(wrapped["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap());
+    assert_eq!((code, out.as_str()), (0, "notes\n"), "{err}");
+    let (code, out, err) = hook_run(&bash("cat /etc/passwd"));
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("holon: blocked") && err.contains("drift #"), "{err}");
+    // Another tool is checked as `holon job check` checks it.
+    let read = serde_json::json!({"session_id": "s1", "cwd": f.work, "hook_event_name": "PreToolUse", "tool_name": "Read",
+        "tool_input": {"file_path": format!("{}/secret.txt", f.out.display())}});
+    assert_eq!(hook_run(&read).0, 2);
+}
