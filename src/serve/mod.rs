@@ -18,6 +18,8 @@ mod held;
 mod http;
 pub(crate) mod loader;
 mod metrics;
+mod reads;
+mod reload;
 mod service;
 mod wire;
 

@@ -24,8 +24,8 @@ use holon::time::Timestamp;
 use serde::Serialize;
 
 use super::auth::{Role, Tokens};
-use super::loader::{self, LoadFailure};
-use super::metrics::{Metrics, as_gauge};
+use super::loader::LoadFailure;
+use super::metrics::Metrics;
 use super::wire::{self, DecisionBody, ErrorBody, SettledBody};
 
 /// The longest a request waits for a lease on its way (`lease_pending`), or for a call
@@ -94,7 +94,7 @@ pub(crate) struct Service {
     pub metrics: Metrics,
     pub status: parking_lot::Mutex<ReloadStatus>,
     /// Serializes reloads (the watcher and SIGHUP may ask at once).
-    reload_lock: parking_lot::Mutex<()>,
+    pub(super) reload_lock: parking_lot::Mutex<()>,
     pub(super) open: DashMap<u64, Open>,
     /// What the last successful reload published (a failed one applies the trust files to it).
     pub last_input: parking_lot::Mutex<Option<holon::engine::SnapshotInput>>,
@@ -295,169 +295,6 @@ impl Service {
         })
         .await
         .map_err(|e| Refusal::new(503, format!("a store task failed: {e}")))
-    }
-
-    // ---- reads ----------------------------------------------------------------------
-
-    /// `GET /v1/mandates/{id}`: the gateway, or the mandate's issuer.
-    pub(crate) async fn mandate(&'static self, id: &str, role: &Role) -> Result<serde_json::Value, Refusal> {
-        let snap = self.engine.snapshot();
-        let ix = self.engine.mandate_ix(id);
-        // An account reading a mandate it did not issue gets the same 404 as for a mandate
-        // that does not exist: the answer tells a stranger nothing about which ids exist.
-        let not_found = || {
-            Refusal::new(404, format!("no mandate `{id}` that this token may read (an account reads what it issued)"))
-        };
-        let (ix, m) = ix.and_then(|ix| Some((ix, snap.mandate(ix)?))).ok_or_else(not_found)?;
-        if let Role::Account(p) = role
-            && p != &m.source.issuer
-        {
-            return Err(not_found());
-        }
-        let b = &m.source.budget;
-        let ledger = self.engine.ledger(ix);
-        let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
-        let (spent, settled, today_spent) =
-            ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
-        // `spent` is the store's figure: when the store cannot say, the answer is a 503 that
-        // says so, never this server's own figure passed off as the store's.
-        let owned = id.to_owned();
-        let store = self
-            .blocking(move || self.store.status(Some(&owned)))
-            .await?
-            .map_err(|e| Refusal::new(503, format!("the store cannot say what mandate `{id}` spent: {e}")))?
-            .into_iter()
-            .next();
-        let money = |micros: u64| Amount::from_micros(micros).to_string();
-        Ok(serde_json::json!({
-            "id": id,
-            "issuer": m.source.issuer.as_str(),
-            "currency": b.currency.to_string(),
-            "limits": {
-                "total": b.total.to_string(),
-                "per_call": b.per_call.map(|a| a.to_string()),
-                "per_day": b.per_day.map(|a| a.to_string()),
-                "approval_above": m.source.approval.as_ref().map(|a| a.above.to_string()),
-            },
-            "spent": store.as_ref().map_or_else(|| money(settled), |s| money(s.spent_micros)),
-            "reserved": money(spent.saturating_sub(settled)),
-            "today": money(today_spent),
-            "leased": store.as_ref().map(|s| money(s.leased_micros)),
-        }))
-    }
-
-    /// `GET /v1/status`.
-    pub(crate) fn status_json(&self) -> serde_json::Value {
-        let stats = self.engine.stats();
-        let node = self.node.stats();
-        let status = self.status.lock().clone();
-        serde_json::json!({
-            "generation": stats.generation,
-            "documents": { "directory": self.documents.display().to_string(), "mandates": stats.mandates, "agents": stats.agents, "ignored_files": status.ignored_files },
-            "reloads": status.reloads,
-            "reload_failures": status.failures,
-            "last_reload_error": status.last_error,
-            "last_reload_error_at": status.last_error_at,
-            "in_flight": self.open_count(),
-            "held": self.engine.held_count(),
-            "receipts_dropped": stats.receipts_dropped,
-            "store": { "kind": self.store_kind, "round_trips": node.round_trips, "errors": node.store_errors },
-            // Acquire: pairs with the shutdown's Release (a flag, read alone).
-            "ready": self.ready.load(Ordering::Acquire),
-        })
-    }
-
-    /// `GET /metrics`: the gauges read now, then the exposition.
-    pub(crate) fn metrics_text(&self) -> String {
-        let stats = self.engine.stats();
-        let node = self.node.stats();
-        let m = &self.metrics;
-        m.in_flight.set(as_gauge(self.open_count() as u64));
-        m.held.set(as_gauge(self.engine.held_count() as u64));
-        m.receipts_dropped.set(as_gauge(stats.receipts_dropped));
-        m.store_round_trips.set(as_gauge(node.round_trips));
-        m.store_errors.set(as_gauge(node.store_errors));
-        m.generation.set(as_gauge(stats.generation));
-        m.encode()
-    }
-
-    /// Reservations open through this server.
-    /// Reservations open through this server (not those reclaimed and awaiting a late
-    /// settle).
-    pub(crate) fn open_count(&self) -> usize {
-        // A reclaimed reservation is inactive for good, whether or not the reaper marked it.
-        self.open.iter().filter(|open| open.reservation.is_active()).count()
-    }
-
-    // ---- reload and expiry ----------------------------------------------------------
-
-    /// Validates and compiles every document and the tokens file, then publishes them
-    /// atomically; on any error the old snapshot and tokens keep serving and the error is
-    /// reported (`/v1/status`, the log, `holon_reload_failures_total`).
-    pub(crate) fn reload(&self) -> Result<u64, LoadFailure> {
-        let _one = self.reload_lock.lock();
-        let result = loader::load(&self.documents, &self.trust_files).and_then(|loaded| {
-            let tokens = loader::tokens(&self.tokens_path)?;
-            let published = self.engine.publish(&loaded.input);
-            let generation = published.map_err(|e| loader::whole(&self.documents, &e.to_string()))?;
-            super::warn_untrusted(self.engine);
-            *self.last_input.lock() = Some(loaded.input);
-            self.tokens.store(Arc::new(tokens));
-            self.status.lock().ignored_files = loaded.ignored;
-            Ok(generation)
-        });
-        let mut status = self.status.lock();
-        match &result {
-            Ok(generation) => {
-                status.reloads += 1;
-                status.last_error = None;
-                status.last_error_at = None;
-                self.metrics.reloads.inc();
-                self.node.wake();
-                tracing::info!(generation, "reloaded the documents");
-            }
-            Err(failure) => {
-                // Withdrawals still go through: the last good documents with the trust
-                // files read again (a bad file must not freeze a revocation).
-                let mut last = self.last_input.lock();
-                if let Some(input) = last.as_ref().and_then(|l| loader::trust_only(l, &self.trust_files).ok())
-                    && self.engine.publish(&input).is_ok()
-                {
-                    tracing::warn!("the keys and revocations were applied to the documents that last loaded");
-                    *last = Some(input);
-                }
-                status.failures += 1;
-                status.last_error = Some(failure.clone());
-                status.last_error_at = Some(Timestamp::now().to_string());
-                self.metrics.reload_failures.inc();
-                tracing::error!(file = %failure.file, pointer = %failure.pointer, message = %failure.message, "reload refused; the old snapshot keeps serving");
-            }
-        }
-        result
-    }
-
-    /// The reaper: reclaims reservations past their callee's timeout plus the grace (their
-    /// worst case stays spent) and forgets them here; drops expired held calls.
-    pub(crate) fn reap(&self) -> usize {
-        let now = Timestamp::now();
-        let reclaimed = self.engine.reclaim_expired(now);
-        self.engine.expire_pending(now);
-        // A reclaimed reservation stays for its late settle, within LATE_SETTLE_S and
-        // RECLAIMED_KEPT_MAX; dropped unsettled, it keeps its worst case spent.
-        let (clock, window) = (std::time::Instant::now(), Duration::from_secs(LATE_SETTLE_S));
-        let mut kept = 0_usize;
-        self.open.retain(|_, open| {
-            if open.reservation.is_active() {
-                return true;
-            }
-            let since = *open.reclaimed_at.get_or_insert(clock);
-            if clock.duration_since(since) >= window {
-                return false;
-            }
-            kept += 1;
-            kept <= RECLAIMED_KEPT_MAX
-        });
-        reclaimed
     }
 
     /// Asks again while the only reason to refuse is a lease on its way, for up to
