@@ -23,6 +23,13 @@ pub(crate) struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ConnLabels {
+    /// Why a connection was refused (`connections_max`, `connections_per_address_max`) or
+    /// closed (`header_read_timeout`, `idle_timeout`).
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ApiLabels {
     /// `http` or `grpc`.
     pub api: &'static str,
@@ -38,6 +45,13 @@ pub(crate) struct Metrics {
     pub settlements: Family<OutcomeLabels, Counter>,
     pub reloads: Counter,
     pub reload_failures: Counter,
+    /// Tokens the server accepts now.
+    pub tokens: Gauge,
+    /// Reloads that left no token (the file emptied or deleted: nobody authenticates).
+    pub tokens_withdrawn: Counter,
+    pub connections_open: Gauge,
+    pub connections_refused: Family<ConnLabels, Counter>,
+    pub connections_closed: Family<ConnLabels, Counter>,
     pub in_flight: Gauge,
     pub held: Gauge,
     pub receipts_dropped: Gauge,
@@ -71,6 +85,28 @@ impl Metrics {
             "Reloads refused (the old snapshot kept serving)",
             reload_failures.clone(),
         );
+        let tokens = Gauge::default();
+        registry.register("tokens", "Bearer tokens the server accepts now", tokens.clone());
+        let tokens_withdrawn = Counter::default();
+        registry.register(
+            "tokens_withdrawn",
+            "Reloads of the tokens file that left no token (emptied or deleted: nobody authenticates)",
+            tokens_withdrawn.clone(),
+        );
+        let connections_open = Gauge::default();
+        registry.register("connections_open", "Connections open on both listeners", connections_open.clone());
+        let connections_refused = Family::<ConnLabels, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Connections refused at once: too many open, or from one address",
+            connections_refused.clone(),
+        );
+        let connections_closed = Family::<ConnLabels, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "Connections closed by the server: headers too slow, or idle too long",
+            connections_closed.clone(),
+        );
         let in_flight = Gauge::default();
         registry.register("reservations_in_flight", "Reservations open through this server", in_flight.clone());
         let held = Gauge::default();
@@ -91,6 +127,11 @@ impl Metrics {
             settlements,
             reloads,
             reload_failures,
+            tokens,
+            tokens_withdrawn,
+            connections_open,
+            connections_refused,
+            connections_closed,
             in_flight,
             held,
             receipts_dropped,

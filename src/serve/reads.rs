@@ -70,6 +70,7 @@ impl Service {
             "reload_failures": status.failures,
             "last_reload_error": status.last_error,
             "last_reload_error_at": status.last_error_at,
+            "tokens": status.tokens,
             "in_flight": self.open_count(),
             "held": self.engine.held_count(),
             "receipts_dropped": stats.receipts_dropped,

@@ -79,6 +79,26 @@ pub(crate) struct ReloadStatus {
     /// The last reload's error, until a reload succeeds.
     pub last_error: Option<LoadFailure>,
     pub last_error_at: Option<String>,
+    /// The tokens file as last read.
+    pub tokens: TokensStatus,
+}
+
+/// The tokens file as the last reload read it (`/v1/status`'s `tokens`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct TokensStatus {
+    /// Tokens accepted now (0: every token withdrawn, nobody authenticates).
+    pub accepted: usize,
+    /// `read`, `missing` (deleted: no token accepted) or `kept_old` (it cannot be parsed:
+    /// the tokens read before keep serving).
+    pub file: &'static str,
+    /// Why the file could not be parsed, while `kept_old`.
+    pub error: Option<LoadFailure>,
+}
+
+impl TokensStatus {
+    pub(crate) fn read(accepted: usize, missing: bool) -> TokensStatus {
+        TokensStatus { accepted, file: if missing { "missing" } else { "read" }, error: None }
+    }
 }
 
 pub(crate) struct Service {
@@ -122,6 +142,9 @@ impl Service {
         tokens: Tokens,
         ignored: Vec<String>,
     ) -> Service {
+        let accepted = tokens.len();
+        let metrics = Metrics::new();
+        metrics.tokens.set(super::metrics::as_gauge(accepted as u64));
         Service {
             engine,
             node,
@@ -131,8 +154,12 @@ impl Service {
             trust_files: super::loader::TrustFiles::default(),
             tokens_path,
             tokens: ArcSwap::from_pointee(tokens),
-            metrics: Metrics::new(),
-            status: parking_lot::Mutex::new(ReloadStatus { ignored_files: ignored, ..ReloadStatus::default() }),
+            metrics,
+            status: parking_lot::Mutex::new(ReloadStatus {
+                ignored_files: ignored,
+                tokens: TokensStatus::read(accepted, false),
+                ..ReloadStatus::default()
+            }),
             reload_lock: parking_lot::Mutex::new(()),
             open: DashMap::new(),
             last_input: parking_lot::Mutex::new(None),
