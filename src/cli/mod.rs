@@ -394,7 +394,7 @@ pub(crate) fn run() -> ExitCode {
         Command::Completions { shell } => help::completions(shell),
         Command::Man => help::man(),
         #[cfg(feature = "serve")]
-        Command::Serve(args) => serve::serve(args),
+        Command::Serve(args) => serve::serve(args, style::Style::stderr_color(cli.no_color)),
         #[cfg(feature = "serve")]
         Command::Token(serve::TokenCommand::New { role, tokens }) => serve::token_new(&role, &tokens),
         Command::Ledger(LedgerCommand::Status { store, mandate, json }) => {

@@ -31,7 +31,12 @@ pub(crate) struct LoadFailure {
 
 impl std::fmt::Display for LoadFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} at {}: {}", self.file, self.pointer, self.message)
+        // A pointer only where it points into a document (`/` is the whole file).
+        if self.pointer == "/" {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{} at {}: {}", self.file, self.pointer, self.message)
+        }
     }
 }
 
@@ -60,10 +65,14 @@ impl TrustFiles {
 
 pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure> {
     let limits = Limits::default();
-    let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
     if !dir.is_dir() {
-        return Err(whole(dir, "not a directory: give --documents the directory that holds the documents"));
+        let what = if dir.exists() { "not a directory" } else { "no such directory" };
+        return Err(whole(
+            dir,
+            &format!("{what}: give --documents the directory that holds the manifests, mandates and agent records"),
+        ));
     }
+    let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
     let mut manifests: Vec<(PathBuf, Manifest)> = Vec::new();
     let mut mandates = Vec::new();
     let mut records: BTreeMap<AgentId, Vec<(PathBuf, AgentRecord)>> = BTreeMap::new();
