@@ -252,3 +252,13 @@ fn a_refused_reload_without_trust_files_leaves_the_generation_alone() {
     assert_eq!(after["generation"].as_u64(), Some(before), "{after}");
     assert_eq!(after["reload_failures"], 1, "{after}");
 }
+
+/// The server follows the one rule for records too: with crossed records each agent is
+/// judged on its own (fx-convert, measured at 0.99, passes alice's `min_success_rate`).
+#[test]
+fn the_server_judges_each_agent_on_its_own_record_when_records_are_crossed() {
+    let s = Server::start_with(common::cross_records);
+    let body = json!({ "mandate": MANDATE, "agent": "holon-labs/fx-convert" });
+    let (status, answer) = s.post("/v1/admit", &s.gateway, body);
+    assert_eq!((status, answer["decision"].as_str()), (200, Some("allowed")), "{answer}");
+}

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use holon::doc::{self, DocError, Limits, Violation};
 use holon::documents::{self, Document};
+use holon::lookup::RecordOrigin;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::record::AgentRecord;
@@ -264,16 +265,17 @@ fn trust_checks(reports: &mut [FileReport], keys: &TrustedKeys) {
                 }
             }
             Some(Document::Manifest(m)) => {
-                let applies = |r: &AgentRecord| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version);
-                let candidates: Vec<&(usize, AgentRecord)> = records.iter().filter(|(_, r)| applies(r)).collect();
-                let verdicts: Vec<(usize, Result<(), provenance::ProvenanceError>)> =
-                    candidates.iter().map(|(j, r)| (*j, provenance::verify(m, Some(r), keys))).collect();
-                if verdicts.iter().any(|(_, v)| v.is_ok()) {
-                    continue;
-                }
-                match verdicts.into_iter().next() {
+                // The record the engine would compile with (the one rule, `lookup::record_for`).
+                let here = Path::new(&report.path);
+                let origin = |j: usize| {
+                    reports.get(j).map_or(RecordOrigin::Elsewhere, |r| RecordOrigin::of(Path::new(&r.path), here))
+                };
+                let chosen = holon::lookup::record_for(m, records.iter().map(|(j, r)| (origin(*j), r)));
+                let chosen = records.iter().find(|(_, r)| chosen.is_some_and(|c| std::ptr::eq(c, r)));
+                match chosen.map(|(j, r)| (*j, provenance::verify(m, Some(r), keys))) {
+                    Some((_, Ok(()))) => {}
                     Some((j, Err(e))) => found.push((j, Violation::new("/provenance", e.to_string()))),
-                    _ => found.push((
+                    None => found.push((
                         i,
                         Violation::new(
                             "/",

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use holon::doc::{self, DocError, Limits};
 use holon::documents::{self, Document};
 use holon::engine::SnapshotInput;
+use holon::lookup::RecordOrigin;
 use holon::manifest::Manifest;
 use holon::pattern::AgentId;
 use holon::record::AgentRecord;
@@ -101,7 +102,9 @@ pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure
     let agents = manifests
         .into_iter()
         .map(|(path, m)| {
-            let record = record_for(&path, &m, records.get(&m.id).map(Vec::as_slice).unwrap_or_default());
+            // The one rule (`lookup::record_for`): beside the manifest before elsewhere.
+            let candidates = records.get(&m.id).into_iter().flatten().map(|(at, r)| (RecordOrigin::of(at, &path), r));
+            let record = holon::lookup::record_for(&m, candidates).cloned();
             (Arc::new(m), record.map(Arc::new))
         })
         .collect();
@@ -164,16 +167,6 @@ pub(crate) fn tokens(path: &Path) -> Result<TokensRead, LoadFailure> {
     }
     let tokens = crate::serve::auth::Tokens::load(path).map_err(|m| whole(path, &m))?;
     Ok(TokensRead { tokens, missing: false })
-}
-
-/// A manifest's record: the one beside it (same directory) first, then any for its id and
-/// version, then any for its id without a version.
-fn record_for(path: &Path, m: &Manifest, records: &[(PathBuf, AgentRecord)]) -> Option<AgentRecord> {
-    let applies = |r: &AgentRecord| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version);
-    let beside = records.iter().find(|(p, r)| p.parent() == path.parent() && applies(r));
-    let versioned = records.iter().find(|(_, r)| r.version.as_ref() == Some(&m.version));
-    let any = records.iter().find(|(_, r)| r.version.is_none());
-    beside.or(versioned).or(any).map(|(_, r)| r.clone()).filter(applies)
 }
 
 /// One file: a served document, `None` for one the server knowingly leaves to other

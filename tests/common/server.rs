@@ -23,19 +23,6 @@ fn holon() -> Command {
     Command::new(env!("CARGO_BIN_EXE_holon"))
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 fn new_token(role: &str, tokens: &Path) -> String {
     let out = holon().args(["token", "new", "--role", role, "--tokens"]).arg(tokens).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -56,7 +43,7 @@ impl Server {
     /// Starts a server after `edit`, with `args` added to `holon serve`'s.
     pub(crate) fn start_with_args(edit: impl FnOnce(&Path), args: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        copy_dir(Path::new("examples"), &dir.path().join("docs"));
+        super::copy_tree(Path::new("examples"), &dir.path().join("docs"));
         edit(&dir.path().join("docs"));
         let tokens = dir.path().join("tokens");
         let (gateway, alice, bob) =

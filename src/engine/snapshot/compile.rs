@@ -107,7 +107,8 @@ pub(in crate::engine) fn compile_agent(
 ) -> Result<CompiledAgent, EngineError> {
     let a = &*source;
     let words = &names.words;
-    let rec = record.as_deref().filter(|r| r.agent == a.id && r.version.as_ref().is_none_or(|v| v == &a.version));
+    // A record given for another agent or version does not apply (the one rule of `lookup`).
+    let rec = record.as_deref().filter(|r| crate::lookup::record_applies(r, a));
     let mut call_classes = Vec::new();
     let mut call_agents = Vec::new();
     for call in &a.calls {
