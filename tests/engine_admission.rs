@@ -217,7 +217,7 @@ fn a_bad_publish_changes_nothing() {
         m.budget.per_day = Some(Amount::from_micros(u64::MAX));
     });
     let err = engine.publish(&huge).unwrap_err();
-    assert!(err.to_string().contains("per-day maximum"), "{err}");
+    assert!(err.to_string().contains("is above the most the engine can hold"), "{err}");
     let lowered = input_with(|m| m.budget.total = a("50.00"));
     let mut lowered_twice = lowered.clone();
     lowered_twice.mandates.push(lowered.mandates[0].clone());

@@ -28,6 +28,10 @@ use crate::sync::{AtomicU64, Ordering};
 /// what it withholds before the first grant (about 4.6 million million units). A node's
 /// leases, summed over its life, never reach it (a mandate's total is far smaller).
 pub const ALLOWANCE_CAP_MICROS: u64 = 1 << 62;
+const _: () = assert!(
+    ALLOWANCE_CAP_MICROS == crate::mandate::limits::TOTAL_MICROS_MAX,
+    "a total the table admits fits the allowance"
+);
 
 /// What the node last learned from the store about a mandate: it says which code a call
 /// gets when it does not fit the node's allowance.
