@@ -90,6 +90,12 @@ pub(super) struct ServeArgs {
     /// (`provenance_unverified`). Needs --keys.
     #[arg(long)]
     require_signatures: bool,
+    /// Shadow mode, for a staged rollout: decide and record every call as usual, but
+    /// answer "allowed" for calls the rules would deny or hold (with the real decision and
+    /// its codes beside it), on shadow reservations whose settlements go into a shadow
+    /// tally, never into the budgets.
+    #[arg(long)]
+    shadow: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -134,6 +140,7 @@ pub(super) fn serve(a: ServeArgs, log_color: bool) -> anyhow::Result<u8> {
         log_color,
         trust_files: crate::serve::loader::TrustFiles { keys: a.keys, revocations: a.revocations },
         require_signatures: a.require_signatures,
+        shadow: a.shadow,
     })?;
     Ok(exit::OK)
 }

@@ -210,6 +210,11 @@ impl Engine {
         }
     }
 
+    /// What the engine was configured with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
     /// The engine's names (for receipt writers).
     pub fn names(&self) -> Arc<Names> {
         Arc::clone(&self.names)

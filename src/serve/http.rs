@@ -217,7 +217,17 @@ async fn metrics(State(svc): State<Svc>, headers: HeaderMap) -> Response {
     if let Err(r) = authenticate(svc, &headers) {
         return refused(r);
     }
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], svc.metrics_text()).into_response()
+    // The format the scraper asks for, as Prometheus negotiates it: OpenMetrics when the
+    // Accept header prefers it, else the text format 0.0.4 (counters named with `_total`).
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let openmetrics = super::metrics::wants_openmetrics(accept);
+    let body = svc.metrics_text();
+    let (content_type, body) = if openmetrics {
+        (super::metrics::OPENMETRICS_TYPE, body)
+    } else {
+        (super::metrics::TEXT_TYPE, super::metrics::text_format(&body))
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// Gives every error response that is not already JSON an `Error` body, keeping its status
@@ -245,6 +255,14 @@ async fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 
-async fn not_found() -> Response {
-    json(StatusCode::NOT_FOUND, &ErrorBody::new("no such endpoint; see schema/openapi.yaml"))
+async fn not_found(uri: axum::http::Uri) -> Response {
+    // `/v1/mandates/alice/m-2026-11`: an id with its `/` not percent-encoded.
+    let error = match uri.path().strip_prefix("/v1/mandates/").filter(|rest| rest.contains('/')) {
+        Some(id) => format!(
+            "no such endpoint: a mandate id in a path is percent-encoded, its `/` as %2F: GET /v1/mandates/{}",
+            id.replace('/', "%2F")
+        ),
+        None => "no such endpoint; see schema/openapi.yaml".to_owned(),
+    };
+    json(StatusCode::NOT_FOUND, &ErrorBody::new(error))
 }

@@ -14,6 +14,7 @@
 pub(crate) mod auth;
 pub(crate) mod conn;
 mod decision;
+mod ended;
 mod ext_authz;
 mod held;
 mod http;
@@ -67,6 +68,8 @@ pub(crate) struct ServeOptions {
     /// `--keys` and `--revocations` files, read with the documents on every reload.
     pub trust_files: loader::TrustFiles,
     pub require_signatures: bool,
+    /// Shadow mode: decide and record every call, deny or hold none (docs/serve.md).
+    pub shadow: bool,
 }
 
 /// How often the reaper runs, in ms.
@@ -125,6 +128,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
             store_backed: true,
             grace_s: options.expiry_grace_s,
             require_signatures: options.require_signatures,
+            shadow: options.shadow,
             ..EngineConfig::default()
         },
         sink,
@@ -137,7 +141,9 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("the store's directory {}", dir.display()))?;
     }
     let store: Arc<dyn LedgerStore> = Arc::from(store::open(&options.store)?);
-    let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), NodeConfig::new(&options.node))?;
+    let node_config = NodeConfig::new(&options.node);
+    let flush_ms = node_config.flush_ms;
+    let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), node_config)?;
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
@@ -153,6 +159,14 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         loaded.ignored,
     );
     service.trust_files.clone_from(&options.trust_files);
+    service.node_name.clone_from(&options.node);
+    service.flush_ms = flush_ms;
+    if options.shadow {
+        service.metrics.shadow.set(1);
+        tracing::warn!(
+            "shadow mode: every call is decided and recorded, but none is denied or held; calls the rules would refuse are allowed on shadow reservations (holon_shadow_decisions_total, the mandates' shadow tallies)"
+        );
+    }
     *service.last_input.lock() = Some(loaded.input);
     let svc: &'static Service = Box::leak(Box::new(service));
     let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine, file));

@@ -31,9 +31,10 @@ impl Service {
         let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
         let (spent, settled, today_spent) =
             ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
-        // `spent` is the store's figure: when the store cannot say, the answer is a 503 that
-        // says so, never this server's own figure passed off as the store's.
+        // The store's figures: when the store cannot say, the answer is a 503 that says so,
+        // never this server's own figures passed off as the store's.
         let owned = id.to_owned();
+        let read_at = Timestamp::now();
         let store = self
             .blocking(move || self.store.status(Some(&owned)))
             .await?
@@ -41,6 +42,7 @@ impl Service {
             .into_iter()
             .next();
         let money = |micros: u64| Amount::from_micros(micros).to_string();
+        let shadow = self.engine.shadow_tally(ix);
         Ok(serde_json::json!({
             "id": id,
             "issuer": m.source.issuer.as_str(),
@@ -51,10 +53,21 @@ impl Service {
                 "per_day": b.per_day.map(|a| a.to_string()),
                 "approval_above": m.source.approval.as_ref().map(|a| a.above.to_string()),
             },
-            "spent": store.as_ref().map_or_else(|| money(settled), |s| money(s.spent_micros)),
-            "reserved": money(spent.saturating_sub(settled)),
-            "today": money(today_spent),
-            "leased": store.as_ref().map(|s| money(s.leased_micros)),
+            // Every node's, as the store counts them when read (null: not in the store yet).
+            "store": {
+                "spent": store.as_ref().map(|s| money(s.spent_micros)),
+                "leased": store.as_ref().map(|s| money(s.leased_micros)),
+                "read_at": read_at.to_string(),
+            },
+            // This server's own, since it started: in the store's `spent` within a flush.
+            "this_node": {
+                "node": self.node_name,
+                "reserved": money(spent.saturating_sub(settled)),
+                "settled": money(settled),
+                "today": money(today_spent),
+                "flush_ms": self.flush_ms,
+            },
+            "shadow": { "reserved": shadow.reserved.to_string(), "settled": shadow.settled.to_string() },
         }))
     }
 
@@ -75,6 +88,7 @@ impl Service {
             "held": self.engine.held_count(),
             "receipts_dropped": stats.receipts_dropped,
             "store": { "kind": self.store_kind, "round_trips": node.round_trips, "errors": node.store_errors },
+            "shadow": self.shadow,
             // Acquire: pairs with the shutdown's Release (a flag, read alone).
             "ready": self.ready.load(Ordering::Acquire),
         })
@@ -91,6 +105,13 @@ impl Service {
         m.store_round_trips.set(as_gauge(node.round_trips));
         m.store_errors.set(as_gauge(node.store_errors));
         m.generation.set(as_gauge(stats.generation));
+        m.shadow.set(i64::from(self.shadow));
+        let names = self.engine.names();
+        for (mandate, tally) in self.engine.shadow_tallies() {
+            let mandate = names.mandates.name(mandate.0).map_or_else(String::new, |n| n.to_string());
+            let labels = super::metrics::MandateLabels { mandate };
+            m.shadow_settled_micros.get_or_create(&labels).set(as_gauge(tally.settled.micros()));
+        }
         m.encode()
     }
 

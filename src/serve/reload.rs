@@ -95,6 +95,7 @@ impl Service {
     pub(crate) fn reap(&self) -> usize {
         let now = Timestamp::now();
         let reclaimed = self.engine.reclaim_expired(now);
+        self.ended.prune();
         self.engine.expire_pending(now);
         // A reclaimed reservation stays for its late settle, within LATE_SETTLE_S and
         // RECLAIMED_KEPT_MAX; dropped unsettled, it keeps its worst case spent.

@@ -15,15 +15,15 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
-use holon::admission::{Code, CodeSet};
-use holon::engine::{Admission, AgentIx, Call, Engine, MandateIx, Reservation, SubCall};
-use holon::money::Amount;
+use holon::admission::Code;
+use holon::engine::{Admission, Call, Engine, Reservation, SubCall};
 use holon::node::Node;
 use holon::store::LedgerStore;
 use holon::time::Timestamp;
 use serde::Serialize;
 
 use super::auth::{Role, Tokens};
+use super::decision::Asked;
 use super::loader::LoadFailure;
 use super::metrics::Metrics;
 use super::wire::{self, DecisionBody, ErrorBody, SettledBody};
@@ -54,7 +54,6 @@ impl From<ErrorBody> for Refusal {
 
 pub(super) struct Open {
     pub(super) reservation: Reservation<'static>,
-    pub(super) agent: AgentIx,
     /// When the reaper first found it reclaimed (its callee's timeout plus the grace had
     /// passed); kept [`LATE_SETTLE_S`] more for a late settle to reconcile.
     pub(super) reclaimed_at: Option<std::time::Instant>,
@@ -116,10 +115,17 @@ pub(crate) struct Service {
     /// Serializes reloads (the watcher and SIGHUP may ask at once).
     pub(super) reload_lock: parking_lot::Mutex<()>,
     pub(super) open: DashMap<u64, Open>,
+    /// Reservations ended lately (a second settle is a 409, not a 404).
+    pub(super) ended: super::ended::Ended,
     /// What the last successful reload published (a failed one applies the trust files to it).
     pub last_input: parking_lot::Mutex<Option<holon::engine::SnapshotInput>>,
     /// False once shutdown began.
     pub ready: AtomicBool,
+    /// The engine runs in shadow mode (`--shadow`): every answer says so.
+    pub shadow: bool,
+    /// This node's name in the store, and how often it flushes, in ms.
+    pub node_name: String,
+    pub flush_ms: u64,
     /// Requests' store tasks at once ([`STORE_TASKS_MAX`]): a store that hangs holds at
     /// most these, and further requests get a 503 at once instead of queueing without end.
     store_tasks: Arc<tokio::sync::Semaphore>,
@@ -162,8 +168,12 @@ impl Service {
             }),
             reload_lock: parking_lot::Mutex::new(()),
             open: DashMap::new(),
+            ended: super::ended::Ended::default(),
             last_input: parking_lot::Mutex::new(None),
             ready: AtomicBool::new(true),
+            shadow: engine.config().shadow,
+            node_name: String::new(),
+            flush_ms: 0,
             store_tasks: Arc::new(tokio::sync::Semaphore::new(STORE_TASKS_MAX)),
         }
     }
@@ -190,7 +200,7 @@ impl Service {
             return Ok(self.unknown(Code::UnknownMandate, &req.mandate, None));
         };
         let Some(agent) = self.engine.agent_ix(&req.agent) else {
-            return Ok(self.unknown(Code::UnknownAgent, &req.agent, Some(mandate)));
+            return Ok(self.unknown(Code::UnknownAgent, &req.agent, self.mandate_currency(mandate)));
         };
         if let Some(class) = &req.capability {
             let snap = self.engine.snapshot();
@@ -206,7 +216,7 @@ impl Service {
         let call = Call { max_cost, by_capability: req.capability.is_some(), ..Call::new(mandate, agent, at) };
         // The engine never waits on the store (a node refills leases in the background).
         let admission = self.waiting_for_lease(|| std::future::ready(Ok(self.engine.admit(&call)))).await?;
-        Ok(self.keep(self.decision(admission, mandate, agent, Some(call), None)))
+        Ok(self.keep(self.decision(admission, &Asked::Root(call))))
     }
 
     /// Puts an allowed call's reservation in the table; never called with a guard on it.
@@ -222,7 +232,7 @@ impl Service {
         let max_cost = req.max_cost.as_deref().map(|m| wire::money("/max_cost", m)).transpose()?;
         let at = wire::at("/at", req.at.as_deref())?;
         let id = reservation_id(parent)?;
-        let entry = self.open.get(&id).ok_or_else(|| not_open(parent))?;
+        let entry = self.open.get(&id).ok_or_else(|| self.not_open(parent, id))?;
         let r = &entry.reservation;
         let snap = self.engine.snapshot();
         let (agent, capability) = match (&req.agent, &req.capability) {
@@ -235,27 +245,15 @@ impl Service {
             }
             _ => return Err(ErrorBody::field("/agent", "give exactly one of `agent` and `capability`").into()),
         };
-        let run_mandate = r.sub_mandate().map(|m| m.id.clone()).unwrap_or_default();
-        let mandate_ix = self.engine.mandate_ix(&run_mandate).unwrap_or(MandateIx(u32::MAX));
         let Some(agent) = agent else {
             let label = req.agent.or(req.capability).unwrap_or_default();
-            return Ok(self.unknown(Code::UnknownAgent, &label, None));
+            let currency = r.sub_mandate().map(|m| m.budget.currency.to_string());
+            return Ok(self.unknown(Code::UnknownAgent, &label, currency));
         };
-        if let (Some(cap), Some(callee)) = (max_cost, snap.agent(agent)) {
-            let price = callee.source.pricing.ceiling().unwrap_or(Amount::MAX);
-            if price > cap {
-                let codes = CodeSet::EMPTY.with(Code::MaxCostBelowPrice);
-                return Ok(self.denied_body(codes, price, agent, None, Some((r, entry.agent)), at));
-            }
-        }
-        let admission = r.sub_call(&SubCall { agent, capability, at });
-        let parent_agent = entry.agent;
-        let outcome = match admission {
-            Admission::Denied(d) => {
-                (self.denied_body(d.codes, d.worst_case, agent, None, Some((r, parent_agent)), at), None)
-            }
-            other => self.decision(other, mandate_ix, agent, None, Some((r, parent_agent))),
-        };
+        let sub = SubCall { agent, capability, at };
+        // `max_cost` is the engine's to judge (`max_cost_below_price` on the converted price).
+        let admission = r.sub_call_within(&sub, max_cost);
+        let outcome = self.decision(admission, &Asked::Sub { run: r, call: sub, max_cost });
         // The parent's guard goes before the sub-call's reservation is put in the table.
         drop(entry);
         Ok(self.keep(outcome))
@@ -269,18 +267,30 @@ impl Service {
         }
         let outcome = req.outcome.unwrap_or_default();
         let key = reservation_id(id)?;
-        let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        let (_, open) = self.open.remove(&key).ok_or_else(|| self.not_open(id, key))?;
+        let shadow = open.reservation.shadow().is_some();
         let settled = open.reservation.settle_reported(actual, Timestamp::now(), req.report());
         let settled = settled.map_err(|e| Refusal::new(409, e.to_string()))?;
+        self.ended.note(key, super::ended::How::Settled);
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: outcome.as_str() }).inc();
+        // The engine asked to bill actual + passthrough and kept at most the reservation:
+        // above it is a gateway fault, billed at what was kept and flagged.
+        let clamped = settled.billed > settled.kept;
+        if clamped {
+            self.metrics.settlements_clamped.inc();
+            tracing::warn!(reservation = key, actual = %actual, kept = %settled.kept, "a settlement above its reservation was billed at the reservation");
+        }
         Ok(SettledBody {
             receipt: key.to_string(),
             worst_case: settled.worst_case.to_string(),
             kept: settled.kept.to_string(),
-            billed: settled.billed.to_string(),
+            billed: settled.kept.to_string(),
             passthrough: settled.passthrough.to_string(),
+            actual: actual.to_string(),
+            clamped,
             late: settled.late,
             outcome: outcome.as_str(),
+            shadow: shadow.then_some(true),
         })
     }
 
@@ -289,7 +299,7 @@ impl Service {
     /// settled with what it cost (the engine would reconcile a release to nothing).
     pub(crate) fn release(&self, id: &str) -> Result<wire::ReleasedBody, Refusal> {
         let key = reservation_id(id)?;
-        let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        let (_, open) = self.open.remove(&key).ok_or_else(|| self.not_open(id, key))?;
         // Reclaiming cannot be undone: inactive now means reclaimed (marked by the reaper or not).
         if !open.reservation.is_active() {
             self.open.insert(key, open);
@@ -301,6 +311,7 @@ impl Service {
             ));
         }
         open.reservation.release(Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
+        self.ended.note(key, super::ended::How::Released);
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: "released" }).inc();
         Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
     }
@@ -353,11 +364,24 @@ fn reservation_id(text: &str) -> Result<u64, Refusal> {
     })
 }
 
-fn not_open(id: &str) -> Refusal {
-    Refusal::new(
-        404,
-        format!(
-            "no open reservation `{id}`: it was settled or released already, never made, or reclaimed (after its callee's timeout plus the grace) and forgotten ({LATE_SETTLE_S} s later, or past {RECLAIMED_KEPT_MAX} reclaimed reservations); a forgotten one's worst case stays spent"
-        ),
-    )
+impl Service {
+    /// The refusal of an id that is not open: 409 when this server ended it lately (a
+    /// second settle or release, a sub-call after the end), else 404.
+    fn not_open(&self, id: &str, key: u64) -> Refusal {
+        if let Some(how) = self.ended.get(key) {
+            return Refusal::new(
+                409,
+                format!(
+                    "reservation `{id}` was {} already; it ended once (retry a settle with its Idempotency-Key to read its answer again)",
+                    how.as_str()
+                ),
+            );
+        }
+        Refusal::new(
+            404,
+            format!(
+                "no open reservation `{id}` here: it was never made on this server, or it was reclaimed (after its callee's timeout plus the grace) and forgotten ({LATE_SETTLE_S} s later, or past {RECLAIMED_KEPT_MAX} reclaimed reservations; a forgotten one's worst case stays spent); a reservation is settled on the server that made it"
+            ),
+        )
+    }
 }

@@ -107,6 +107,18 @@ impl Server {
         (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap())
     }
 
+    /// GETs with `token` and extra `headers`; returns the status, the content type and the
+    /// body.
+    pub(crate) fn get_with(&self, path: &str, token: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+        let mut req = self.agent.get(format!("{}{path}", self.url)).header("authorization", format!("Bearer {token}"));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let mut resp = req.call().unwrap();
+        let kind = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+        (resp.status().as_u16(), kind, resp.body_mut().read_to_string().unwrap())
+    }
+
     /// SIGTERM, then waits for the exit; returns whether it exited cleanly.
     pub(crate) fn stop(&mut self) -> bool {
         let Some(mut child) = self.child.take() else { return false };
