@@ -299,6 +299,14 @@ fn held_calls_are_taken_once_and_expire_in_memory_and_sqlite() {
     common::held::held_calls_are_taken_once_and_expire(&*sqlite(&dir));
 }
 
+#[test]
+fn idempotency_keys_are_claimed_once_and_replayed_in_memory_and_sqlite() {
+    let memory = std::sync::Arc::new(MemoryStore::new());
+    common::held::idempotency_keys_are_claimed_once_and_replayed(&memory, &std::sync::Arc::clone(&memory));
+    let dir = tempfile::tempdir().unwrap();
+    common::held::idempotency_keys_are_claimed_once_and_replayed(&*sqlite(&dir), &*sqlite(&dir));
+}
+
 static HELD_CLOCK: AtomicI64 = AtomicI64::new(synthetic::AT_UNIX);
 fn held_clock() -> Timestamp {
     Timestamp::from_unix(HELD_CLOCK.load(Ordering::SeqCst))

@@ -105,6 +105,11 @@ fn the_postgres_store() {
 fn held_calls_are_taken_once(server: &Server) {
     let url = server.fresh("holon_held");
     common::held::held_calls_are_taken_once_and_expire(&PostgresStore::connect(&url).unwrap());
+    common::held::idempotency_keys_are_claimed_once_and_replayed(
+        &PostgresStore::connect(&url).unwrap(),
+        &PostgresStore::connect(&url).unwrap(),
+    );
+    keys_claimed_at_once_by_eight_handles_go_to_one(&url);
     PostgresStore::connect(&url).unwrap().hold(&common::held::call("n1:9", "m0", i64::MAX)).unwrap();
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
     let takers: Vec<_> = (0..8)
@@ -380,4 +385,27 @@ fn store_down_under_a_node(server: &Server, url: &str) {
     let s = PostgresStore::connect(url).unwrap().status(Some("m0")).unwrap().remove(0);
     assert_eq!(s.spent_micros, settled, "everything settled while the server was away was flushed");
     assert_eq!(s.leased_micros, 0);
+}
+
+/// Eight handles (eight nodes) claim one new key at once: exactly one gets it, the others
+/// find it in flight (the insert waits for the first claim's commit, then does nothing).
+fn keys_claimed_at_once_by_eight_handles_go_to_one(url: &str) {
+    use holon::store::{KeyClaim, KeyState};
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let claims: Vec<_> = (0..8)
+        .map(|n| {
+            let (url, barrier) = (url.to_owned(), std::sync::Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let store = PostgresStore::connect(&url).unwrap();
+                barrier.wait();
+                let node = format!("n{n}");
+                let claim =
+                    KeyClaim { scope: "gateway", key: "race", digest: "d", node: &node, now_unix: 1, keep_s: 60 };
+                store.claim_key(&claim).unwrap()
+            })
+        })
+        .collect();
+    let states: Vec<KeyState> = claims.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(states.iter().filter(|s| **s == KeyState::Claimed).count(), 1, "{states:?}");
+    assert_eq!(states.iter().filter(|s| **s == KeyState::InFlight).count(), 7, "{states:?}");
 }

@@ -7,6 +7,7 @@
 //! [`StoreError::Unavailable`], saying how long it waited, and nothing is written.
 
 mod busy;
+mod keys;
 
 use std::path::Path;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use super::{
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 pub use busy::{BUSY_BACKOFF_MS_MAX, BUSY_BACKOFF_MS_MIN, BUSY_TIMEOUT_MS, BUSY_WAIT_MS_MAX};
 
 const SCHEMA: &str = "
@@ -95,7 +96,10 @@ fn try_open(path: &Path) -> Result<Connection, OpenFailure> {
     // Every commit reaches the disk before it is acknowledged.
     conn.pragma_update(None, "synchronous", "FULL")?;
     if version < SCHEMA_VERSION {
-        conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
+        let keys = keys::SCHEMA;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} {keys} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))?;
     }
     Ok(conn)
 }
@@ -438,5 +442,25 @@ impl LedgerStore for SqliteStore {
                 .map_err(unavailable)?;
             rows.into_iter().map(held_row).collect()
         })
+    }
+
+    fn claim_key(&self, claim: &super::KeyClaim<'_>) -> Result<super::KeyState, StoreError> {
+        self.write(|tx| keys::claim(tx, claim))
+    }
+
+    fn answer_key(&self, scope: &str, key: &str, answer: &super::KeyAnswer) -> Result<(), StoreError> {
+        self.write(|tx| keys::answer(tx, scope, key, answer))
+    }
+
+    fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.write(|tx| keys::forget(tx, scope, key))
+    }
+
+    fn forget_node_keys(&self, node: &str) -> Result<u64, StoreError> {
+        self.write(|tx| keys::forget_node(tx, node))
+    }
+
+    fn prune_keys(&self, now_unix: i64, keys_max: u64) -> Result<u64, StoreError> {
+        self.write(|tx| keys::prune(tx, now_unix, keys_max))
     }
 }
