@@ -109,6 +109,21 @@ pub(super) fn serve_idle_timeout_ms(text: &str) -> Result<u64, String> {
 pub(super) fn serve_connections_max(text: &str) -> Result<usize, String> {
     count(text, 1, SERVE_CONNECTIONS_MAX)
 }
+/// `holon serve --idempotency-keep-s` (a week at most) and `--idempotency-keys-max`.
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDEMPOTENCY_KEEP_S_MAX: u64 = 604_800;
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDEMPOTENCY_KEYS_MIN: u64 = 1_000;
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDEMPOTENCY_KEYS_MAX: u64 = 100_000_000;
+#[cfg(feature = "serve")]
+pub(super) fn serve_idempotency_keep_s(text: &str) -> Result<u64, String> {
+    count(text, 1, SERVE_IDEMPOTENCY_KEEP_S_MAX)
+}
+#[cfg(feature = "serve")]
+pub(super) fn serve_idempotency_keys_max(text: &str) -> Result<u64, String> {
+    count(text, SERVE_IDEMPOTENCY_KEYS_MIN, SERVE_IDEMPOTENCY_KEYS_MAX)
+}
 pub(super) fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
     count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
 }

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use super::exit;
 use super::flags::{
-    serve_concurrent_max, serve_connections_max, serve_grace_s, serve_header_read_timeout_ms, serve_idle_timeout_ms,
-    serve_request_ms,
+    serve_concurrent_max, serve_connections_max, serve_grace_s, serve_header_read_timeout_ms, serve_idempotency_keep_s,
+    serve_idempotency_keys_max, serve_idle_timeout_ms, serve_request_ms,
 };
 use super::out;
 
@@ -96,6 +96,18 @@ pub(super) struct ServeArgs {
     /// tally, never into the budgets.
     #[arg(long)]
     shadow: bool,
+    /// Seconds an Idempotency-Key is kept from its first request, 1 to 604,800 (its
+    /// retries get the first answer until then).
+    #[arg(long, default_value_t = crate::serve::idempotency::KEEP_S, value_parser = serve_idempotency_keep_s, allow_negative_numbers = true)]
+    idempotency_keep_s: u64,
+    /// Most Idempotency-Keys kept in the store, 1,000 to 100,000,000 (past it the oldest
+    /// answered go first, pruned every 10 s).
+    #[arg(long, default_value_t = crate::serve::idempotency::KEYS_MAX, value_parser = serve_idempotency_keys_max, allow_negative_numbers = true)]
+    idempotency_keys_max: u64,
+    /// The header of the checked request that keys Envoy's `Check` as an Idempotency-Key
+    /// would (Envoy keeps `x-request-id` across its retries).
+    #[arg(long, default_value = crate::serve::idempotency::CHECK_HEADER)]
+    idempotency_header: String,
 }
 
 #[derive(clap::Subcommand)]
@@ -141,6 +153,11 @@ pub(super) fn serve(a: ServeArgs, log_color: bool) -> anyhow::Result<u8> {
         trust_files: crate::serve::loader::TrustFiles { keys: a.keys, revocations: a.revocations },
         require_signatures: a.require_signatures,
         shadow: a.shadow,
+        keys: crate::serve::idempotency::KeySettings {
+            keep_s: a.idempotency_keep_s,
+            keys_max: a.idempotency_keys_max,
+            check_header: a.idempotency_header.to_ascii_lowercase(),
+        },
     })?;
     Ok(exit::OK)
 }

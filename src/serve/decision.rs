@@ -38,6 +38,7 @@ impl Service {
             Admission::Allowed(r) => {
                 let mut body = self.body("allowed", asked, r.worst_case());
                 body.reservation = Some(r.receipt_id().to_string());
+                body.node = Some(self.node_name.clone());
                 body.sub_budget = r.is_delegated_run().then(|| r.sub_budget().to_string());
                 match r.shadow() {
                     Some(real) => {
@@ -92,6 +93,7 @@ impl Service {
             decision,
             reservation: None,
             pending: None,
+            node: None,
             agent: self.agent_name(asked.agent()),
             worst_case: worst.to_string(),
             sub_budget: None,
@@ -125,6 +127,7 @@ impl Service {
             decision: "denied",
             reservation: None,
             pending: None,
+            node: None,
             agent: None,
             worst_case: Amount::ZERO.to_string(),
             sub_budget: None,

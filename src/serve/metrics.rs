@@ -48,6 +48,10 @@ pub(crate) struct Metrics {
     pub admission_seconds_http: Histogram,
     pub admission_seconds_grpc: Histogram,
     pub settlements: Family<OutcomeLabels, Counter>,
+    /// Requests answered with the first answer of their Idempotency-Key.
+    pub idempotent_replays: Counter,
+    /// Keyed requests whose answer the store could not keep (their retries get 409).
+    pub idempotency_store_errors: Counter,
     /// Settlements whose actual (plus passthrough) was above the reservation: billed at it.
     pub settlements_clamped: Counter,
     /// What a shadowed server would have decided, by decision and code.
@@ -90,6 +94,18 @@ impl Metrics {
         let admission_seconds_grpc = admission_seconds.get_or_create(&ApiLabels { api: "grpc" }).clone();
         let settlements = Family::<OutcomeLabels, Counter>::default();
         registry.register("settlements", "Reservations ended, by outcome", settlements.clone());
+        let idempotent_replays = Counter::default();
+        registry.register(
+            "idempotent_replays",
+            "Requests answered with the first answer of their Idempotency-Key (nothing done again)",
+            idempotent_replays.clone(),
+        );
+        let idempotency_store_errors = Counter::default();
+        registry.register(
+            "idempotency_store_errors",
+            "Keyed requests whose answer the store could not keep (their retries get 409 until the key expires)",
+            idempotency_store_errors.clone(),
+        );
         let settlements_clamped = Counter::default();
         registry.register(
             "settlements_clamped",
@@ -158,6 +174,8 @@ impl Metrics {
             admission_seconds_http,
             admission_seconds_grpc,
             settlements,
+            idempotent_replays,
+            idempotency_store_errors,
             settlements_clamped,
             shadow_decisions,
             shadow,

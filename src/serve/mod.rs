@@ -18,6 +18,7 @@ mod ended;
 mod ext_authz;
 mod held;
 mod http;
+pub(crate) mod idempotency;
 pub(crate) mod loader;
 mod metrics;
 mod reads;
@@ -70,6 +71,8 @@ pub(crate) struct ServeOptions {
     pub require_signatures: bool,
     /// Shadow mode: decide and record every call, deny or hold none (docs/serve.md).
     pub shadow: bool,
+    /// Idempotency keys: how long and how many are kept, and the header keying `Check`.
+    pub keys: idempotency::KeySettings,
 }
 
 /// How often the reaper runs, in ms.
@@ -144,6 +147,15 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     let node_config = NodeConfig::new(&options.node);
     let flush_ms = node_config.flush_ms;
     let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), node_config)?;
+    // This node's previous run's keyed requests still in flight died with it (their
+    // reservations with them, their leases counted at the node's start): let their keys go.
+    let dropped = store.forget_node_keys(&options.node).context("the idempotency keys of this node's last run")?;
+    if dropped > 0 {
+        tracing::warn!(
+            keys = dropped,
+            "idempotency keys of requests in flight when this node last stopped were let go"
+        );
+    }
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
@@ -160,6 +172,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     );
     service.trust_files.clone_from(&options.trust_files);
     service.node_name.clone_from(&options.node);
+    service.keys.clone_from(&options.keys);
     service.flush_ms = flush_ms;
     if options.shadow {
         service.metrics.shadow.set(1);
@@ -179,10 +192,16 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("holon-reaper".to_owned())
             .spawn(move || {
+                let prune_every = (idempotency::PRUNE_S * 1_000 / REAP_MS).max(1);
+                let mut ticks = 0u64;
                 // Acquire: pairs with the Release that stops it (a flag, read alone).
                 while reaping.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(REAP_MS));
                     svc.reap();
+                    ticks = ticks.wrapping_add(1);
+                    if ticks.is_multiple_of(prune_every) {
+                        svc.prune_keys();
+                    }
                 }
             })
             .context("starting the reaper")?

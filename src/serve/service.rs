@@ -123,6 +123,10 @@ pub(crate) struct Service {
     pub ready: AtomicBool,
     /// The engine runs in shadow mode (`--shadow`): every answer says so.
     pub shadow: bool,
+    /// Idempotency keys: how long and how many are kept, and what keys `Check`.
+    pub keys: super::idempotency::KeySettings,
+    /// Keyed requests running at once ([`super::idempotency::KEYED_TASKS_MAX`]).
+    pub(super) keyed_tasks: Arc<tokio::sync::Semaphore>,
     /// This node's name in the store, and how often it flushes, in ms.
     pub node_name: String,
     pub flush_ms: u64,
@@ -172,6 +176,8 @@ impl Service {
             last_input: parking_lot::Mutex::new(None),
             ready: AtomicBool::new(true),
             shadow: engine.config().shadow,
+            keys: super::idempotency::KeySettings::default(),
+            keyed_tasks: Arc::new(tokio::sync::Semaphore::new(super::idempotency::KEYED_TASKS_MAX)),
             node_name: String::new(),
             flush_ms: 0,
             store_tasks: Arc::new(tokio::sync::Semaphore::new(STORE_TASKS_MAX)),

@@ -217,6 +217,10 @@ pub(crate) struct DecisionBody {
     pub reservation: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<String>,
+    /// An allowed call's: the server (its node name) that holds the reservation, where it
+    /// is settled or released (a retry answered by another server replays this).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The agent the decision is about (for a sub-call by capability, the one picked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,

@@ -103,7 +103,7 @@ pub(crate) fn judge(row: Option<&KeyRow>, claim: &KeyClaim<'_>) -> KeyState {
 }
 
 /// Whether an answer may be kept (short enough).
-pub(crate) fn keepable(answer: &KeyAnswer) -> Result<(), StoreError> {
+pub fn keepable(answer: &KeyAnswer) -> Result<(), StoreError> {
     check_name("an idempotency key's answer", &answer.body, KEY_ANSWER_BYTES_MAX)
 }
 
