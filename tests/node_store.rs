@@ -569,3 +569,110 @@ fn a_per_day_dropped_from_running_documents_stops_the_leases_and_gives_them_back
     node.drain().unwrap();
     assert_eq!(status(&*sqlite(&dir)).spent_micros, spent);
 }
+
+/// Admits and settles `call` at its worst case until it is denied for the budget; a call
+/// told `lease_pending` asks again (for up to a generous minute: the refill is waited for,
+/// not timed). Returns the micro-units settled and the denial's codes.
+fn spend_until_spent(engine: &Engine, call: &Call) -> (u64, Vec<Code>) {
+    let mut settled = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match engine.admit(call) {
+            Admission::Allowed(r) => {
+                let worst = r.worst_case();
+                settled += r.settle(worst, call.at).unwrap().kept.micros();
+            }
+            Admission::Denied(d) if d.codes.contains(Code::LeasePending) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Admission::Denied(d) => return (settled, d.codes.iter().collect()),
+            Admission::Held(_) => panic!("not held"),
+        }
+    }
+}
+
+/// Calls of two sizes on one mandate: once less than the larger call is left, the smaller
+/// ones are still served down to the last of the budget. The node asked the store only
+/// for leases of at least its largest call, so it stranded up to one of them (here 2% of
+/// the budget: 0.002 of 0.102 after 25 calls of 0.004).
+#[test]
+fn the_smaller_calls_spend_what_is_too_little_for_the_larger_ones() {
+    let catalog = holon::catalog::Catalog::load(&["examples/agents".into()], None).unwrap();
+    let mut mandate = holon::documents::load_mandate("examples/mandates/alice-root.yaml".as_ref()).unwrap();
+    mandate.budget.total = Amount::parse("0.102").unwrap();
+    mandate.budget.per_day = Some(Amount::parse("0.102").unwrap());
+    let input = holon::engine::SnapshotInput {
+        mandates: vec![Arc::new(mandate)],
+        agents: catalog.entries.into_iter().map(|e| (Arc::new(e.manifest), e.record.map(Arc::new))).collect(),
+        ..holon::engine::SnapshotInput::default()
+    };
+    let engine = Arc::new(Engine::new(EngineConfig { store_backed: true, ..EngineConfig::default() }));
+    engine.publish(&input).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let node =
+        Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), config("two-sizes", Timestamp::now)).unwrap();
+    let m = engine.mandate_ix("alice/m-2026-11").unwrap();
+    let now = Timestamp::now();
+    let large = Call::new(m, engine.agent_ix("acme/table-extract").unwrap(), now);
+    let small = Call::new(m, engine.agent_ix("holon-labs/fx-convert").unwrap(), now);
+    let (by_large, codes) = spend_until_spent(&engine, &large);
+    assert_eq!((by_large, codes.as_slice()), (100_000, [Code::TotalExceeded].as_slice()), "25 calls of 0.004");
+    let (by_small, codes) = spend_until_spent(&engine, &small);
+    assert_eq!(by_small, 2_000, "the last 0.002 in two calls of 0.001 (denied {codes:?})");
+    node.drain().unwrap();
+    assert_eq!(store.status(Some("alice/m-2026-11")).unwrap()[0].spent_micros, 102_000, "nothing stranded");
+}
+
+/// Budget sitting in another live node's idle leases is not spent budget: a node refused
+/// while the rest is there says `lease_pending` (it said `total_exceeded`: a false denial
+/// while the budget sat idle elsewhere), and the idle node gives it all back within
+/// `IDLE_EMPTY_MS`, so the rest is spent to the last call, nothing stranded.
+#[test]
+fn budget_idle_in_another_nodes_leases_comes_back_and_is_spent() {
+    let store = Arc::new(MemoryStore::new());
+    let (idle_engine, idle_call) = engine("1", Timestamp::now);
+    let idle =
+        Node::start(Arc::clone(&idle_engine), Box::new(Arc::clone(&store)), config("idle", Timestamp::now)).unwrap();
+    // The idle node makes one call (taking its first lease), then none.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (first, worst) = loop {
+        match idle_engine.admit(&idle_call) {
+            Admission::Allowed(r) => {
+                let worst = r.worst_case();
+                break (r.settle(worst, idle_call.at).unwrap().kept.micros(), worst.micros());
+            }
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            other => panic!("the idle node's call: {other:?}"),
+        }
+    };
+    let held = status(&*store).nodes.iter().find(|n| n.node == "idle").map_or(0, |n| n.leased_micros);
+    assert!(held >= 2 * worst, "the idle node holds more than a call: {held}");
+    let (busy_engine, busy_call) = engine("1", Timestamp::now);
+    let busy =
+        Node::start(Arc::clone(&busy_engine), Box::new(Arc::clone(&store)), config("busy", Timestamp::now)).unwrap();
+    let (mut settled, mut pending_while_held) = (0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let last = loop {
+        match busy_engine.admit(&busy_call) {
+            Admission::Allowed(r) => {
+                settled += r.settle(Amount::from_micros(worst), busy_call.at).unwrap().kept.micros()
+            }
+            Admission::Denied(d) if d.codes.contains(Code::LeasePending) && Instant::now() < deadline => {
+                if status(&*store).nodes.iter().any(|n| n.node == "idle" && n.leased_micros >= worst) {
+                    pending_while_held += 1;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Admission::Denied(d) => break d.codes.iter().collect::<Vec<_>>(),
+            Admission::Held(_) => panic!("a leaf call is never held"),
+        }
+    };
+    assert_eq!(last, [Code::TotalExceeded], "the end is the budget's");
+    assert!(pending_while_held > 0, "the busy node waited while the idle one held the rest");
+    busy.drain().unwrap();
+    idle.drain().unwrap();
+    let s = status(&*store);
+    let stranded = 1_000_000 - (first + settled);
+    assert!(stranded < worst, "less than a call left: {stranded} (a call is {worst})");
+    assert_eq!((s.spent_micros, s.leased_micros), (first + settled, 0));
+}

@@ -133,6 +133,11 @@ enum Command {
         /// mandate's calls allowed for the whole run and measure its throughput).
         #[arg(long, allow_negative_numbers = true)]
         total: Option<String>,
+        /// With --hot: each thread stops once the hot mandate's budget is spent (a leaf
+        /// call, the smallest, denied `total_exceeded` or `per_day_exceeded`), --duration-s
+        /// bounding the run (the run waits for the event, not for a window).
+        #[arg(long, requires = "hot")]
+        until_exhausted: bool,
         /// Only allowed calls (leaf agents), to measure the allowed path alone.
         #[arg(long)]
         allowed_only: bool,
@@ -345,6 +350,7 @@ pub(crate) fn run() -> ExitCode {
             calls,
             hot,
             total,
+            until_exhausted,
             allowed_only,
             publish_every_ms,
             store,
@@ -374,6 +380,7 @@ pub(crate) fn run() -> ExitCode {
                 calls,
                 hot,
                 total,
+                until_exhausted,
                 allowed_only,
                 publish_every_ms,
                 progress: !json && loadtest::progress_wanted(),
