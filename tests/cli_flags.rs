@@ -85,13 +85,13 @@ fn out_of_range_flags_are_refused_with_exit_2() {
         (&["serve", "--grace-s", "-1"], "-1 is below 0"),
     ];
     for (args, says) in told {
-        let (code, err, _) = holon_within(args, Duration::from_secs(20));
+        let (code, err, _) = holon_within(args, Duration::from_secs(120));
         if code != Some(2) || !err.contains(says) {
             problems.push(format!("{args:?}: exit {code:?}, expected {says:?}, stderr: {err}"));
         }
     }
     for (args, flag) in cases {
-        let (code, err, elapsed) = holon_within(args, Duration::from_secs(20));
+        let (code, err, elapsed) = holon_within(args, Duration::from_secs(120));
         if code != Some(2) || !err.contains(flag) || err.contains("panicked") {
             problems.push(format!("{args:?}: exit {code:?} after {elapsed:?}, stderr: {err}"));
         }

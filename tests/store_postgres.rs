@@ -148,7 +148,8 @@ fn a_store_handle_outlives_a_server_restart() {
         other => panic!("a grant with the server down: {other:?}"),
     }
     let waited = started.elapsed();
-    assert!(waited < std::time::Duration::from_millis(POOL_WAIT_MS + 2_000), "waited {waited:?}");
+    // It gives up (bounded); generous above the pool's wait, for a loaded machine.
+    assert!(waited < std::time::Duration::from_millis(POOL_WAIT_MS + 30_000), "waited {waited:?}");
     assert!(matches!(store.status(None), Err(StoreError::Unavailable(_))));
 
     server.ci_postgres("resume");
@@ -179,8 +180,18 @@ fn one_handle_holds_at_most_its_pool(server: &Server) {
     let store = PostgresStore::connect(&url).unwrap();
     store.publish_limits("m", Limits { total_micros: 1_000_000_000, per_day_micros: None }, false).unwrap();
     let mut admin = postgres::Client::connect(&server.url, postgres::NoTls).unwrap();
-    // The connection `connect` used for the schema is closed before the pool opens any.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The connection `connect` used for the schema is closed before the pool opens any
+    // (waited for: the server notes the close a moment later, later on a loaded machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while admin
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = 'holon_pool'", &[])
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+    {
+        assert!(std::time::Instant::now() < deadline, "the schema's connection stayed open");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut most = 0i64;
     std::thread::scope(|s| {
@@ -370,15 +381,16 @@ fn store_down_under_a_node(server: &Server, url: &str) {
             }
         }
     };
-    let (warm, _) = admit(&|_| false, Duration::from_millis(300));
+    // Warm: the node admits (waited for, not a window).
+    let (warm, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(60));
     assert!(warm > 0);
     server.ci_postgres("pause");
     // Within the leases held the node goes on; then it fails closed.
-    let (during, codes) = admit(&|codes| codes == [Code::StoreUnavailable], Duration::from_secs(30));
+    let (during, codes) = admit(&|codes| codes == [Code::StoreUnavailable], Duration::from_secs(120));
     assert_eq!(codes, [Code::StoreUnavailable], "the node never said store_unavailable");
     assert!(during > 0, "the node admitted nothing within the leases it held");
     server.ci_postgres("resume");
-    let (after, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(30));
+    let (after, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(120));
     assert!(after > 0, "the node did not recover by itself");
     let stats = node.drain().unwrap();
     assert!(stats.store_errors > 0);
