@@ -247,6 +247,53 @@ fn start_up_errors_say_what_to_give_and_a_piped_log_has_no_colour() {
     assert!(log.contains("serving") && !log.contains('\u{1b}'), "{log:?}");
 }
 
+/// `--no-color` turns the log's colour off on a terminal too (only `NO_COLOR` did): the
+/// server runs on a pseudo-terminal (util-linux's `script`), once without the flag (its log
+/// is coloured there, so this test sees escapes when they are written) and once with it.
+#[test]
+fn no_color_turns_the_logs_colour_off_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let holon = env!("CARGO_BIN_EXE_holon");
+    let made =
+        std::process::Command::new(holon).args(["token", "new", "--role", "gateway", "--tokens"]).arg(&tokens).output();
+    assert!(made.unwrap().status.success());
+    let examples = std::fs::canonicalize("examples").unwrap();
+    // The log's "serving" line as the terminal showed it.
+    let serving_line = |flag: &str| {
+        let command = format!(
+            "env -u NO_COLOR '{holon}' {flag} serve --store memory --listen 127.0.0.1:0 --documents '{}' --tokens '{}'",
+            examples.display(),
+            tokens.display()
+        );
+        let mut child = std::process::Command::new("script")
+            .args(["-qfec", &command, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("util-linux's `script` runs the server on a pseudo-terminal");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                if line.contains("serving") {
+                    let _ = tx.send(line);
+                    return;
+                }
+            }
+        });
+        let line = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the server logged `serving`");
+        // `script` takes its session, the server included, down with it.
+        let _ = std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let _ = child.wait();
+        line
+    };
+    let coloured = serving_line("");
+    assert!(coloured.contains('\u{1b}'), "a log on a terminal is coloured: {coloured:?}");
+    let plain = serving_line("--no-color");
+    assert!(!plain.contains('\u{1b}'), "--no-color: {plain:?}");
+}
+
 /// A refused reload with no trust files configured publishes nothing: the generation
 /// stays (it was bumped, with a warning that keys and revocations were applied).
 #[test]
