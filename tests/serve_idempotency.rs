@@ -224,5 +224,5 @@ fn a_retry_storm_on_two_nodes_reserves_each_call_once() {
         .unwrap();
     let m = store.status(Some(MANDATE)).unwrap().remove(0);
     assert!(m.spent_micros <= m.limits.total_micros, "no overrun");
-    assert!(m.spent_micros >= kept, "every settle is in the store (spent {} < kept {kept})", m.spent_micros);
+    assert_eq!(m.spent_micros, kept, "the store spent exactly what the settles kept");
 }
