@@ -279,6 +279,16 @@ impl Guarded {
         Guarded { tcp, state, limits, heads, fresh: true, sleep, metrics, _ticket: ticket }
     }
 
+    /// A write that moved bytes counts as activity (the idle timeout starts again).
+    fn note_written(&self, written: &Poll<std::io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = written
+            && *n > 0
+        {
+            // Relaxed: see `ConnState::deadline`.
+            self.state.last_ms.store(self.state.now_ms(), Ordering::Relaxed);
+        }
+    }
+
     /// Bytes came: the connection is active, and a request's headers may have begun.
     fn read(&mut self, bytes: &[u8]) {
         if self.fresh {
@@ -332,13 +342,7 @@ impl AsyncWrite for Guarded {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.tcp).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = written
-            && n > 0
-        {
-            let now = this.state.now_ms();
-            // Relaxed: see `ConnState::deadline`.
-            this.state.last_ms.store(now, Ordering::Relaxed);
-        }
+        this.note_written(&written);
         written
     }
 
@@ -357,13 +361,7 @@ impl AsyncWrite for Guarded {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = written
-            && n > 0
-        {
-            let now = this.state.now_ms();
-            // Relaxed: see `ConnState::deadline`.
-            this.state.last_ms.store(now, Ordering::Relaxed);
-        }
+        this.note_written(&written);
         written
     }
 
