@@ -4,7 +4,9 @@
 //! keep-alive connection of its own), as a gateway behind Envoy does. Prints one JSON line:
 //! Checks per second (each with its settle), the Checks that were not OK, and the median
 //! and 99th percentile latency of the Check alone in microseconds (exact: every latency is
-//! kept and sorted).
+//! kept and sorted). With `HOLON_BENCH_KEYS=1` every Check carries an `x-request-id` of its
+//! own (Envoy sends one on every request; `holon serve` keys the Check by it) and every
+//! settle an `Idempotency-Key`, each new (prefixed by `HOLON_BENCH_RUN` and the client).
 //!
 //!   cargo run --release --example grpc_load --features serve -- \
 //!       GRPC_ADDR HTTP_ADDR TOKEN MANDATE AGENT CONNECTIONS SECONDS
@@ -37,12 +39,14 @@ fn check_request(mandate: &str, agent: &str) -> CheckRequest {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// Settles reservation `id` over a keep-alive HTTP/1.1 connection; true on a 200.
-async fn settle(http: &mut BufReader<TcpStream>, token: &str, id: &str) -> Result<bool, Error> {
+/// Settles reservation `id` over a keep-alive HTTP/1.1 connection, with `key` as its
+/// Idempotency-Key if given; true on a 200.
+async fn settle(http: &mut BufReader<TcpStream>, token: &str, id: &str, key: Option<&str>) -> Result<bool, Error> {
     let body = r#"{"actual":"0.004"}"#;
+    let key = key.map(|k| format!("idempotency-key: {k}\r\n")).unwrap_or_default();
     let request = format!(
         "POST /v1/reservations/{id}/settle HTTP/1.1\r\nhost: holon\r\nauthorization: Bearer {token}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+         content-type: application/json\r\n{key}content-length: {}\r\n\r\n{body}",
         body.len()
     );
     http.get_mut().write_all(request.as_bytes()).await?;
@@ -73,21 +77,34 @@ fn main() -> Result<(), Error> {
     let connections: usize = connections.parse()?;
     let duration = Duration::from_secs(seconds.parse()?);
     let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse()?;
+    let keys = std::env::var("HOLON_BENCH_KEYS").is_ok_and(|v| v == "1");
+    let run = std::env::var("HOLON_BENCH_RUN").unwrap_or_else(|_| "run".to_owned());
     // One thread for the load, so that the server keeps the other core as with wrk -t1.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (latencies_us, refused) = runtime.block_on(async move {
         let mut tasks = Vec::new();
-        for _ in 0..connections {
+        for client_ix in 0..connections {
             let mut client = AuthorizationClient::connect(format!("http://{addr}")).await?;
             let http = TcpStream::connect(http_addr.as_str()).await?;
             http.set_nodelay(true)?;
             let mut http = BufReader::new(http);
             let (request, bearer, token) = (check_request(mandate, agent), bearer.clone(), token.clone());
+            let prefix = format!("{run}-{client_ix}-");
             tasks.push(tokio::spawn(async move {
                 let (mut latencies_us, mut refused) = (Vec::new(), 0_u64);
                 let started = Instant::now();
+                let mut call_ix = 0_u64;
                 while started.elapsed() < duration {
-                    let mut call = tonic::Request::new(request.clone());
+                    call_ix += 1;
+                    let mut check = request.clone();
+                    if keys {
+                        let http =
+                            check.attributes.as_mut().and_then(|a| a.request.as_mut()).and_then(|r| r.http.as_mut());
+                        if let Some(http) = http {
+                            http.headers.insert("x-request-id".to_owned(), format!("{prefix}check-{call_ix}"));
+                        }
+                    }
+                    let mut call = tonic::Request::new(check);
                     call.metadata_mut().insert("authorization", bearer.clone());
                     let sent = Instant::now();
                     let answer = client.check(call).await;
@@ -101,7 +118,10 @@ fn main() -> Result<(), Error> {
                         header.map(|h| h.value).filter(|_| r.status.is_some_and(|s| s.code == 0))
                     });
                     match reservation {
-                        Some(id) => refused += u64::from(!settle(&mut http, &token, &id).await?),
+                        Some(id) => {
+                            let key = keys.then(|| format!("{prefix}settle-{call_ix}"));
+                            refused += u64::from(!settle(&mut http, &token, &id, key.as_deref()).await?);
+                        }
                         None => refused += 1,
                     }
                 }

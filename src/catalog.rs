@@ -3,12 +3,11 @@
 //! [`crate::lookup`] so that the decision layers do not depend on this loader); ranking
 //! and the CLI iterate it.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::doc::{self, DocError, DocKind, Limits, LoadError};
 use crate::documents::{self, Document};
-use crate::lookup::{AgentLookup, newest_in_range};
+use crate::lookup::{AgentLookup, RecordOrigin, newest_in_range, record_for};
 use crate::manifest::Manifest;
 use crate::pattern::AgentId;
 use crate::record::AgentRecord;
@@ -39,8 +38,10 @@ impl Catalog {
         self.entries.iter().filter(|e| &e.manifest.id == id).max_by(|a, b| a.manifest.version.cmp(&b.manifest.version))
     }
 
-    /// Loads manifests from files or directories (recursively). A `record.yaml` beside a
-    /// manifest is its record; `records_dir`, if given, supplies records by agent id.
+    /// Loads manifests from files or directories (recursively), with their records: the
+    /// records found among the same files and, if given, in `records_dir`; which one applies
+    /// to a manifest is [`record_for`]'s rule (a records directory's first, then the one
+    /// beside the manifest, then any other).
     pub fn load(paths: &[PathBuf], records_dir: Option<&Path>) -> Result<Catalog, LoadError> {
         let limits = Limits::default();
         let mut files = Vec::new();
@@ -61,58 +62,63 @@ impl Catalog {
                 doc::yaml_files(p).map_err(|e| LoadError::Unreadable { path: p.display().to_string(), error: e })?,
             );
         }
-        let mut records: BTreeMap<AgentId, Vec<AgentRecord>> = BTreeMap::new();
+        let mut records: Vec<(PathBuf, Option<RecordOrigin>, AgentRecord)> = Vec::new();
         if let Some(dir) = records_dir {
             let rfiles = doc::yaml_files(dir)
                 .map_err(|e| LoadError::Unreadable { path: dir.display().to_string(), error: e })?;
             for f in rfiles {
-                if let Some(Document::Record(r)) = load_if(&f, DocKind::Record, &limits)? {
-                    records.entry(r.agent.clone()).or_default().push(*r);
+                if let Some(Document::Record(r)) = load_if(&f, &[DocKind::Record], &limits)? {
+                    records.push((f, Some(RecordOrigin::RecordsDir), *r));
                 }
             }
         }
-        let mut entries = Vec::new();
+        let mut manifests = Vec::new();
         for f in files {
-            let Some(Document::Manifest(m)) = load_if(&f, DocKind::Manifest, &limits)? else { continue };
-            let beside = f.with_file_name("record.yaml");
-            let mut record = match beside.exists() {
-                true => Some(documents::load_record(&beside)?),
-                false => None,
-            };
-            if let Some(rs) = records.get(&m.id) {
-                record = rs
-                    .iter()
-                    .find(|r| r.version.as_ref() == Some(&m.version))
-                    .or_else(|| rs.iter().find(|r| r.version.is_none()))
-                    .cloned()
-                    .or(record);
+            match load_if(&f, &[DocKind::Manifest, DocKind::Record], &limits)? {
+                Some(Document::Manifest(m)) => manifests.push((f, *m)),
+                Some(Document::Record(r)) => records.push((f, None, *r)),
+                _ => {}
             }
-            // A record for another agent, or another version, does not apply.
-            let record = record.filter(|r| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version));
-            if entries.len() >= AGENTS_MAX {
-                return Err(LoadError::Unreadable {
-                    path: f.display().to_string(),
-                    error: doc::DocError::Io(format!("more than {AGENTS_MAX} agents")),
-                });
-            }
-            entries.push(Entry { manifest: *m, record, path: f });
         }
+        // A manifest named as a file: the `record.yaml` beside it is a candidate too.
+        for (path, _) in &manifests {
+            let beside = path.with_file_name("record.yaml");
+            if beside.exists() && !records.iter().any(|(at, _, _)| at == &beside) {
+                let record = documents::load_record(&beside)?;
+                records.push((beside, None, record));
+            }
+        }
+        if manifests.len() > AGENTS_MAX {
+            return Err(LoadError::Unreadable {
+                path: paths.first().map(|p| p.display().to_string()).unwrap_or_default(),
+                error: doc::DocError::Io(format!("more than {AGENTS_MAX} agents")),
+            });
+        }
+        let entries = manifests
+            .into_iter()
+            .map(|(path, manifest)| {
+                let candidates =
+                    records.iter().map(|(at, origin, r)| (origin.unwrap_or_else(|| RecordOrigin::of(at, &path)), r));
+                let record = record_for(&manifest, candidates).cloned();
+                Entry { manifest, record, path }
+            })
+            .collect();
         Ok(Catalog { entries })
     }
 }
 
-/// Loads a file if it is a document of `kind`; other holon documents are skipped,
+/// Loads a file if it is a document of one of `kinds`; other holon documents are skipped,
 /// unreadable or invalid ones are errors.
-fn load_if(path: &Path, kind: DocKind, limits: &Limits) -> Result<Option<Document>, LoadError> {
+fn load_if(path: &Path, kinds: &[DocKind], limits: &Limits) -> Result<Option<Document>, LoadError> {
     let origin = path.display().to_string();
     let text =
         doc::read_text(path, limits).map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
     let value = doc::yaml::parse(&text, limits)
         .map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
-    match doc::detect_kind(&value) {
-        Ok(k) if k == kind => {}
+    let kind = match doc::detect_kind(&value) {
+        Ok(k) if kinds.contains(&k) => k,
         _ => return Ok(None),
-    }
+    };
     let checked = documents::check_value(&value)
         .map_err(|source| LoadError::Unreadable { path: origin.clone(), error: source })?;
     checked.result.map(Some).map_err(|violations| LoadError::Invalid { path: origin, kind: kind.as_str(), violations })

@@ -85,13 +85,13 @@ fn out_of_range_flags_are_refused_with_exit_2() {
         (&["serve", "--grace-s", "-1"], "-1 is below 0"),
     ];
     for (args, says) in told {
-        let (code, err, _) = holon_within(args, Duration::from_secs(20));
+        let (code, err, _) = holon_within(args, Duration::from_secs(120));
         if code != Some(2) || !err.contains(says) {
             problems.push(format!("{args:?}: exit {code:?}, expected {says:?}, stderr: {err}"));
         }
     }
     for (args, flag) in cases {
-        let (code, err, elapsed) = holon_within(args, Duration::from_secs(20));
+        let (code, err, elapsed) = holon_within(args, Duration::from_secs(120));
         if code != Some(2) || !err.contains(flag) || err.contains("panicked") {
             problems.push(format!("{args:?}: exit {code:?} after {elapsed:?}, stderr: {err}"));
         }
@@ -152,10 +152,42 @@ fn completions_and_the_manual_cover_every_verb() {
     assert_eq!(run(&["completions", "nosh"]).0, Some(2));
     let (code, page) = run(&["man"]);
     assert_eq!(code, Some(0));
-    for title in [".TH holon 1", ".TH holon-mandate-check 1", ".TH holon-job-widen 1", ".TH holon-ledger-raise 1"] {
-        assert!(page.contains(title), "the manual lacks {title}");
+    assert!(page.contains(".TH holon 1") && !page.contains(".TH holon-mandate-check 1"), "holon(1) alone");
+    // One file per page, so that `holon-validate(1)` and the rest are found by `man`.
+    let dir = tempfile::tempdir().unwrap();
+    let man1 = dir.path().join("man1");
+    let (code, said) = run(&["man", "--dir", man1.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    for (file, title) in [
+        ("holon.1", ".TH holon 1"),
+        ("holon-mandate-check.1", ".TH holon-mandate-check 1"),
+        ("holon-job-widen.1", ".TH holon-job-widen 1"),
+        ("holon-ledger-raise.1", ".TH holon-ledger-raise 1"),
+    ] {
+        let page = std::fs::read_to_string(man1.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(page.contains(title), "{file} lacks {title}");
     }
-    assert!(page.contains("spent\\-total"), "the manual lacks --spent-total");
+    let check = std::fs::read_to_string(man1.join("holon-mandate-check.1")).unwrap();
+    assert!(check.contains("spent\\-total"), "the manual lacks --spent-total");
+    // Every page a page names (`holon\-mandate\-check(1)` in roff) is a file beside it, and
+    // every verb `--help` lists has its page.
+    let mut named = 0;
+    for entry in std::fs::read_dir(&man1).unwrap() {
+        let page = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for (at, _) in page.match_indices("(1)") {
+            let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '\\';
+            let start = page[..at].rfind(|c: char| !name_char(c)).map_or(0, |i| i + 1);
+            let name = page[start..at].replace("\\-", "-");
+            assert!(man1.join(format!("{name}.1")).is_file(), "{name}(1) is named but has no page");
+            named += 1;
+        }
+    }
+    assert!(named > 30, "the pages name their verbs ({named} references)");
+    for verb in verbs(&[]) {
+        let file = format!("holon-{}.1", verb.join("-"));
+        assert!(man1.join(&file).is_file(), "no page {file}");
+    }
+    assert!(said.contains(&format!("man -M {}", dir.path().display())), "{said}");
 }
 
 /// The verbs `holon --help` lists, recursively: ["validate"], ["mandate", "check"], …

@@ -234,3 +234,30 @@ fn common_first_mistakes_say_how_to_move_on() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("unknown_agent") && !out.contains("internal_error"), "{out}");
 }
+
+/// From the new user's trial: a negative amount is refused as an amount (clap's tip to pass
+/// `-- -1` would make it an agent argument), and arguments in the wrong order get the order
+/// to use: `mandate check DIR MANDATE`, `job JOB status`.
+#[test]
+fn a_negative_amount_and_swapped_arguments_say_what_to_give() {
+    let (code, err) =
+        holon(&["mandate", "check", "examples/mandates/alice-root.yaml", "examples/agents", "--max-cost", "-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-cost -1") && !err.contains("-- -1"), "{err}");
+    let (code, err) = holon(&[
+        "mandate",
+        "derive",
+        "examples/mandates/alice-root.yaml",
+        "examples/agents/invoice-pipeline",
+        "--max-cost",
+        "-0.5",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-cost -0.5"), "{err}");
+    let (code, err) = holon(&["mandate", "check", "examples/agents", "examples/mandates/alice-root.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("swap them: holon mandate check examples/mandates/alice-root.yaml examples/agents"), "{err}");
+    let (code, err) = holon(&["job", "nightly", "status"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("swap them: holon job status nightly"), "{err}");
+}

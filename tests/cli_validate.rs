@@ -173,3 +173,41 @@ fn nothing_to_validate_is_bad_input() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a .yaml, .yml or .json file") && !err.contains("anchor"), "{err}");
 }
+
+/// `validate` refuses every figure the engine refuses at publish, with the bound (one
+/// table, `mandate::limits`): a `per_day` above what the day word holds passed `validate`
+/// and was then refused by publish.
+#[test]
+fn a_figure_the_engine_cannot_hold_is_refused_with_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string("examples/mandates/alice-root.yaml").unwrap();
+    let path = dir.path().join("m.yaml");
+    let big = text
+        .replace("total: \"100.00\"", "total: \"5000000000000.00\"")
+        .replace("per_day: \"20.00\"", "per_day: \"300000000.00\"");
+    std::fs::write(&path, big).unwrap();
+    let (code, out, _) = holon(&["validate", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("/budget/per_day") && out.contains("281474976.710655"), "{out}");
+    assert!(out.contains("/budget/total") && out.contains("4611686018427.387904"), "{out}");
+}
+
+/// An expired mandate is a valid document that admits nothing: said, exit 0.
+#[test]
+fn an_expired_mandate_is_valid_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string("examples/mandates/alice-root.yaml").unwrap();
+    let path = dir.path().join("m.yaml");
+    let old = text
+        .replace("2026-11-01T00:00:00Z", "2020-01-01T00:00:00Z")
+        .replace("2099-12-31T23:59:59Z", "2020-12-31T23:59:59Z");
+    assert_ne!(old, text, "the example's validity was changed");
+    std::fs::write(&path, old).unwrap();
+    let (code, out, _) = holon(&["validate", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("warning /valid/until the mandate expired at 2020-12-31T23:59:59Z"), "{out}");
+    let (code, json, _) = holon(&["validate", "--json", path.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["files"][0]["warnings"][0]["path"], "/valid/until", "{json}");
+}

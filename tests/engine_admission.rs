@@ -217,7 +217,7 @@ fn a_bad_publish_changes_nothing() {
         m.budget.per_day = Some(Amount::from_micros(u64::MAX));
     });
     let err = engine.publish(&huge).unwrap_err();
-    assert!(err.to_string().contains("per-day maximum"), "{err}");
+    assert!(err.to_string().contains("is above the most the engine can hold"), "{err}");
     let lowered = input_with(|m| m.budget.total = a("50.00"));
     let mut lowered_twice = lowered.clone();
     lowered_twice.mandates.push(lowered.mandates[0].clone());
@@ -336,4 +336,60 @@ fn releasing_an_orchestrator_keeps_what_its_sub_calls_took() {
         assert_eq!(ledger.settled_micros() - before, 16_000, "release {release}: the sub-calls' 0.016 stays spent");
         assert_eq!(ledger.spent_micros(), ledger.settled_micros(), "nothing else stays reserved");
     }
+}
+
+/// Shadow mode (`EngineConfig::shadow`): every call is decided as usual and the receipt
+/// says so; a call the engine would deny or hold is allowed on a shadow reservation whose
+/// settlement goes into the mandate's shadow tally, never into its ledger, which stays
+/// exact (spent never above the total); allowed calls reserve and settle as usual.
+#[test]
+fn shadow_mode_allows_what_it_would_deny_and_keeps_the_ledger_exact() {
+    // Every receipt kept (the sink shares its capacity among its shards).
+    let (sink, rx) = ChannelSink::new(1 << 20);
+    let config = EngineConfig { clock: fixed_clock, shadow: true, ..EngineConfig::default() };
+    let engine = Engine::with_sink(config, Arc::new(sink));
+    engine.publish(&input_with(|m| m.budget.total = a("1.00"))).unwrap();
+    let m = engine.mandate_ix("alice/m-2026-11").unwrap();
+    let ledger = engine.ledger(m).unwrap();
+    // Would be denied: 0.10 + 3.00 passthrough is above per_call 2.00.
+    let pipeline = call(&engine, "holon-labs/invoice-pipeline");
+    let Admission::Allowed(shadowed) = engine.admit(&pipeline) else { panic!("shadow mode allows") };
+    let real = *shadowed.shadow().expect("a shadow reservation");
+    assert_eq!(real.verdict, Verdict::Denied);
+    assert!(real.codes.contains(Code::PerCallExceeded), "{real:?}");
+    assert!(!shadowed.is_delegated_run(), "a shadow reservation opens no run");
+    let settled = shadowed.settle(a("0.25"), at()).unwrap();
+    assert_eq!(settled.kept, a("0.25"));
+    assert_eq!((ledger.spent_micros(), ledger.claimed_micros()), (0, 0), "the ledger never saw it");
+    assert_eq!(engine.shadow_tally(m).settled, a("0.25"));
+    // Would be held (0.60 is above approval 0.50): allowed in shadow, nothing held.
+    let held = Call { max_cost: Some(a("0.60")), ..pipeline };
+    let Admission::Allowed(r) = engine.admit(&held) else { panic!("shadow mode allows a held call") };
+    assert_eq!(r.shadow().map(|s| s.verdict), Some(Verdict::Held));
+    assert_eq!(engine.stats().pending, 0, "nothing waits for an approval");
+    r.release(at()).unwrap();
+    // Allowed calls reserve and settle as usual, until the budget is spent; then shadow.
+    let fx = call(&engine, "holon-labs/fx-convert");
+    let (mut real_calls, mut shadow_calls) = (0, 0);
+    for _ in 0..1_100 {
+        let Admission::Allowed(r) = engine.admit(&fx) else { panic!("shadow mode allows every call") };
+        match r.shadow() {
+            None => real_calls += 1,
+            Some(s) => {
+                assert!(s.codes.contains(Code::TotalExceeded), "{s:?}");
+                shadow_calls += 1;
+            }
+        }
+        r.settle(a("0.001"), at()).unwrap();
+    }
+    assert_eq!((real_calls, shadow_calls), (1_000, 100), "1.00 of 0.001 calls, then shadow");
+    assert_eq!(ledger.settled_micros(), 1_000_000, "the ledger holds exactly the real calls");
+    assert!(ledger.spent_micros() <= 1_000_000);
+    assert_eq!(engine.shadow_tally(m).settled, a("0.35"));
+    // Receipts: the decisions it would have made, and the shadow settlements, say shadow.
+    let receipts: Vec<_> = rx.try_iter().collect();
+    let shadow_decided = receipts.iter().filter(|r| r.shadow && r.end == End::Decided).count();
+    let shadow_settled = receipts.iter().filter(|r| r.shadow && r.end == End::Settled).count();
+    let real_settled = receipts.iter().filter(|r| !r.shadow && r.end == End::Settled).count();
+    assert_eq!((shadow_decided, shadow_settled, real_settled), (102, 101, 1_000));
 }

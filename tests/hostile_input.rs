@@ -97,7 +97,8 @@ fn deep_flow_nesting_is_refused_fast_with_our_error() {
             matches!(&result, Err(e @ DocError::TooDeep { depth_max: 64, .. }) if e.to_string().contains("line 1: nesting is deeper than 64 levels")),
             "{result:?}"
         );
-        assert!(elapsed < std::time::Duration::from_secs(2), "took {elapsed:?}");
+        // A bound for blow-ups (generous: a loaded machine is slow, an exponential parse never ends).
+        assert!(elapsed < std::time::Duration::from_secs(30), "took {elapsed:?}");
     }
 }
 

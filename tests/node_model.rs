@@ -73,14 +73,39 @@ impl LedgerStore for Shared {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Admit { node: usize, agent: usize },
-    Settle { node: usize, pick: usize, pct: u64 },
-    Release { node: usize, pick: usize },
-    Step { node: usize },
-    Crash { node: usize },
-    Restart { node: usize },
-    Expire { node: usize },
-    Lower { node: usize, pct: u64 },
+    Admit {
+        node: usize,
+        agent: usize,
+    },
+    Settle {
+        node: usize,
+        pick: usize,
+        pct: u64,
+    },
+    Release {
+        node: usize,
+        pick: usize,
+    },
+    Step {
+        node: usize,
+    },
+    /// A pass after the node's calls stopped for `IDLE_MS` (its unused leases go back).
+    Idle {
+        node: usize,
+    },
+    Crash {
+        node: usize,
+    },
+    Restart {
+        node: usize,
+    },
+    Expire {
+        node: usize,
+    },
+    Lower {
+        node: usize,
+        pct: u64,
+    },
     NextDay,
 }
 
@@ -91,6 +116,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (node.clone(), any::<usize>(), 0u64..=100).prop_map(|(node, pick, pct)| Op::Settle { node, pick, pct }),
         1 => (node.clone(), any::<usize>()).prop_map(|(node, pick)| Op::Release { node, pick }),
         6 => node.clone().prop_map(|node| Op::Step { node }),
+        2 => node.clone().prop_map(|node| Op::Idle { node }),
         1 => node.clone().prop_map(|node| Op::Crash { node }),
         1 => node.clone().prop_map(|node| Op::Restart { node }),
         1 => node.clone().prop_map(|node| Op::Expire { node }),
@@ -221,6 +247,11 @@ impl Model {
             Op::Step { node } => {
                 if let Some(live) = self.nodes[node].as_mut() {
                     live.stepper.step();
+                }
+            }
+            Op::Idle { node } => {
+                if let Some(live) = self.nodes[node].as_mut() {
+                    live.stepper.step_idle();
                 }
             }
             Op::Crash { node } => {

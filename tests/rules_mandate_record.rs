@@ -84,3 +84,55 @@ fn record_rules() {
         ],
     );
 }
+
+/// Which record applies to an agent is one rule (`lookup::record_for`), the same in the
+/// catalog (`holon mandate check`, `search`, `demo`), the engine and the server: two agents
+/// of the same version with crossed records each get their own. Before, the catalog took
+/// the `record.yaml` beside the manifest, found it was another agent's and gave none, while
+/// the server found the right one: the agent failed its thresholds in one and not the other.
+#[test]
+fn two_agents_of_one_version_with_crossed_records_each_get_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    copy_tree(std::path::Path::new("examples"), &docs);
+    cross_records(&docs);
+    let catalog = holon::catalog::Catalog::load(&[docs.join("agents")], None).unwrap();
+    for (agent, rate) in [("holon-labs/fx-convert", "0.99"), ("holon-labs/page-reader", "0.5")] {
+        let entry = catalog.get(&holon::pattern::AgentId::parse(agent).unwrap()).unwrap();
+        let record = entry.record.as_ref().unwrap_or_else(|| panic!("{agent} has no record"));
+        assert_eq!((record.agent.as_str(), record.success_rate.unwrap().to_string()), (agent, rate.to_owned()));
+    }
+    // A manifest named as a file still finds the record beside it (here another agent's:
+    // none applies), and a records directory given explicitly wins over it.
+    let alone = holon::catalog::Catalog::load(&[docs.join("agents/fx-convert/holon.yaml")], None).unwrap();
+    assert!(alone.entries[0].record.is_none(), "page-reader's record is not fx-convert's");
+    let with_dir = holon::catalog::Catalog::load(
+        &[docs.join("agents/fx-convert/holon.yaml")],
+        Some(&docs.join("agents/page-reader")),
+    )
+    .unwrap();
+    assert_eq!(with_dir.entries[0].record.as_ref().unwrap().agent.as_str(), "holon-labs/fx-convert");
+    // The engine compiles a record given for another agent as no record.
+    let fx = catalog.get(&holon::pattern::AgentId::parse("holon-labs/fx-convert").unwrap()).unwrap();
+    let other = catalog.get(&holon::pattern::AgentId::parse("holon-labs/page-reader").unwrap()).unwrap();
+    let mandate = holon::documents::load_mandate(std::path::Path::new(MANDATE)).unwrap();
+    let crossed = holon::engine::SnapshotInput {
+        mandates: vec![std::sync::Arc::new(mandate)],
+        agents: vec![(std::sync::Arc::new(fx.manifest.clone()), other.record.clone().map(std::sync::Arc::new))],
+        ..holon::engine::SnapshotInput::default()
+    };
+    let engine = holon::engine::Engine::new(holon::engine::EngineConfig::default());
+    engine.publish(&crossed).unwrap();
+    let at = holon::time::Timestamp::parse("2026-11-20T10:00:00Z").unwrap();
+    let call = holon::engine::Call::new(
+        engine.mandate_ix("alice/m-2026-11").unwrap(),
+        engine.agent_ix("holon-labs/fx-convert").unwrap(),
+        at,
+    );
+    match engine.admit(&call) {
+        holon::engine::Admission::Denied(d) => {
+            assert!(d.codes.contains(holon::admission::Code::RecordMissing), "{d:?}")
+        }
+        other => panic!("another agent's record applied: {other:?}"),
+    }
+}

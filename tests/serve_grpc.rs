@@ -86,3 +86,55 @@ fn ext_authz_allows_with_a_reservation_header_and_denies_with_the_codes() {
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["in_flight"], 0, "{status}");
 }
+
+fn reservation_of(r: &CheckResponse) -> Option<String> {
+    let Some(HttpResponse::OkResponse(http)) = &r.http_response else { return None };
+    let header = http.headers.iter().filter_map(|h| h.header.as_ref()).find(|h| h.key == "x-holon-reservation");
+    header.map(|h| h.value.clone())
+}
+
+/// `Check` is keyed by `x-request-id` (Envoy keeps it across its retries): the retry is
+/// answered with the first reservation, says it was replayed, and nothing more is reserved.
+#[test]
+fn a_retried_check_with_the_same_request_id_reserves_once() {
+    let s = Server::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let call = |id: &str| {
+            [("x-holon-mandate", "alice/m-2026-11"), ("x-holon-agent", "acme/table-extract"), ("x-request-id", id)]
+                .map(|(k, v)| (k, v.to_owned()))
+        };
+        // The node may still be leasing (lease_pending is not kept): the same id asks again.
+        let mut first = None;
+        for _ in 0..3_000 {
+            let headers = call("envoy-1");
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let r = check(&s, Some(&s.gateway), &pairs).await.unwrap();
+            if r.status.as_ref().is_some_and(|st| st.code == 0) {
+                first = Some(r);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let first = first.expect("the check was allowed");
+        let headers = call("envoy-1");
+        let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let again = check(&s, Some(&s.gateway), &pairs).await.unwrap();
+        assert_eq!(again.status.as_ref().map(|st| st.code), Some(0), "{again:?}");
+        assert_eq!(reservation_of(&again), reservation_of(&first), "the same reservation");
+        let Some(HttpResponse::OkResponse(http)) = &again.http_response else { panic!("{again:?}") };
+        assert!(http.headers.iter().filter_map(|h| h.header.as_ref()).any(|h| h.key == "idempotent-replayed"));
+        // Another call under the same id: refused (422 to the client), nothing reserved.
+        let other = [
+            ("x-holon-mandate", "alice/m-2026-11"),
+            ("x-holon-agent", "holon-labs/fx-convert"),
+            ("x-request-id", "envoy-1"),
+        ];
+        let clash = check(&s, Some(&s.gateway), &other).await.unwrap();
+        let Some(HttpResponse::DeniedResponse(http)) = clash.http_response else { panic!("{clash:?}") };
+        assert_eq!(http.status.as_ref().unwrap().code, 422, "{}", http.body);
+    });
+    let (_, status) = s.get("/v1/status", Some(&s.gateway));
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["in_flight"], 1, "reserved once: {status}");
+}

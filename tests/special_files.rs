@@ -47,7 +47,9 @@ fn mkfifo(path: &Path) {
     assert!(status.success(), "mkfifo failed");
 }
 
-const LIMIT: Duration = Duration::from_secs(20);
+/// How long a command may take before it counts as hung (generous: a loaded machine is
+/// slow; a read that blocks on a FIFO never ends).
+const LIMIT: Duration = Duration::from_secs(120);
 
 #[test]
 fn a_fifo_is_refused_without_waiting() {
@@ -65,7 +67,7 @@ fn a_fifo_is_refused_without_waiting() {
         let (code, out, err, elapsed) = holon_within(&args, LIMIT);
         assert_eq!(code, Some(2), "{args:?} took {elapsed:?}\n{out}\n{err}");
         assert!(format!("{out}{err}").contains("a FIFO (named pipe), not a regular file"), "{args:?}\n{out}\n{err}");
-        assert!(elapsed < Duration::from_secs(10), "{args:?} took {elapsed:?}");
+        assert!(elapsed < LIMIT, "{args:?} took {elapsed:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -80,7 +82,7 @@ fn a_link_to_dev_zero_is_refused_without_reading() {
         let (code, out, err, elapsed) = holon_within(&args, LIMIT);
         assert_eq!(code, Some(2), "{args:?} took {elapsed:?}\n{out}\n{err}");
         assert!(out.contains("this is a device, not a regular file"), "{args:?}\n{out}\n{err}");
-        assert!(elapsed < Duration::from_secs(10), "{args:?} took {elapsed:?}");
+        assert!(elapsed < LIMIT, "{args:?} took {elapsed:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -105,6 +105,11 @@ fn the_postgres_store() {
 fn held_calls_are_taken_once(server: &Server) {
     let url = server.fresh("holon_held");
     common::held::held_calls_are_taken_once_and_expire(&PostgresStore::connect(&url).unwrap());
+    common::held::idempotency_keys_are_claimed_once_and_replayed(
+        &PostgresStore::connect(&url).unwrap(),
+        &PostgresStore::connect(&url).unwrap(),
+    );
+    keys_claimed_at_once_by_eight_handles_go_to_one(&url);
     PostgresStore::connect(&url).unwrap().hold(&common::held::call("n1:9", "m0", i64::MAX)).unwrap();
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
     let takers: Vec<_> = (0..8)
@@ -143,7 +148,8 @@ fn a_store_handle_outlives_a_server_restart() {
         other => panic!("a grant with the server down: {other:?}"),
     }
     let waited = started.elapsed();
-    assert!(waited < std::time::Duration::from_millis(POOL_WAIT_MS + 2_000), "waited {waited:?}");
+    // It gives up (bounded); generous above the pool's wait, for a loaded machine.
+    assert!(waited < std::time::Duration::from_millis(POOL_WAIT_MS + 30_000), "waited {waited:?}");
     assert!(matches!(store.status(None), Err(StoreError::Unavailable(_))));
 
     server.ci_postgres("resume");
@@ -174,8 +180,18 @@ fn one_handle_holds_at_most_its_pool(server: &Server) {
     let store = PostgresStore::connect(&url).unwrap();
     store.publish_limits("m", Limits { total_micros: 1_000_000_000, per_day_micros: None }, false).unwrap();
     let mut admin = postgres::Client::connect(&server.url, postgres::NoTls).unwrap();
-    // The connection `connect` used for the schema is closed before the pool opens any.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The connection `connect` used for the schema is closed before the pool opens any
+    // (waited for: the server notes the close a moment later, later on a loaded machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while admin
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = 'holon_pool'", &[])
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+    {
+        assert!(std::time::Instant::now() < deadline, "the schema's connection stayed open");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut most = 0i64;
     std::thread::scope(|s| {
@@ -365,19 +381,43 @@ fn store_down_under_a_node(server: &Server, url: &str) {
             }
         }
     };
-    let (warm, _) = admit(&|_| false, Duration::from_millis(300));
+    // Warm: the node admits (waited for, not a window).
+    let (warm, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(60));
     assert!(warm > 0);
     server.ci_postgres("pause");
     // Within the leases held the node goes on; then it fails closed.
-    let (during, codes) = admit(&|codes| codes == [Code::StoreUnavailable], Duration::from_secs(30));
+    let (during, codes) = admit(&|codes| codes == [Code::StoreUnavailable], Duration::from_secs(120));
     assert_eq!(codes, [Code::StoreUnavailable], "the node never said store_unavailable");
     assert!(during > 0, "the node admitted nothing within the leases it held");
     server.ci_postgres("resume");
-    let (after, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(30));
+    let (after, _) = admit(&|codes| codes.is_empty(), Duration::from_secs(120));
     assert!(after > 0, "the node did not recover by itself");
     let stats = node.drain().unwrap();
     assert!(stats.store_errors > 0);
     let s = PostgresStore::connect(url).unwrap().status(Some("m0")).unwrap().remove(0);
     assert_eq!(s.spent_micros, settled, "everything settled while the server was away was flushed");
     assert_eq!(s.leased_micros, 0);
+}
+
+/// Eight handles (eight nodes) claim one new key at once: exactly one gets it, the others
+/// find it in flight (the insert waits for the first claim's commit, then does nothing).
+fn keys_claimed_at_once_by_eight_handles_go_to_one(url: &str) {
+    use holon::store::{KeyClaim, KeyState};
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let claims: Vec<_> = (0..8)
+        .map(|n| {
+            let (url, barrier) = (url.to_owned(), std::sync::Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let store = PostgresStore::connect(&url).unwrap();
+                barrier.wait();
+                let node = format!("n{n}");
+                let claim =
+                    KeyClaim { scope: "gateway", key: "race", digest: "d", node: &node, now_unix: 1, keep_s: 60 };
+                store.claim_key(&claim).unwrap()
+            })
+        })
+        .collect();
+    let states: Vec<KeyState> = claims.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(states.iter().filter(|s| **s == KeyState::Claimed).count(), 1, "{states:?}");
+    assert_eq!(states.iter().filter(|s| **s == KeyState::InFlight).count(), 7, "{states:?}");
 }

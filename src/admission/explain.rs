@@ -51,6 +51,15 @@ pub fn reasons(codes: CodeSet, docs: &Documents<'_>, ctx: &CallContext, figures:
     out
 }
 
+/// The sentence of a code whose documents are not at hand (a mandate or agent no longer
+/// published): the code, and where it is explained.
+pub fn without_documents(code: Code) -> String {
+    format!(
+        "`{}`: the documents this decision was made on are no longer published; see docs/admission.md for this code",
+        code.as_str()
+    )
+}
+
 fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figures) -> String {
     let (m, agent) = (docs.mandate, docs.agent);
     let cur = m.budget.currency;

@@ -87,6 +87,43 @@ pub(super) fn serve_request_ms(text: &str) -> Result<u64, String> {
 pub(super) fn serve_concurrent_max(text: &str) -> Result<usize, String> {
     count(text, 1, SERVE_CONCURRENT_MAX)
 }
+/// `holon serve --header-read-timeout-ms` and `--idle-timeout-ms`, in ms.
+#[cfg(feature = "serve")]
+pub(super) const SERVE_TIMEOUT_MS_MIN: u64 = 100;
+#[cfg(feature = "serve")]
+pub(super) const SERVE_HEADER_READ_TIMEOUT_MS_MAX: u64 = 600_000;
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDLE_TIMEOUT_MS_MAX: u64 = 3_600_000;
+/// `holon serve --connections-max` and `--connections-per-address-max`.
+#[cfg(feature = "serve")]
+pub(super) const SERVE_CONNECTIONS_MAX: u64 = 1_000_000;
+#[cfg(feature = "serve")]
+pub(super) fn serve_header_read_timeout_ms(text: &str) -> Result<u64, String> {
+    count(text, SERVE_TIMEOUT_MS_MIN, SERVE_HEADER_READ_TIMEOUT_MS_MAX)
+}
+#[cfg(feature = "serve")]
+pub(super) fn serve_idle_timeout_ms(text: &str) -> Result<u64, String> {
+    count(text, SERVE_TIMEOUT_MS_MIN, SERVE_IDLE_TIMEOUT_MS_MAX)
+}
+#[cfg(feature = "serve")]
+pub(super) fn serve_connections_max(text: &str) -> Result<usize, String> {
+    count(text, 1, SERVE_CONNECTIONS_MAX)
+}
+/// `holon serve --idempotency-keep-s` (a week at most) and `--idempotency-keys-max`.
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDEMPOTENCY_KEEP_S_MAX: u64 = 604_800;
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDEMPOTENCY_KEYS_MIN: u64 = 1_000;
+#[cfg(feature = "serve")]
+pub(super) const SERVE_IDEMPOTENCY_KEYS_MAX: u64 = 100_000_000;
+#[cfg(feature = "serve")]
+pub(super) fn serve_idempotency_keep_s(text: &str) -> Result<u64, String> {
+    count(text, 1, SERVE_IDEMPOTENCY_KEEP_S_MAX)
+}
+#[cfg(feature = "serve")]
+pub(super) fn serve_idempotency_keys_max(text: &str) -> Result<u64, String> {
+    count(text, SERVE_IDEMPOTENCY_KEYS_MIN, SERVE_IDEMPOTENCY_KEYS_MAX)
+}
 pub(super) fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
     count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
 }

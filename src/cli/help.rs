@@ -13,25 +13,52 @@ pub(super) fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// Writes the manual (roff) to standard output: the page of `holon`, then one page per
-/// verb (`holon-mandate-check`, …) with its arguments, flags and exit codes, as `git`'s
-/// manual names its verbs.
-pub(super) fn man() -> anyhow::Result<u8> {
-    let mut page = Vec::new();
-    let cmd = Cli::command();
-    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
-    render_verbs(&cmd, "holon", &mut page)?;
-    out::text(format_args!("{}", String::from_utf8_lossy(&page)))?;
+/// The manual (roff): `holon(1)`, and one page per verb (`holon-mandate-check(1)`, …) as
+/// `git`'s manual names its verbs. With `dir`, every page is written to a file of its own
+/// there (`DIR/holon-mandate-check.1`, …), so that `man -M` or `MANPATH` finds the pages
+/// the others name; without, `holon(1)` alone goes to standard output (38 pages in one file
+/// left their cross-references nowhere to be found).
+pub(super) fn man(dir: Option<&std::path::Path>) -> anyhow::Result<u8> {
+    // No page lists a `help` verb: it has no page of its own (`--help` is on every verb).
+    let cmd = Cli::command().disable_help_subcommand(true);
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        out::text(format_args!("{}", String::from_utf8_lossy(&page)))?;
+        return Ok(exit::OK);
+    };
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("--dir {}: {e}", dir.display()))?;
+    let mut pages = vec![("holon".to_owned(), cmd.clone())];
+    verbs(&cmd, "holon", &mut pages);
+    for (name, page_cmd) in &pages {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(page_cmd.clone()).render(&mut page)?;
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, page).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    // `man -M ROOT` looks for section 1 in `ROOT/man1`.
+    let how = match (dir.file_name().and_then(|n| n.to_str()), dir.parent()) {
+        (Some("man1"), Some(root)) => {
+            let root = if root.as_os_str().is_empty() { std::path::Path::new(".") } else { root };
+            format!("read one with `man -M {} holon-mandate-check`, or add that directory to MANPATH", root.display())
+        }
+        _ => format!(
+            "`man` looks for them in a directory named man1: write them to {} instead to read them with `man -M {}`",
+            dir.join("man1").display(),
+            dir.display()
+        ),
+    };
+    out::text(format_args!("{} manual pages written to {} ({how})\n", pages.len(), dir.display()))?;
     Ok(exit::OK)
 }
 
-fn render_verbs(cmd: &clap::Command, prefix: &str, page: &mut Vec<u8>) -> std::io::Result<()> {
+/// Every verb below `cmd`, named as its page is (`holon-mandate-check`), with its command.
+fn verbs(cmd: &clap::Command, prefix: &str, pages: &mut Vec<(String, clap::Command)>) {
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("{prefix}-{}", sub.get_name());
-        // A page's name must outlive the command; the process prints once and exits.
+        // A page's name must outlive the command; the process writes its pages and exits.
         let leaked: &'static str = Box::leak(name.clone().into_boxed_str());
-        clap_mangen::Man::new(sub.clone().name(leaked)).render(page)?;
-        render_verbs(sub, &name, page)?;
+        pages.push((name.clone(), sub.clone().name(leaked).disable_help_subcommand(true)));
+        verbs(sub, &name, pages);
     }
-    Ok(())
 }

@@ -12,6 +12,73 @@ use super::exit;
 use super::out::outln;
 use super::style::Style;
 
+#[derive(clap::Subcommand)]
+pub(super) enum LedgerCommand {
+    /// Per mandate: its limit, what is spent and what is leased, per node. Exit 0, or 2
+    /// when the store cannot be opened.
+    #[command(
+        after_help = "EXIT CODES: 0 printed, 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger status --store sqlite:.holon/ledger.db\n  holon ledger status --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --json"
+    )]
+    Status {
+        /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long)]
+        store: String,
+        /// Only this mandate (its id).
+        #[arg(long)]
+        mandate: Option<String>,
+        /// Print {"mandates":[{"mandate","limit","per_day","spent","leased","nodes":[{"node","leased","lease_expires"}]}]}, money as strings.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count as spent the remainder of a gone node's leases whose time to live has passed
+    /// (whatever it admitted may have been billed). Exit 0, or 2 when the store cannot be
+    /// opened.
+    #[command(
+        after_help = "EXIT CODES: 0 reconciled (or nothing to do), 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger reconcile --store sqlite:.holon/ledger.db --node gateway-3"
+    )]
+    Reconcile {
+        /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long)]
+        store: String,
+        /// The node whose expired leases to reconcile.
+        #[arg(long)]
+        node: String,
+        /// Print {"node","counted_as_spent","leases":[{"lease","mandate","counted_as_spent"}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set the limits the store enforces for a mandate: the operator's explicit command,
+    /// since a node's publish can only lower them (docs/store.md, "Limits that disagree").
+    /// Exit 0, or 2 with nothing written when an amount is not money, the mandate is not in
+    /// the store, or the store cannot be opened.
+    #[command(
+        after_help = "EXIT CODES: 0 raised, 2 nothing written (an amount that is not money, a mandate not in the store, a store that cannot be opened).\n\nEXAMPLES:\n  holon ledger raise --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --total 250.00"
+    )]
+    Raise {
+        /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long)]
+        store: String,
+        /// The mandate (its id, as `holon ledger status` shows it); it must be in the store
+        /// already: a node registers it when it first publishes it.
+        #[arg(long)]
+        mandate: String,
+        /// The total the store enforces from now on: a decimal amount in the mandate's
+        /// currency, like 250.00 (at most 6 decimals).
+        #[arg(long, value_name = "AMOUNT", allow_negative_numbers = true)]
+        total: String,
+        /// The limit per UTC day from now on, a decimal amount; without it the store keeps
+        /// the per-day limit it has.
+        #[arg(long, value_name = "AMOUNT", conflicts_with = "no_per_day", allow_negative_numbers = true)]
+        per_day: Option<String>,
+        /// Remove the store's per-day limit (for documents that have none).
+        #[arg(long)]
+        no_per_day: bool,
+        /// Print {"mandate","limit","per_day","was":{"limit","per_day"},"spent","leased"}, money as strings.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 fn money(micros: u64) -> String {
     Amount::from_micros(micros).to_string()
 }

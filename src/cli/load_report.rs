@@ -56,6 +56,27 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
         grouped(d.denied),
         grouped(report.sub_calls)
     )?;
+    if d.lease_pending > 0 || d.budget > 0 {
+        outln!(
+            "  denials   {} for want of a lease (lease_pending: the node refilling; each waited {} µs and asked again, as a gateway would), {} of the smallest calls for the budget",
+            grouped(d.lease_pending),
+            super::loadtest::LEASE_WAIT_US,
+            grouped(d.budget)
+        )?;
+    }
+    if let Some(spent) = report.settled_at_first_budget_denial_micros {
+        let share = spent.saturating_mul(10_000) / report.limit_micros.max(1);
+        outln!(
+            "  budget    {} {} of {} {} settled here ({}.{:02}%) when the smallest call was first denied for the budget{}",
+            Amount::from_micros(spent),
+            report.currency,
+            Amount::from_micros(report.limit_micros),
+            report.currency,
+            share / 100,
+            share % 100,
+            if report.exhausted { "; every thread stopped then" } else { "" }
+        )?;
+    }
     let audit = if report.overrun { style.bad("OVERRUN") } else { style.good("within limits") };
     let cur = report.currency;
     outln!(

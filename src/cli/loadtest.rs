@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use holon::admission::Code;
 use holon::engine::receipt::LosslessSink;
 use holon::engine::synthetic::{self, Kind};
 use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, ReceiptSink, SubCall, receipt};
@@ -31,6 +32,9 @@ pub(super) const AUDIT_SLOTS_MAX: usize = 16_000_000;
 /// synthetic mandates' currency.
 pub(super) const CALL_CHARGE_MICROS: u64 = 1_000;
 pub(super) const SUB_CALL_CHARGE_MICROS: u64 = 500;
+/// How long a thread told `lease_pending` waits before its next call, in microseconds (a
+/// gateway waits for the refill; a thread spinning on it takes the node's CPU).
+pub(super) const LEASE_WAIT_US: u64 = 50;
 
 #[derive(Debug, Clone)]
 pub(super) struct Options {
@@ -40,6 +44,10 @@ pub(super) struct Options {
     pub duration: Option<Duration>,
     pub calls: Option<u64>,
     pub hot: bool,
+    /// With `hot`: each thread stops once the hot mandate's budget is spent (a leaf call,
+    /// the smallest, denied `total_exceeded` or `per_day_exceeded`); `duration` bounds the
+    /// run.
+    pub until_exhausted: bool,
     /// Every mandate's total (default: 5.00 when hot, so it runs out; else unlimited).
     pub total: Option<Amount>,
     /// Only calls that are allowed (leaf agents): the allowed path's latency.
@@ -66,7 +74,14 @@ pub(super) struct Latency {
 pub(super) struct Decisions {
     pub allowed: u64,
     pub held: u64,
+    /// Every denial, those for want of a lease (`lease_pending`) included.
     pub denied: u64,
+    /// Of `denied`, the calls told `lease_pending` (a refill on its way: a gateway waits
+    /// and asks again, as these threads do).
+    pub lease_pending: u64,
+    /// Of `denied`, the leaf calls (the smallest) denied for the budget (`total_exceeded`,
+    /// `per_day_exceeded`): it is spent.
+    pub budget: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -100,6 +115,12 @@ pub(super) struct Report {
     /// mandates of this run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_spent_micros: Option<u64>,
+    /// With `--hot`: what this process had settled on the hot mandate (its own view of the
+    /// store's spent, exact for a single node) when a call was first denied for the budget,
+    /// and whether every thread stopped so (`--until-exhausted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled_at_first_budget_denial_micros: Option<u64>,
+    pub exhausted: bool,
     /// The currency of every amount in the report (the synthetic mandates').
     pub currency: &'static str,
     /// What the calls were, in words (`load_report::mix`).
@@ -112,6 +133,13 @@ pub(super) struct Report {
 struct Worker {
     hist: Histogram<u64>,
     decisions: [u64; 3],
+    /// Denials for want of a lease, and for the budget.
+    lease_pending: u64,
+    budget: u64,
+    /// The hot mandate's settled amount (this process's) at this thread's first denial for
+    /// the budget, and whether it stopped then.
+    settled_at_budget_denial: Option<u64>,
+    exhausted: bool,
     sub_calls: u64,
     calls: u64,
     /// Max observed claimed per mandate.
@@ -268,6 +296,9 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let limit = total.micros();
     let mut hist = new_histogram()?;
     let (mut decisions, mut sub_calls, mut calls) = ([0u64; 3], 0, 0);
+    let (mut lease_pending, mut budget) = (0u64, 0u64);
+    let first_budget_denial = workers.iter().filter_map(|w| w.settled_at_budget_denial).min();
+    let exhausted = opts.until_exhausted && !workers.is_empty() && workers.iter().all(|w| w.exhausted);
     let mut max_claimed = vec![0u64; opts.mandates];
     for w in &workers {
         hist.add(&w.hist)?;
@@ -276,6 +307,8 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         }
         sub_calls += w.sub_calls;
         calls += w.calls;
+        lease_pending += w.lease_pending;
+        budget += w.budget;
         for (m, x) in max_claimed.iter_mut().zip(&w.max_claimed) {
             *m = (*m).max(*x);
         }
@@ -315,7 +348,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             p99: hist.value_at_quantile(0.99),
             p999: hist.value_at_quantile(0.999),
         },
-        decisions: Decisions { allowed, held, denied },
+        decisions: Decisions { allowed, held, denied, lease_pending, budget },
         sub_calls,
         overrun,
         mandates_audited: max_claimed.len(),
@@ -329,6 +362,8 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         store,
         settled_micros,
         store_spent_micros,
+        settled_at_first_budget_denial_micros: first_budget_denial.filter(|_| opts.hot),
+        exhausted,
         currency: synthetic::CURRENCY,
         mix: super::load_report::mix(opts.allowed_only, opts.hot),
         receipts_file: opts.receipts.as_ref().map(|p| p.display().to_string()),
@@ -354,7 +389,17 @@ fn work(
     done_calls: &AtomicU64,
     hist: Histogram<u64>,
 ) -> Worker {
-    let mut w = Worker { hist, decisions: [0; 3], sub_calls: 0, calls: 0, max_claimed: vec![0; mandates.len()] };
+    let mut w = Worker {
+        hist,
+        decisions: [0; 3],
+        lease_pending: 0,
+        budget: 0,
+        settled_at_budget_denial: None,
+        exhausted: false,
+        sub_calls: 0,
+        calls: 0,
+        max_claimed: vec![0; mandates.len()],
+    };
     let leaf = agents.get(1).copied();
     // Threads take disjoint mandates unless the test is hot (all on mandate 0).
     let mut m_cursor = t;
@@ -407,7 +452,26 @@ fn work(
                 w.decisions[1] += 1;
                 let _ = engine.refuse(p.id);
             }
-            Admission::Denied(_) => w.decisions[2] += 1,
+            Admission::Denied(d) => {
+                w.decisions[2] += 1;
+                if d.codes.contains(Code::LeasePending) {
+                    w.lease_pending += 1;
+                    // A gateway waits for the refill; spinning would take the node's CPU.
+                    std::thread::sleep(Duration::from_micros(LEASE_WAIT_US));
+                } else if (d.codes.contains(Code::TotalExceeded) || d.codes.contains(Code::PerDayExceeded))
+                    && synthetic::kind_of(ai) == Kind::Leaf
+                {
+                    // The smallest call (a leaf's 0.001) denied for the budget: it is spent. A
+                    // larger call denied so (0.90 with 0.89 left) is only too large for it.
+                    w.budget += 1;
+                    let settled = ledgers.get(mi).map_or(0, |l| l.settled_micros());
+                    w.settled_at_budget_denial.get_or_insert(settled);
+                    if opts.until_exhausted {
+                        w.exhausted = true;
+                        break;
+                    }
+                }
+            }
         }
         let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
         w.calls += 1;

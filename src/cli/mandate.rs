@@ -72,7 +72,32 @@ pub(crate) fn revoked(
 
 /// Input problems exit 2; `anyhow` carries the message to `cli::run`.
 fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
-    v.as_deref().map(|s| Amount::parse(s).with_context(|| format!("--{flag}"))).transpose()
+    v.as_deref()
+        .map(|s| {
+            // The value in the message: `-1` was taken for a flag and got clap's tip to
+            // pass `-- -1` (which would make it an agent argument).
+            Amount::parse(s).with_context(|| format!("--{flag} {s}"))
+        })
+        .transpose()
+}
+
+/// `mandate check DIR MANDATE`: the agents given where the mandate goes, and the mandate
+/// among the agents; said, with the order to use.
+fn swapped(mandate: &std::path::Path, agents: &[PathBuf]) -> anyhow::Result<()> {
+    if !mandate.is_dir() {
+        return Ok(());
+    }
+    let is_mandate = |p: &std::path::Path| {
+        p.is_file() && std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("holon_mandate:")))
+    };
+    match agents.iter().find(|a| is_mandate(a)) {
+        Some(m) => anyhow::bail!(
+            "the mandate comes first, then the agents: swap them: holon mandate check {} {}",
+            m.display(),
+            mandate.display()
+        ),
+        None => Ok(()),
+    }
 }
 
 pub(crate) struct CheckArgs {
@@ -89,6 +114,7 @@ pub(crate) struct CheckArgs {
 }
 
 pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
+    swapped(&args.mandate, &args.agents)?;
     let mandate = documents::load_mandate(&args.mandate)?;
     let catalog = Catalog::load(&args.agents, args.records.as_deref())?;
     if catalog.entries.is_empty() {
@@ -333,13 +359,13 @@ pub(super) enum MandateCommand {
         #[arg(required = true)]
         agents: Vec<PathBuf>,
         /// The caller's ceiling for the call, in the mandate's currency.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         max_cost: Option<String>,
         /// What the mandate has spent in all, a decimal amount in its currency (default 0).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         spent_total: Option<String>,
         /// What it has spent today (UTC), a decimal amount in its currency (default 0).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         spent_today: Option<String>,
         /// The decision time (RFC 3339); default now.
         #[arg(long)]
@@ -390,7 +416,7 @@ pub(super) enum MandateCommand {
         agent: PathBuf,
         /// The caller's ceiling for the run, in the mandate's currency (default: the
         /// agent's price ceiling).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         max_cost: Option<String>,
         /// Print {"derived": true, "mandate": …} (or false with the reasons) instead of YAML.
         #[arg(long)]

@@ -135,6 +135,11 @@ enum Command {
         /// mandate's calls allowed for the whole run and measure its throughput).
         #[arg(long, allow_negative_numbers = true)]
         total: Option<String>,
+        /// With --hot: each thread stops once the hot mandate's budget is spent (a leaf
+        /// call, the smallest, denied `total_exceeded` or `per_day_exceeded`), --duration-s
+        /// bounding the run (the run waits for the event, not for a window).
+        #[arg(long, requires = "hot")]
+        until_exhausted: bool,
         /// Only allowed calls (leaf agents), to measure the allowed path alone.
         #[arg(long)]
         allowed_only: bool,
@@ -182,7 +187,7 @@ enum Command {
     },
     /// The ledger store that budgets are drawn from across nodes (docs/store.md).
     #[command(subcommand)]
-    Ledger(LedgerCommand),
+    Ledger(ledger::LedgerCommand),
     /// Print a shell completion script, e.g. `holon completions bash > ~/.local/share/bash-completion/completions/holon`.
     #[command(
         after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon completions bash > ~/.local/share/bash-completion/completions/holon\n  holon completions zsh > ~/.zfunc/_holon"
@@ -191,11 +196,16 @@ enum Command {
         /// The shell: bash, elvish, fish, powershell or zsh.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `holon man > holon.1 && man ./holon.1`.
+    /// The manual (roff): every page, one file per verb, into a directory (`--dir`), or
+    /// `holon(1)` alone to standard output.
     #[command(
-        after_help = "EXIT CODES: 0 printed, 2 a closed output pipe.\n\nEXAMPLES:\n  holon man > holon.1 && man ./holon.1"
+        after_help = "EXIT CODES: 0 written, 2 an unwritable directory or a closed output pipe.\n\nEXAMPLES:\n  holon man --dir man/man1 && man -M man holon-mandate-check\n  holon man > holon.1 && man ./holon.1"
     )]
-    Man,
+    Man {
+        /// Write every page (holon.1, holon-mandate-check.1, …) into this directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Serve admission over HTTP/JSON to gateways in any language (docs/serve.md).
     #[cfg(feature = "serve")]
     #[command(
@@ -235,71 +245,22 @@ enum Command {
     },
 }
 
-#[derive(Subcommand)]
-enum LedgerCommand {
-    /// Per mandate: its limit, what is spent and what is leased, per node. Exit 0, or 2
-    /// when the store cannot be opened.
-    #[command(
-        after_help = "EXIT CODES: 0 printed, 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger status --store sqlite:.holon/ledger.db\n  holon ledger status --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --json"
-    )]
-    Status {
-        /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
-        store: String,
-        /// Only this mandate (its id).
-        #[arg(long)]
-        mandate: Option<String>,
-        /// Print {"mandates":[{"mandate","limit","per_day","spent","leased","nodes":[{"node","leased","lease_expires"}]}]}, money as strings.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Count as spent the remainder of a gone node's leases whose time to live has passed
-    /// (whatever it admitted may have been billed). Exit 0, or 2 when the store cannot be
-    /// opened.
-    #[command(
-        after_help = "EXIT CODES: 0 reconciled (or nothing to do), 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger reconcile --store sqlite:.holon/ledger.db --node gateway-3"
-    )]
-    Reconcile {
-        /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
-        store: String,
-        /// The node whose expired leases to reconcile.
-        #[arg(long)]
-        node: String,
-        /// Print {"node","counted_as_spent","leases":[{"lease","mandate","counted_as_spent"}]}.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Set the limits the store enforces for a mandate: the operator's explicit command,
-    /// since a node's publish can only lower them (docs/store.md, "Limits that disagree").
-    /// Exit 0, or 2 with nothing written when an amount is not money, the mandate is not in
-    /// the store, or the store cannot be opened.
-    #[command(
-        after_help = "EXIT CODES: 0 raised, 2 nothing written (an amount that is not money, a mandate not in the store, a store that cannot be opened).\n\nEXAMPLES:\n  holon ledger raise --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --total 250.00"
-    )]
-    Raise {
-        /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
-        store: String,
-        /// The mandate (its id, as `holon ledger status` shows it); it must be in the store
-        /// already: a node registers it when it first publishes it.
-        #[arg(long)]
-        mandate: String,
-        /// The total the store enforces from now on: a decimal amount in the mandate's
-        /// currency, like 250.00 (at most 6 decimals).
-        #[arg(long, value_name = "AMOUNT", allow_negative_numbers = true)]
-        total: String,
-        /// The limit per UTC day from now on, a decimal amount; without it the store keeps
-        /// the per-day limit it has.
-        #[arg(long, value_name = "AMOUNT", conflicts_with = "no_per_day", allow_negative_numbers = true)]
-        per_day: Option<String>,
-        /// Remove the store's per-day limit (for documents that have none).
-        #[arg(long)]
-        no_per_day: bool,
-        /// Print {"mandate","limit","per_day","was":{"limit","per_day"},"spent","leased"}, money as strings.
-        #[arg(long)]
-        json: bool,
-    },
+/// `holon job JOB status`: the job named where the verb goes (clap says only that `JOB` is
+/// no subcommand); the order to use.
+fn order_hint(e: &clap::Error, args: &[String]) -> Option<String> {
+    if e.kind() != clap::error::ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let words: Vec<&str> = args.iter().skip(1).map(String::as_str).filter(|a| !a.starts_with('-')).collect();
+    let (group, first, verb) = (words.first()?, words.get(1)?, words.get(2)?);
+    // The verbs whose groups take a name after the verb.
+    if *group != "job" {
+        return None;
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let verbs = cmd.find_subcommand(group)?;
+    verbs.find_subcommand(verb)?;
+    Some(format!("  hint: the verb comes first, then the {group}'s name: swap them: holon {group} {verb} {first}"))
 }
 
 pub(crate) fn run() -> ExitCode {
@@ -307,6 +268,9 @@ pub(crate) fn run() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            if let Some(hint) = order_hint(&e, &std::env::args().collect::<Vec<_>>()) {
+                errln!("{hint}");
+            }
             return ExitCode::from(if e.use_stderr() { exit::BAD_INPUT } else { exit::OK });
         }
     };
@@ -350,6 +314,7 @@ pub(crate) fn run() -> ExitCode {
             calls,
             hot,
             total,
+            until_exhausted,
             allowed_only,
             publish_every_ms,
             store,
@@ -379,6 +344,7 @@ pub(crate) fn run() -> ExitCode {
                 calls,
                 hot,
                 total,
+                until_exhausted,
                 allowed_only,
                 publish_every_ms,
                 progress: !json && loadtest::progress_wanted(),
@@ -397,16 +363,18 @@ pub(crate) fn run() -> ExitCode {
         }
         Command::Validate { paths, json, keys } => validate::run(&paths, keys.as_deref(), json, &style),
         Command::Completions { shell } => help::completions(shell),
-        Command::Man => help::man(),
+        Command::Man { dir } => help::man(dir.as_deref()),
         #[cfg(feature = "serve")]
-        Command::Serve(args) => serve::serve(args),
+        Command::Serve(args) => serve::serve(args, style::Style::stderr_color(cli.no_color)),
         #[cfg(feature = "serve")]
         Command::Token(serve::TokenCommand::New { role, tokens }) => serve::token_new(&role, &tokens),
-        Command::Ledger(LedgerCommand::Status { store, mandate, json }) => {
+        Command::Ledger(ledger::LedgerCommand::Status { store, mandate, json }) => {
             ledger::status(&store, mandate.as_deref(), json, &style)
         }
-        Command::Ledger(LedgerCommand::Reconcile { store, node, json }) => ledger::reconcile(&store, &node, json),
-        Command::Ledger(LedgerCommand::Raise { store, mandate, total, per_day, no_per_day, json }) => {
+        Command::Ledger(ledger::LedgerCommand::Reconcile { store, node, json }) => {
+            ledger::reconcile(&store, &node, json)
+        }
+        Command::Ledger(ledger::LedgerCommand::Raise { store, mandate, total, per_day, no_per_day, json }) => {
             let per_day = if no_per_day { ledger::PerDay::Remove } else { ledger::PerDay::Set(per_day) };
             ledger::raise(&store, &mandate, &total, per_day, json)
         }

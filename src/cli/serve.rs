@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use super::exit;
-use super::flags::{serve_concurrent_max, serve_grace_s, serve_request_ms};
+use super::flags::{
+    serve_concurrent_max, serve_connections_max, serve_grace_s, serve_header_read_timeout_ms, serve_idempotency_keep_s,
+    serve_idempotency_keys_max, serve_idle_timeout_ms, serve_request_ms,
+};
 use super::out;
 
 #[derive(clap::Args)]
@@ -52,6 +55,23 @@ pub(super) struct ServeArgs {
     /// Requests handled at once, 1 to 65,536 (more wait their turn).
     #[arg(long, default_value_t = 1_024, value_parser = serve_concurrent_max, allow_negative_numbers = true)]
     concurrent_max: usize,
+    /// Longest an HTTP/1 request's headers may take from its first byte, in ms, 100 to
+    /// 600,000 (then the connection closes: a half-sent request holds nothing).
+    #[arg(long, default_value_t = crate::serve::conn::HEADER_READ_TIMEOUT_MS, value_parser = serve_header_read_timeout_ms, allow_negative_numbers = true)]
+    header_read_timeout_ms: u64,
+    /// Longest a connection may stay idle (no request in flight, no byte), in ms, 100 to
+    /// 3,600,000 (then it closes).
+    #[arg(long, default_value_t = crate::serve::conn::IDLE_TIMEOUT_MS, value_parser = serve_idle_timeout_ms, allow_negative_numbers = true)]
+    idle_timeout_ms: u64,
+    /// Most connections open at once, both listeners together, 1 to 1,000,000 (default
+    /// 4,096, lowered to fit the process's file-descriptor limit); past it a new one is
+    /// refused at once.
+    #[arg(long, value_parser = serve_connections_max, allow_negative_numbers = true)]
+    connections_max: Option<usize>,
+    /// Most connections open at once from one client address, 1 to 1,000,000; past it a new
+    /// one from that address is refused at once.
+    #[arg(long, default_value_t = crate::serve::conn::CONNECTIONS_PER_ADDRESS_MAX, value_parser = serve_connections_max, allow_negative_numbers = true)]
+    connections_per_address_max: usize,
     /// Logs as JSON lines (default: for people).
     #[arg(long)]
     json_logs: bool,
@@ -70,6 +90,24 @@ pub(super) struct ServeArgs {
     /// (`provenance_unverified`). Needs --keys.
     #[arg(long)]
     require_signatures: bool,
+    /// Shadow mode, for a staged rollout: decide and record every call as usual, but
+    /// answer "allowed" for calls the rules would deny or hold (with the real decision and
+    /// its codes beside it), on shadow reservations whose settlements go into a shadow
+    /// tally, never into the budgets.
+    #[arg(long)]
+    shadow: bool,
+    /// Seconds an Idempotency-Key is kept from its first request, 1 to 604,800 (its
+    /// retries get the first answer until then).
+    #[arg(long, default_value_t = crate::serve::idempotency::KEEP_S, value_parser = serve_idempotency_keep_s, allow_negative_numbers = true)]
+    idempotency_keep_s: u64,
+    /// Most Idempotency-Keys kept in the store, 1,000 to 100,000,000 (past it the oldest
+    /// answered go first, pruned every 10 s).
+    #[arg(long, default_value_t = crate::serve::idempotency::KEYS_MAX, value_parser = serve_idempotency_keys_max, allow_negative_numbers = true)]
+    idempotency_keys_max: u64,
+    /// The header of the checked request that keys Envoy's `Check` as an Idempotency-Key
+    /// would (Envoy keeps `x-request-id` across its retries).
+    #[arg(long, default_value = crate::serve::idempotency::CHECK_HEADER)]
+    idempotency_header: String,
 }
 
 #[derive(clap::Subcommand)]
@@ -88,7 +126,7 @@ pub(super) enum TokenCommand {
     },
 }
 
-pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
+pub(super) fn serve(a: ServeArgs, log_color: bool) -> anyhow::Result<u8> {
     crate::serve::run(&crate::serve::ServeOptions {
         documents: a.documents,
         listen: a.listen,
@@ -103,9 +141,23 @@ pub(super) fn serve(a: ServeArgs) -> anyhow::Result<u8> {
         expiry_grace_s: a.expiry_grace_s,
         request_ms: a.request_ms,
         concurrent_max: a.concurrent_max,
+        conn: crate::serve::conn::ConnLimits {
+            header_read_timeout_ms: a.header_read_timeout_ms,
+            idle_timeout_ms: a.idle_timeout_ms,
+            connections_max: a.connections_max.unwrap_or(crate::serve::conn::CONNECTIONS_MAX),
+            connections_per_address_max: a.connections_per_address_max,
+        },
+        connections_max_given: a.connections_max.is_some(),
         json_logs: a.json_logs,
+        log_color,
         trust_files: crate::serve::loader::TrustFiles { keys: a.keys, revocations: a.revocations },
         require_signatures: a.require_signatures,
+        shadow: a.shadow,
+        keys: crate::serve::idempotency::KeySettings {
+            keep_s: a.idempotency_keep_s,
+            keys_max: a.idempotency_keys_max,
+            check_header: a.idempotency_header.to_ascii_lowercase(),
+        },
     })?;
     Ok(exit::OK)
 }

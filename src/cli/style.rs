@@ -12,6 +12,12 @@ impl Style {
         let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style { color: !no_color_flag && !no_color_env && std::io::stdout().is_terminal() }
     }
+    /// Whether standard error (a log) may be coloured: only on a terminal, never with
+    /// `NO_COLOR` or `--no-color`.
+    pub(super) fn stderr_color(no_color_flag: bool) -> bool {
+        let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        !no_color_flag && !no_color_env && std::io::stderr().is_terminal()
+    }
     fn paint(&self, code: &str, text: &str) -> String {
         if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
     }

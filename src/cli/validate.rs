@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use holon::doc::{self, DocError, Limits, Violation};
 use holon::documents::{self, Document};
+use holon::lookup::RecordOrigin;
 use holon::mandate::Mandate;
 use holon::manifest::Manifest;
 use holon::record::AgentRecord;
@@ -20,6 +21,9 @@ struct FileReport {
     kind: Option<&'static str>,
     valid: bool,
     errors: Vec<Violation>,
+    /// What is valid but will not do what its writer may expect (an expired mandate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<Violation>,
     #[serde(skip)]
     unreadable: bool,
     /// The document, when valid (for `--keys`' checks across files).
@@ -132,6 +136,7 @@ fn check_scenario(path: &Path) -> FileReport {
             kind: Some(SCENARIO),
             valid: true,
             errors: Vec::new(),
+            warnings: Vec::new(),
             unreadable: false,
             document: None,
         },
@@ -144,6 +149,7 @@ fn check_scenario(path: &Path) -> FileReport {
                 holon::scenario::ScenarioError::Load(holon::doc::LoadError::Invalid { violations, .. }) => violations,
                 other => vec![Violation::new("", other.to_string())],
             },
+            warnings: Vec::new(),
             unreadable: false,
             document: None,
         },
@@ -190,6 +196,21 @@ fn classify_foreign(path: &Path, limits: &Limits) -> Foreign {
     }
 }
 
+/// What is valid but will not do what its writer may expect, at `now`: a mandate that has
+/// expired admits nothing (said, and `validate` still exits 0: it is a valid document).
+fn warnings(document: &Document, now: holon::time::Timestamp) -> Vec<Violation> {
+    match document {
+        Document::Mandate(m) if m.valid.until < now => vec![Violation::new(
+            "/valid/until",
+            format!(
+                "the mandate expired at {} (it is now {now}): it admits no call; issue a new one to use it",
+                m.valid.until
+            ),
+        )],
+        _ => Vec::new(),
+    }
+}
+
 fn check_one(path: &Path, limits: &Limits) -> FileReport {
     let shown = path.display().to_string();
     let checked = doc::read_text(path, limits).and_then(|text| documents::check_str(&text, limits));
@@ -202,12 +223,19 @@ fn check_one(path: &Path, limits: &Limits) -> FileReport {
                     kind,
                     valid: true,
                     errors: Vec::new(),
+                    warnings: warnings(&document, holon::time::Timestamp::now()),
                     unreadable: false,
                     document: Some(document),
                 },
-                Err(errors) => {
-                    FileReport { path: shown, kind, valid: false, errors, unreadable: false, document: None }
-                }
+                Err(errors) => FileReport {
+                    path: shown,
+                    kind,
+                    valid: false,
+                    errors,
+                    warnings: Vec::new(),
+                    unreadable: false,
+                    document: None,
+                },
             }
         }
         Err(e) => FileReport {
@@ -215,6 +243,7 @@ fn check_one(path: &Path, limits: &Limits) -> FileReport {
             kind: None,
             valid: false,
             errors: vec![Violation::new("", e.to_string())],
+            warnings: Vec::new(),
             unreadable: true,
             document: None,
         },
@@ -264,16 +293,17 @@ fn trust_checks(reports: &mut [FileReport], keys: &TrustedKeys) {
                 }
             }
             Some(Document::Manifest(m)) => {
-                let applies = |r: &AgentRecord| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version);
-                let candidates: Vec<&(usize, AgentRecord)> = records.iter().filter(|(_, r)| applies(r)).collect();
-                let verdicts: Vec<(usize, Result<(), provenance::ProvenanceError>)> =
-                    candidates.iter().map(|(j, r)| (*j, provenance::verify(m, Some(r), keys))).collect();
-                if verdicts.iter().any(|(_, v)| v.is_ok()) {
-                    continue;
-                }
-                match verdicts.into_iter().next() {
+                // The record the engine would compile with (the one rule, `lookup::record_for`).
+                let here = Path::new(&report.path);
+                let origin = |j: usize| {
+                    reports.get(j).map_or(RecordOrigin::Elsewhere, |r| RecordOrigin::of(Path::new(&r.path), here))
+                };
+                let chosen = holon::lookup::record_for(m, records.iter().map(|(j, r)| (origin(*j), r)));
+                let chosen = records.iter().find(|(_, r)| chosen.is_some_and(|c| std::ptr::eq(c, r)));
+                match chosen.map(|(j, r)| (*j, provenance::verify(m, Some(r), keys))) {
+                    Some((_, Ok(()))) => {}
                     Some((j, Err(e))) => found.push((j, Violation::new("/provenance", e.to_string()))),
-                    _ => found.push((
+                    None => found.push((
                         i,
                         Violation::new(
                             "/",
@@ -300,6 +330,9 @@ fn print_human(reports: &[FileReport], style: &Style) -> std::io::Result<()> {
         let kind = r.kind.unwrap_or("unreadable");
         if r.valid {
             outln!("{} {} {}", style.good("ok"), r.path, style.dim(&format!("({kind})")))?;
+            for w in &r.warnings {
+                outln!("    {} {} {}", style.warn("warning"), style.bold(&w.path), w.message)?;
+            }
         } else {
             let mark = if r.unreadable { style.bad("unreadable") } else { style.bad("invalid") };
             // "unreadable x.yaml (unreadable)" said it twice.

@@ -5,12 +5,12 @@
 //! implementation of the rules to drift from the engine's.
 
 use super::EngineError;
-use super::judge::{self, CallFacts, KnownSpend, Step};
+use super::judge::{self, CallFacts, KnownSpend, Spent, Step};
 use super::ledger::Ledger;
 use super::registry::LedgerKey;
 use super::snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, compile_agent, compile_mandate};
 use super::symbols::Names;
-use crate::admission::explain::{self, Documents, Figures};
+use crate::admission::explain::Documents;
 use crate::admission::{Assessment, CallContext, Verdict};
 use crate::lookup::AgentLookup;
 use crate::mandate::Mandate;
@@ -153,11 +153,11 @@ pub(crate) fn judged(
 ) -> Assessment {
     let spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
     let fit = super::snapshot::fit_codes(mandate, agent, facts.by_capability);
-    // The agent's own ceiling in the mandate's currency, for the sentences and the caller.
+    // The agent's own ceiling in the mandate's currency, for the caller.
     let own_ceiling = fit.own_ceiling;
     let judgement = judge::judge_known(mandate, fit, facts, spend);
-    let figures = Figures { worst: judgement.worst.worst, own_ceiling };
-    let explained = CallContext { delegated: facts.sub_call.is_some(), by_capability: facts.by_capability, ..*ctx };
+    let spent = Spent { total: ctx.spent_total, today: ctx.spent_today };
+    let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
     Assessment {
         verdict: match judgement.step {
             Step::Deny => Verdict::Denied,
@@ -167,7 +167,13 @@ pub(crate) fn judged(
         worst_case: judgement.worst.worst,
         sub_budget: judgement.worst.sub_budget,
         own_ceiling,
-        reasons: explain::reasons(judgement.codes, docs, &explained, figures),
+        reasons: super::explain::reasons_for(
+            mandate,
+            agent,
+            &facts,
+            (judgement.codes, judgement.worst.worst, spent),
+            docs,
+        ),
     }
 }
 
@@ -184,12 +190,16 @@ pub fn cheapest_implementer(
     max_cost: Option<Amount>,
 ) -> Result<Option<AgentIx>, EngineError> {
     let assessor = Assessor::new(sub_mandate, snap)?;
-    let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
+    // Within `max_cost` by the rules' own figure (the ceiling converted into the run's
+    // currency: `max_cost_below_price` otherwise), cheapest by that figure.
+    let ctx = CallContext { by_capability: true, max_cost, ..CallContext::at(at) };
     let best = snap
         .agents()
         .filter(|a| a.source.classes().any(|c| c.as_str() == class))
-        .filter(|a| max_cost.is_none_or(|cap| a.source.pricing.ceiling().is_some_and(|price| price <= cap)))
-        .filter(|a| assessor.assess(&a.source, a.record.as_deref(), &ctx).is_ok_and(|x| x.verdict == Verdict::Allowed))
-        .min_by_key(|a| (a.source.pricing.ceiling().unwrap_or(Amount::MAX), a.source.id.clone()));
-    Ok(best.map(|a| a.ix))
+        .filter_map(|a| {
+            let assessed = assessor.assess(&a.source, a.record.as_deref(), &ctx).ok()?;
+            (assessed.verdict == Verdict::Allowed).then(|| (assessed.own_ceiling, a.source.id.clone(), a.ix))
+        })
+        .min_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+    Ok(best.map(|(_, _, ix)| ix))
 }

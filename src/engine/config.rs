@@ -56,6 +56,12 @@ pub struct EngineConfig {
     /// the rest of the publish takes effect; agents without a valid provenance signature
     /// are denied `provenance_unverified`.
     pub require_signatures: bool,
+    /// Shadow mode: every call is decided as usual and its receipt says so, but a call
+    /// the engine would deny or hold is allowed on a shadow reservation (its settlement
+    /// goes into the mandate's shadow tally, never into the ledgers, which stay exact;
+    /// `Reservation::shadow` says what the decision was). For a staged rollout: see what
+    /// would be denied before denying it.
+    pub shadow: bool,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +74,7 @@ impl Default for EngineConfig {
             clock: Timestamp::now,
             store_backed: false,
             require_signatures: false,
+            shadow: false,
         }
     }
 }

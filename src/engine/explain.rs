@@ -1,10 +1,43 @@
-//! `Engine::explain`: the live decision with every reason as a sentence, from the documents
-//! and the live spend, judged by the same code as `admit` (the slow path: for logs, CLIs
-//! and people).
+//! The engine's explanations: the sentences of a decision, from the documents and the spend
+//! the decision read, judged by the same code as `admit` (the slow path: for logs, CLIs,
+//! `holon serve` and people). One construction ([`reasons_for`]) serves the live decision
+//! ([`Engine::explain_denial`], a delegated run's sub-calls), [`Engine::explain`] and the
+//! [`Assessor`](super::Assessor) of the CLI: the same call and spend get the same words.
 
-use super::{Call, Engine, Snapshot, assess, judge};
-use crate::admission;
+use super::judge::{self, CallFacts, Spent};
+use super::snapshot::{CompiledAgent, CompiledMandate};
+use super::{Call, Denial, Engine, Reservation, Snapshot, SubCall, assess};
+use crate::admission::explain::{self, Documents, Figures};
+use crate::admission::{self, CallContext, CodeSet, Reason};
 use crate::money::Amount;
+
+/// The sentences for `codes` of a call judged on `mandate` and `agent`, quoting the spend
+/// the decision read and the agent's own price ceiling converted into the mandate's
+/// currency (`fit_codes`' figure, the one the rules used).
+pub(super) fn reasons_for(
+    mandate: &CompiledMandate,
+    agent: &CompiledAgent,
+    facts: &CallFacts,
+    (codes, worst, spent): (CodeSet, Amount, Spent),
+    docs: &Documents<'_>,
+) -> Vec<Reason> {
+    let fit = super::snapshot::fit_codes(mandate, agent, facts.by_capability);
+    let ctx = CallContext {
+        at: facts.at,
+        max_cost: facts.max_cost,
+        spent_total: spent.total,
+        spent_today: spent.today,
+        by_capability: facts.by_capability,
+        delegated: facts.sub_call.is_some(),
+    };
+    explain::reasons(codes, docs, &ctx, Figures { worst, own_ceiling: fit.own_ceiling })
+}
+
+/// Sentences for codes whose documents are not in the snapshot (a mandate or agent it no
+/// longer holds): each code named, with where it is explained.
+fn without_documents(codes: CodeSet) -> Vec<Reason> {
+    codes.iter().map(|c| Reason::new(c, explain::without_documents(c))).collect()
+}
 
 impl Engine {
     /// The decision with every reason as a sentence, from the documents and the live
@@ -18,7 +51,7 @@ impl Engine {
         // the engine's clock, so its "today" is at most the clock's.
         let clock_day = u64::try_from(self.now().utc_day()).unwrap_or(0);
         let today = judge::day_number(call.at).unwrap_or(0).min(clock_day);
-        let ctx = admission::CallContext {
+        let ctx = CallContext {
             at: call.at,
             max_cost: call.max_cost,
             spent_total: Amount::from_micros(m.ledger.spent_micros()),
@@ -26,20 +59,69 @@ impl Engine {
             by_capability: call.by_capability,
             delegated: false,
         };
-        let facts = judge::CallFacts {
-            at: call.at,
-            max_cost: call.max_cost,
-            by_capability: call.by_capability,
-            approved: false,
-            sub_call: None,
-        };
-        let docs = admission::explain::Documents {
-            mandate: &m.source,
-            agent: &a.source,
-            record: a.record.as_deref(),
-            lookup: snap,
-            orchestrator: None,
-        };
+        let facts = root_facts(call);
+        let docs = documents(m, a, snap, None);
         Some(assess::judged(m, a, &facts, &ctx, &docs))
     }
+
+    /// The sentences of a decision this engine made on `call` ([`Engine::admit`]'s
+    /// denial), quoting the spend that decision read: the same words `holon mandate check`
+    /// gives for the same spend.
+    pub fn explain_denial(&self, call: &Call, denial: &Denial) -> Vec<Reason> {
+        self.reasons(call, denial.codes, denial.worst_case, denial.spent)
+    }
+
+    /// The sentences of `codes` on `call` with a worst case of `worst` and the spend
+    /// `spent` (a held call: `approval_required` and its worst case).
+    pub fn reasons(&self, call: &Call, codes: CodeSet, worst: Amount, spent: Spent) -> Vec<Reason> {
+        let guard = self.cell.load();
+        let snap: &Snapshot = &guard;
+        match (snap.mandate(call.mandate), snap.agent(call.agent)) {
+            (Some(m), Some(a)) => {
+                reasons_for(m, a, &root_facts(call), (codes, worst, spent), &documents(m, a, snap, None))
+            }
+            _ => without_documents(codes),
+        }
+    }
+}
+
+impl Reservation<'_> {
+    /// The sentences of a denial of `call`, a sub-call of this reservation's delegated run
+    /// ([`Reservation::sub_call_within`] with `max_cost`), quoting the run's sub-mandate, the
+    /// orchestrator's declared calls and the spend the decision read.
+    pub fn explain_sub_call(&self, call: &SubCall<'_>, max_cost: Option<Amount>, denial: &Denial) -> Vec<Reason> {
+        let guard = self.engine.cell.load();
+        let snap: &Snapshot = &guard;
+        let (Some(run), Some(callee)) = (self.run.as_deref(), snap.agent(call.agent)) else {
+            return without_documents(denial.codes);
+        };
+        let facts = CallFacts {
+            at: call.at,
+            max_cost,
+            by_capability: call.capability.is_some(),
+            approved: false,
+            sub_call: Some(CodeSet::EMPTY),
+        };
+        let docs = documents(&run.mandate, callee, snap, Some(&run.orchestrator));
+        reasons_for(&run.mandate, callee, &facts, (denial.codes, denial.worst_case, denial.spent), &docs)
+    }
+}
+
+fn root_facts(call: &Call) -> CallFacts {
+    CallFacts {
+        at: call.at,
+        max_cost: call.max_cost,
+        by_capability: call.by_capability,
+        approved: false,
+        sub_call: None,
+    }
+}
+
+fn documents<'a>(
+    m: &'a CompiledMandate,
+    a: &'a CompiledAgent,
+    snap: &'a Snapshot,
+    orchestrator: Option<&'a crate::manifest::Manifest>,
+) -> Documents<'a> {
+    Documents { mandate: &m.source, agent: &a.source, record: a.record.as_deref(), lookup: snap, orchestrator }
 }

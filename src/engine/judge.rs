@@ -56,8 +56,18 @@ impl CallFacts {
 /// exceeded limit; a hold is refused when a limit is already exceeded). On the allowed path
 /// nothing is read: the reservation's compare-and-swap decides.
 pub(super) trait SpendView {
-    /// The limits (`total`, `per_day`) that `worst` more would exceed on UTC day `today`.
-    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> CodeSet;
+    /// The limits (`total`, `per_day`) that `worst` more would exceed on UTC day `today`,
+    /// and the spend that was read to say so.
+    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> (CodeSet, Spent);
+}
+
+/// The spend a decision read (reserved and settled against `total`, and on the call's UTC
+/// day against `per_day`): what its sentences quote. Zero where the decision read none (an
+/// allowed call's reservation is decided by the ledger's compare-and-swap alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Spent {
+    pub total: Amount,
+    pub today: Amount,
 }
 
 /// Spend as the live ledger holds it (claimed against `total`, today against `per_day`).
@@ -65,13 +75,12 @@ pub(crate) struct LedgerSpend<'a>(pub &'a Ledger);
 
 impl SpendView for LedgerSpend<'_> {
     #[inline]
-    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> CodeSet {
-        budget::check_limits(
-            &mandate.limits,
-            worst,
-            Amount::from_micros(self.0.spent_micros()),
-            Amount::from_micros(self.0.spent_day_micros(today)),
-        )
+    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, today: u64) -> (CodeSet, Spent) {
+        let spent = Spent {
+            total: Amount::from_micros(self.0.spent_micros()),
+            today: Amount::from_micros(self.0.spent_day_micros(today)),
+        };
+        (budget::check_limits(&mandate.limits, worst, spent.total, spent.today), spent)
     }
 }
 
@@ -85,8 +94,9 @@ pub(super) struct KnownSpend {
 }
 
 impl SpendView for KnownSpend {
-    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, _today: u64) -> CodeSet {
-        budget::check_limits(&mandate.limits, worst, self.total, self.today)
+    fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, _today: u64) -> (CodeSet, Spent) {
+        let spent = Spent { total: self.total, today: self.today };
+        (budget::check_limits(&mandate.limits, worst, self.total, self.today), spent)
     }
 }
 
@@ -109,6 +119,8 @@ pub(super) struct Judgement {
     pub worst: WorstCase,
     /// The call's UTC day number (0 when the time has none the ledger can hold: denied).
     pub today: u64,
+    /// The spend read for a denial or a hold (zero when none was read).
+    pub spent: Spent,
 }
 
 /// Judges one call. Pure: reads the compiled forms and, only for a denial or a hold, the
@@ -128,9 +140,10 @@ fn judge_fit(m: &CompiledMandate, fit: FitFacts, call: &CallFacts, spend: &impl 
     let (worst, worst_codes) = budget::worst_case(fit.own_ceiling, fit.passthrough_cap, call.max_cost);
     codes = codes.union(worst_codes);
     let Some(today) = day_number(call.at) else {
-        return Judgement { step: Step::Deny, codes: codes.with(Code::InternalError), worst, today: 0 };
+        let codes = codes.with(Code::InternalError);
+        return Judgement { step: Step::Deny, codes, worst, today: 0, spent: Spent::default() };
     };
-    let judged = |step, codes| Judgement { step, codes, worst, today };
+    let judged = |step, codes, spent| Judgement { step, codes, worst, today, spent };
     // `per_call` depends on the call alone.
     if m.limits.per_call.is_some_and(|cap| worst.worst > cap) {
         codes.insert(Code::PerCallExceeded);
@@ -139,20 +152,21 @@ fn judge_fit(m: &CompiledMandate, fit: FitFacts, call: &CallFacts, spend: &impl 
         codes = codes.union(extra);
     }
     if !codes.is_empty() {
-        return judged(Step::Deny, call.in_run(codes.union(spend.over_limits(m, worst.worst, today))));
+        let (over, spent) = spend.over_limits(m, worst.worst, today);
+        return judged(Step::Deny, call.in_run(codes.union(over)), spent);
     }
     if !call.approved && budget::needs_approval(&m.limits, worst.worst) {
         // Over budget is a denial, not a question for the issuer.
-        let over = spend.over_limits(m, worst.worst, today);
+        let (over, spent) = spend.over_limits(m, worst.worst, today);
         if !over.is_empty() {
-            return judged(Step::Deny, call.in_run(over));
+            return judged(Step::Deny, call.in_run(over), spent);
         }
         if call.sub_call.is_some() {
-            return judged(Step::Deny, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation));
+            return judged(Step::Deny, CodeSet::EMPTY.with(Code::ApprovalUnavailableInDelegation), spent);
         }
-        return judged(Step::Hold, CodeSet::EMPTY.with(Code::ApprovalRequired));
+        return judged(Step::Hold, CodeSet::EMPTY.with(Code::ApprovalRequired), spent);
     }
-    judged(Step::Reserve, CodeSet::EMPTY)
+    judged(Step::Reserve, CodeSet::EMPTY, Spent::default())
 }
 
 /// Judges one call against a spend given as figures: a [`Step::Reserve`] the ledger's
@@ -161,7 +175,8 @@ fn judge_fit(m: &CompiledMandate, fit: FitFacts, call: &CallFacts, spend: &impl 
 pub(super) fn judge_known(m: &CompiledMandate, fit: FitFacts, call: &CallFacts, spend: KnownSpend) -> Judgement {
     let mut judgement = judge_fit(m, fit, call, &spend);
     if judgement.step == Step::Reserve {
-        let over = spend.over_limits(m, judgement.worst.worst, judgement.today);
+        let (over, spent) = spend.over_limits(m, judgement.worst.worst, judgement.today);
+        judgement.spent = spent;
         if !over.is_empty() {
             judgement.step = Step::Deny;
             judgement.codes = call.in_run(over);
@@ -210,14 +225,16 @@ pub(super) fn declared_codes(
 
 /// The codes of a call the ledger refused: every exceeded limit; or, on a store-backed
 /// ledger (which refuses what does not fit the node's leases), the code of the store's last
-/// answer (its limits are enforced on its grants). Off the allowed path (cold).
+/// answer (its limits are enforced on its grants); and the spend read. Off the allowed path
+/// (cold).
 #[cold]
 #[inline(never)]
-pub(super) fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount, today: u64) -> CodeSet {
+pub(super) fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount, today: u64) -> (CodeSet, Spent) {
     let ledger = &m.ledger;
+    let (over, spent) = LedgerSpend(ledger).over_limits(m, worst, today);
     if ledger.is_store_backed() {
-        ledger.allowance_refused(worst.micros())
+        (ledger.allowance_refused(worst.micros()), spent)
     } else {
-        refused.union(LedgerSpend(ledger).over_limits(m, worst, today))
+        (refused.union(over), spent)
     }
 }

@@ -46,6 +46,7 @@ pub mod receipt;
 mod reclaim;
 mod registry;
 mod reservation;
+mod shadow;
 mod slots;
 mod snapshot;
 pub mod spend;
@@ -71,11 +72,13 @@ use crate::time::Timestamp;
 
 pub use assess::{Assessor, Callee, cheapest_implementer};
 pub use config::{EngineConfig, EngineError};
+pub use judge::Spent;
 use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
 pub use receipt::{ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
+pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally, Shadowed};
 pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
 pub use symbols::Names;
 
@@ -121,12 +124,15 @@ impl Admission<'_> {
     }
 }
 
-/// Every reason a call was denied. [`Engine::explain`] gives the sentences.
+/// Every reason a call was denied. [`Engine::explain_denial`] gives the sentences, from
+/// the spend the decision read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Denial {
     pub codes: CodeSet,
     pub worst_case: Amount,
     pub receipt_id: u64,
+    /// The spend the decision read (zero where it read none: an unknown id, a full table).
+    pub spent: Spent,
 }
 
 /// What the engine has reserved, settled, dropped, for operators.
@@ -154,6 +160,9 @@ pub struct Engine {
     sink: Arc<dyn ReceiptSink>,
     config: EngineConfig,
     publish_lock: parking_lot::Mutex<u64>,
+    /// Shadow mode's tallies, one ledger per root mandate, made on a mandate's first shadow
+    /// reservation and kept for the engine's life (never a ledger the node supplies).
+    shadow_ledgers: DashMap<u32, Arc<Ledger>>,
     /// Whether a node supplies this engine (at most one: two would flush its settlements
     /// twice).
     node_attached: parking_lot::Mutex<bool>,
@@ -196,8 +205,14 @@ impl Engine {
             sink,
             config,
             publish_lock: parking_lot::Mutex::new(0),
+            shadow_ledgers: DashMap::new(),
             node_attached: parking_lot::Mutex::new(false),
         }
+    }
+
+    /// What the engine was configured with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
     }
 
     /// The engine's names (for receipt writers).
@@ -298,7 +313,8 @@ impl Engine {
 
     fn deny_unknown(&self, call: &Call, code: Code) -> Admission<'_> {
         let codes = CodeSet::EMPTY.with(code);
-        self.deny_ids(call.mandate, call.agent, 0, call.at, codes, Amount::ZERO)
+        let decided = shadow::Decided::new(call.mandate, call.agent, call.mandate, 0, call.at);
+        self.deny_ids(&decided, Verdict::Denied, codes, (Amount::ZERO, Spent::default()))
     }
 
     /// The decision shared by root calls and sub-calls: the pure judgement
@@ -309,7 +325,11 @@ impl Engine {
         let judgement = judge::judge(m, a, &ask.call, &judge::LedgerSpend(ledger));
         let (wc, today) = (judgement.worst, judgement.today);
         match judgement.step {
-            judge::Step::Deny => return self.deny(ask, judgement.codes, wc.worst),
+            judge::Step::Deny => return self.deny_read(ask, judgement.codes, wc.worst, judgement.spent),
+            judge::Step::Hold if self.config.shadow => {
+                let decided = shadow::Decided::new(m.ix, a.ix, m.root, ask.parent_receipt, ask.call.at);
+                return self.deny_ids(&decided, Verdict::Held, judgement.codes, (wc.worst, judgement.spent));
+            }
             judge::Step::Hold => return self.hold(ask, wc.worst),
             judge::Step::Reserve => {}
         }
@@ -336,11 +356,8 @@ impl Engine {
                 Ok(charge) => charge,
                 Err(refused) => {
                     self.slots.unclaim(ticket);
-                    return self.deny(
-                        ask,
-                        ask.call.in_run(judge::refused_codes(m, refused, wc.worst, today)),
-                        wc.worst,
-                    );
+                    let (codes, spent) = judge::refused_codes(m, refused, wc.worst, today);
+                    return self.deny_read(ask, ask.call.in_run(codes), wc.worst, spent);
                 }
             };
         let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
@@ -353,6 +370,7 @@ impl Engine {
                 receipt_id,
                 parent_id: ask.parent_receipt,
                 at: ask.call.at.unix(),
+                shadow: false,
             },
         );
         let mut reservation = Reservation::new(
@@ -368,6 +386,7 @@ impl Engine {
                 at: ask.call.at,
                 worst_case: wc.worst,
                 sub_budget: wc.sub_budget,
+                shadow: None,
             },
         );
         if a.has_calls {
@@ -390,37 +409,14 @@ impl Engine {
     }
 
     fn deny<'e>(&'e self, ask: &Ask<'_>, codes: CodeSet, worst: Amount) -> Admission<'e> {
-        self.deny_ids(ask.mandate.ix, ask.agent.ix, ask.parent_receipt, ask.call.at, codes, worst)
+        self.deny_read(ask, codes, worst, Spent::default())
     }
 
-    /// A denial and its receipt.
-    fn deny_ids(
-        &self,
-        mandate: MandateIx,
-        agent: AgentIx,
-        parent: u64,
-        at: Timestamp,
-        codes: CodeSet,
-        worst: Amount,
-    ) -> Admission<'_> {
-        // With the id space exhausted the denial's receipt has id 0 ("none").
-        let denial = Denial { codes, worst_case: worst, receipt_id: sync::next_id().unwrap_or(0) };
-        self.sink.submit(&Receipt {
-            id: denial.receipt_id,
-            parent,
-            mandate,
-            agent,
-            decision: Verdict::Denied,
-            end: End::Decided,
-            codes,
-            worst_case: worst,
-            actual: Amount::ZERO,
-            at,
-            ended_at: at,
-            outcome: Outcome::Unreported,
-            latency_ms: 0,
-        });
-        Admission::Denied(denial)
+    /// A denial that read the mandate's spend.
+    fn deny_read<'e>(&'e self, ask: &Ask<'_>, codes: CodeSet, worst: Amount, spent: Spent) -> Admission<'e> {
+        let decided =
+            shadow::Decided::new(ask.mandate.ix, ask.agent.ix, ask.mandate.root, ask.parent_receipt, ask.call.at);
+        self.deny_ids(&decided, Verdict::Denied, codes, (worst, spent))
     }
 
     pub(crate) fn submit(&self, receipt: &Receipt) {

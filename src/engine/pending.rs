@@ -80,6 +80,7 @@ impl Engine {
             ended_at: ask.call.at,
             outcome: Outcome::Unreported,
             latency_ms: 0,
+            shadow: false,
         });
         Admission::Held(PendingApproval { id, worst_case: worst })
     }

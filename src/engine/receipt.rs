@@ -105,7 +105,14 @@ pub struct Receipt {
     /// fields sit in the struct's padding: a receipt stays 72 bytes.
     pub outcome: Outcome,
     pub latency_ms: u32,
+    /// Decided in shadow mode ([`EngineConfig::shadow`](super::EngineConfig)): a denied or
+    /// held receipt says what the engine would have done, and the call was allowed on a
+    /// shadow reservation, whose own receipts say so too (its money is in the mandate's
+    /// shadow tally, never in its ledger). In the padding too.
+    pub shadow: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<Receipt>() == 72, "a receipt stays 72 bytes");
 
 /// Where receipts go. Called on the hot path: must not block or allocate.
 pub trait ReceiptSink: Send + Sync {
@@ -224,7 +231,7 @@ impl ReceiptSink for LosslessSink {
 /// The JSON object of one receipt, with names resolved.
 pub fn receipt_json(r: &Receipt, names: &Names) -> serde_json::Value {
     let name = |table: &super::symbols::Symbols, sym: u32| table.name(sym).map_or_else(String::new, |n| n.to_string());
-    json!({
+    let mut v = json!({
         "id": r.id,
         "parent": (r.parent != 0).then_some(r.parent),
         "mandate": name(&names.mandates, r.mandate.0),
@@ -238,7 +245,14 @@ pub fn receipt_json(r: &Receipt, names: &Names) -> serde_json::Value {
         "ended_at": r.ended_at.to_string(),
         "outcome": (r.outcome != Outcome::Unreported).then_some(r.outcome.as_str()),
         "latency_ms": (r.outcome != Outcome::Unreported).then_some(r.latency_ms),
-    })
+    });
+    // Only where it is so: receipts of an engine that is not shadowed stay as they were.
+    if r.shadow
+        && let Some(obj) = v.as_object_mut()
+    {
+        obj.insert("shadow".into(), json!(true));
+    }
+    v
 }
 
 /// [`receipt_json`] with what an agent record needs and the live snapshot knows: the

@@ -35,6 +35,7 @@ impl Engine {
                 ended_at: now,
                 outcome: Outcome::Unreported,
                 latency_ms: 0,
+                shadow: r.shadow,
             });
         })
     }

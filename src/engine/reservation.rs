@@ -84,14 +84,17 @@ pub(crate) struct Held<'e> {
     pub at: Timestamp,
     pub worst_case: Amount,
     pub sub_budget: Amount,
+    /// A shadow reservation's real decision (`EngineConfig::shadow`); `None` for every
+    /// reservation the ledgers hold.
+    pub shadow: Option<super::Shadowed>,
 }
 
 /// An allowed call's reserved worst case.
 #[must_use = "dropping a Reservation releases its budget; call settle(actual) to keep the cost"]
 pub struct Reservation<'e> {
-    engine: &'e Engine,
+    pub(super) engine: &'e Engine,
     held: Held<'e>,
-    run: Option<Box<Run>>,
+    pub(super) run: Option<Box<Run>>,
     ended: bool,
 }
 
@@ -117,6 +120,21 @@ impl<'e> Reservation<'e> {
 
     pub fn worst_case(&self) -> Amount {
         self.held.worst_case
+    }
+
+    /// A shadow reservation's real decision: the engine would have denied or held this
+    /// call (`EngineConfig::shadow`); it holds nothing of the mandate's budget, and its
+    /// settlement goes into the mandate's shadow tally ([`Engine::shadow_tally`]), never into
+    /// its ledger.
+    pub fn shadow(&self) -> Option<&super::Shadowed> {
+        self.held.shadow.as_ref()
+    }
+
+    /// The root mandate of the chain this reservation draws on (a run's sub-calls tally
+    /// their shadow reservations there).
+    fn root(&self) -> MandateIx {
+        let snap = self.engine.cell.load();
+        snap.mandate(self.held.mandate).map_or(self.held.mandate, |m| m.root)
     }
 
     /// What the callee's sub-calls may spend (0 without passthrough).
@@ -255,6 +273,7 @@ impl<'e> Reservation<'e> {
             ended_at: at,
             outcome: report.outcome,
             latency_ms: report.latency_ms,
+            shadow: self.held.shadow.is_some(),
         });
         Ok((kept, late))
     }
@@ -267,12 +286,23 @@ impl<'e> Reservation<'e> {
     /// (A reaper racing this check changes no money: the run stays inside the worst case the
     /// reaper keeps claimed; the check stops work past the callee's deadline.)
     pub fn sub_call(&self, call: &SubCall<'_>) -> Admission<'e> {
+        self.sub_call_within(call, None)
+    }
+
+    /// [`Reservation::sub_call`] with the caller's ceiling for it, in the run's currency: a
+    /// callee whose own price ceiling (converted) is above `max_cost` is denied
+    /// `max_cost_below_price`, as a root call would be.
+    pub fn sub_call_within(&self, call: &SubCall<'_>, max_cost: Option<Amount>) -> Admission<'e> {
         let engine = self.engine;
         if !engine.slots().is_active(self.held.ticket) {
             // The receipt names the orchestrator's, like every sub-call's.
             let codes = CodeSet::EMPTY.with(Code::ParentReservationEnded);
             let mandate = self.run.as_ref().map_or(self.held.mandate, |r| r.mandate.ix);
-            return engine.deny_ids(mandate, call.agent, self.held.receipt_id, call.at, codes, Amount::ZERO);
+            return {
+                let decided =
+                    super::shadow::Decided::new(mandate, call.agent, self.root(), self.held.receipt_id, call.at);
+                engine.deny_ids(&decided, Verdict::Denied, codes, (Amount::ZERO, super::Spent::default()))
+            };
         }
         let snap = engine.cell.load();
         let (Some(run), Some(callee)) = (&self.run, snap.agent(call.agent)) else {
@@ -291,7 +321,16 @@ impl<'e> Reservation<'e> {
         };
         if let Some(code) = root_gone {
             let codes = CodeSet::EMPTY.with(code);
-            return engine.deny_ids(run.mandate.ix, call.agent, self.held.receipt_id, call.at, codes, Amount::ZERO);
+            return {
+                let decided = super::shadow::Decided::new(
+                    run.mandate.ix,
+                    call.agent,
+                    run.mandate.root,
+                    self.held.receipt_id,
+                    call.at,
+                );
+                engine.deny_ids(&decided, Verdict::Denied, codes, (Amount::ZERO, super::Spent::default()))
+            };
         }
         let extra = super::judge::declared_codes(&run.mandate, &run.orchestrator, call.capability, callee);
         engine.decide(&Ask {
@@ -300,7 +339,7 @@ impl<'e> Reservation<'e> {
             snapshot: &snap,
             call: super::judge::CallFacts {
                 at: call.at,
-                max_cost: None,
+                max_cost,
                 by_capability: call.capability.is_some(),
                 approved: false,
                 sub_call: Some(extra),
@@ -342,6 +381,7 @@ impl Drop for Reservation<'_> {
                     ended_at: now,
                     outcome: Outcome::Unreported,
                     latency_ms: 0,
+                    shadow: self.held.shadow.is_some(),
                 });
             }
         }

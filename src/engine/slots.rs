@@ -42,6 +42,8 @@ pub(crate) struct SlotRecord {
     pub receipt_id: u64,
     pub parent_id: u64,
     pub at: i64,
+    /// A shadow reservation's slot (`EngineConfig::shadow`): its expired receipt says so.
+    pub shadow: bool,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +56,8 @@ struct Slot {
     receipt_id: AtomicU64,
     parent_id: AtomicU64,
     at: AtomicU64,
+    /// 1 for a shadow reservation (the slot stays one cache line: eight words).
+    shadow: AtomicU64,
 }
 
 /// A claimed slot: index and generation.
@@ -130,6 +134,8 @@ impl Slots {
         slot.receipt_id.store(r.receipt_id, Ordering::Relaxed);
         slot.parent_id.store(r.parent_id, Ordering::Relaxed);
         slot.at.store(r.at as u64, Ordering::Relaxed);
+        // Relaxed, as above.
+        slot.shadow.store(u64::from(r.shadow), Ordering::Relaxed);
         // Release: a reaper that Acquire-loads `Active(g)` sees every field above.
         slot.state.store(state(t.generation, ACTIVE), Ordering::Release);
     }
@@ -222,6 +228,8 @@ fn read(slot: &Slot) -> SlotRecord {
         receipt_id: slot.receipt_id.load(Ordering::Relaxed),
         parent_id: slot.parent_id.load(Ordering::Relaxed),
         at: slot.at.load(Ordering::Relaxed) as i64,
+        // Relaxed, as above.
+        shadow: slot.shadow.load(Ordering::Relaxed) != 0,
     }
 }
 

@@ -1,4 +1,5 @@
 //! The caller mandate: what an agent may do on behalf of its issuer.
+pub mod limits;
 mod model;
 mod validate;
 

@@ -31,6 +31,7 @@ pub fn validate(m: &Mandate) -> Vec<Violation> {
     if m.parent.as_deref() == Some(m.id.as_str()) {
         out.push(Violation::new("/parent", "a mandate cannot be its own parent"));
     }
+    out.extend(super::limits::figure_violations(m));
     let b = &m.budget;
     for (field, value) in [("per_call", b.per_call), ("per_day", b.per_day)] {
         if let Some(v) = value

@@ -23,6 +23,10 @@ pub const LOW_WATER_MS: u64 = 250;
 pub const IDLE_MS: u64 = 2_000;
 /// What an idle mandate keeps, in worst cases, so its next call does not wait for a refill.
 pub const IDLE_KEEP_CALLS: u64 = 10;
+/// A mandate with no use for this long gives back even those, in milliseconds: no budget
+/// stays in an idle node's leases longer, so a node refused while another holds the rest
+/// says `lease_pending` for at most about this long (docs/store.md, "Stranded budget").
+pub const IDLE_EMPTY_MS: u64 = 5_000;
 /// After the store failed or granted nothing, the next try on that mandate waits this
 /// long, in milliseconds (a refused call asks again sooner: it sets the need).
 pub const RETRY_MS: u64 = 100;
@@ -63,6 +67,10 @@ pub(super) struct Tracked {
     pub(super) blocked: bool,
     /// The UTC day whose past leases were last given back.
     pub(super) rolled_day: u64,
+    /// The store's last refusal found the rest of the budget in other live nodes' leases:
+    /// calls get `lease_pending` (it is spent there, or given back) and the next try waits
+    /// `RETRY_MS`.
+    pub(super) others_hold: bool,
 }
 
 pub(super) struct Runner {
@@ -154,6 +162,14 @@ impl Runner {
         Ok(())
     }
 
+    /// Backdates every mandate's last use by `by` (the node model's idle spell).
+    pub(super) fn age_use(&mut self, by: Duration) {
+        for t in &mut self.mandates {
+            t.last_use_at = t.last_use_at.checked_sub(by).unwrap_or(t.last_use_at);
+            t.seen_at = t.seen_at.checked_sub(by).unwrap_or(t.seen_at);
+        }
+    }
+
     /// A pass that flushes now (the node model test steps the node with it).
     pub(super) fn cycle_now(&mut self) {
         self.flushed_at =
@@ -218,6 +234,7 @@ impl Runner {
                     backoff_ms: RETRY_MS,
                     blocked: false,
                     rolled_day: 0,
+                    others_hold: false,
                 }),
             }
         }
@@ -309,7 +326,8 @@ impl Runner {
         };
         let idle = !first && now.duration_since(t.last_use_at) >= Duration::from_millis(IDLE_MS) && need == 0;
         if idle {
-            let keep = unit.saturating_mul(IDLE_KEEP_CALLS);
+            let empty = now.duration_since(t.last_use_at) >= Duration::from_millis(IDLE_EMPTY_MS);
+            let keep = if empty { 0 } else { unit.saturating_mul(IDLE_KEEP_CALLS) };
             if free > keep {
                 let taken = ledger.withdraw_allowance(free - keep, day);
                 t.book.give_back(GiveBackFrom::Day(day), taken);
@@ -318,7 +336,13 @@ impl Runner {
         }
         // A refused call asks for a refill at once, unless the store said the budget is
         // spent: then the backoff holds.
-        let exhausted = ledger.store_state() == StoreState::TotalExhausted;
+        // While the budget is spent, or out in other live nodes' leases, the pause holds
+        // even for a refused call (asking again at every poll would only keep the store busy).
+        // Under an exhausted answer, `need` is a call smaller than it was judged for (larger
+        // ones were told so for good): it may still fit, and is asked for.
+        let state = ledger.store_state();
+        let spent_for_larger = matches!(state, StoreState::TotalExhausted | StoreState::DayExhausted) && need > 0;
+        let exhausted = (state == StoreState::TotalExhausted && !spent_for_larger) || t.others_hold;
         let waiting = t.retry_at.is_some_and(|at| now < at) && (need == 0 || exhausted);
         if (free >= low && need <= free) || waiting {
             return None;
@@ -333,7 +357,10 @@ impl Runner {
             mandate: t.id.clone(),
             day,
             want_micros: want,
-            min_micros: unit,
+            // At least the unit; under an exhausted answer, the smaller call still waiting:
+            // once less than the largest call is left, the smaller ones are still served
+            // (asking for the largest alone stranded up to one of them).
+            min_micros: if spent_for_larger { need.min(unit).max(1) } else { unit },
             ttl_s: self.config.lease_ttl_s,
             now_unix,
         })
@@ -363,6 +390,7 @@ impl Runner {
         let (ledger, day) = (Arc::clone(&t.ledger), request.day);
         t.retry_at = None;
         t.backoff_ms = RETRY_MS;
+        t.others_hold = false;
         t.book.add(&lease, day);
         Counters::add(&self.shared.counters.grants, 1);
         Counters::add(&self.shared.counters.granted_micros, lease.amount_micros);
@@ -378,8 +406,10 @@ impl Runner {
     /// the right code. With the escrow rules ([`lease_cap`](crate::store::escrow)), a
     /// grant of at least one call is refused only when (a) this node already holds its
     /// share (its leases are busy with calls in flight: `lease_pending`, they end soon), or,
-    /// holding less than one call, (b) the total has less than that left, or (c) the day
-    /// has (one more round trip, `status`, tells which).
+    /// holding less than one call, (b) the rest of the budget is in other live nodes'
+    /// leases (`lease_pending`: they spend it, or give it back once idle, within
+    /// [`IDLE_MS`]), (c) the total has less than one call left, or (d) the day has (one
+    /// more round trip, `status`, tells which).
     fn refused(&mut self, ix: usize, request: &GrantRequest, retry: Instant) {
         let Some(t) = self.mandates.get_mut(ix) else { return };
         t.retry_at = Some(retry);
@@ -394,24 +424,60 @@ impl Runner {
         if self.answered(ix, status.as_ref().err()).is_err() {
             return;
         }
+        let (node, now_unix) = (self.config.node.clone(), self.unix());
         let Some(t) = self.mandates.get_mut(ix) else { return };
-        let left = status
-            .ok()
-            .and_then(|s| s.into_iter().next())
+        let s = status.ok().and_then(|s| s.into_iter().next());
+        let left = s
+            .as_ref()
             .map_or(0, |s| s.limits.total_micros.saturating_sub(s.spent_micros).saturating_sub(s.leased_micros));
-        let state = if left < usual {
+        // What other nodes hold in leases still live (a node gone quiet past its leases'
+        // time to live holds nothing that will come back: a reconcile counts it).
+        let others = s.as_ref().map_or(0, |s| {
+            s.nodes
+                .iter()
+                .filter(|n| n.node != node && n.lease_expires_unix > now_unix)
+                .fold(0u64, |sum, n| sum.saturating_add(n.leased_micros))
+        });
+        // Were every other node's live leases given back, would a call fit? (Not above a
+        // limit lowered under them: what they hold is then spent or over the limit.)
+        let recoverable = s.as_ref().map_or(0, |s| {
+            s.limits.total_micros.saturating_sub(s.spent_micros).saturating_sub(s.leased_micros.saturating_sub(others))
+        });
+        t.others_hold = left < usual && others > 0 && recoverable >= usual;
+        // What is left in the store and unused in this node's own leases may make a call
+        // together: the unused part goes back (in the flush before the next grant), so the
+        // store can grant it whole with what it has.
+        if left < usual && !t.others_hold && left > 0 {
+            let day = request.day;
+            let taken = t.ledger.withdraw_allowance(u64::MAX, day);
+            if taken > 0 && left.saturating_add(taken) >= usual {
+                t.book.give_back(GiveBackFrom::Day(day), taken);
+                t.retry_at = None;
+                t.ledger.set_store_state(StoreState::Leasing);
+                return;
+            }
+            if taken > 0 {
+                // Not enough even together: kept for the calls it can serve.
+                let _ = t.ledger.grant_allowance(taken, day);
+            }
+        }
+        let state = if t.others_hold {
+            StoreState::Leasing
+        } else if left < usual {
             StoreState::TotalExhausted
         } else if request.day.is_some() {
             StoreState::DayExhausted
         } else {
             StoreState::Leasing
         };
-        // Back off only when the total is surely spent (what is left is below the usual
-        // call); a day inferred full may be a call larger than the usual, asked again soon.
+        // Back off only when the total is surely spent (what is left, here and in every
+        // live lease, is below the usual call); a day inferred full may be a call larger
+        // than the usual, asked again soon.
         if state == StoreState::TotalExhausted {
             t.retry_at = Some(Instant::now() + Duration::from_millis(t.backoff_ms));
             t.backoff_ms = t.backoff_ms.saturating_mul(2).min(RETRY_MS_MAX);
         }
-        t.ledger.set_store_state(state);
+        // Exhausted for calls of `usual` and more: a smaller one may still fit.
+        t.ledger.set_store_state_from(state, usual);
     }
 }

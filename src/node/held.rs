@@ -154,6 +154,9 @@ impl Node {
                 {
                     self.store.release_held(&held.id)?;
                 }
+                // Not forgotten here at once (as a refusal is): an approval nobody heard is
+                // undone by putting the call back in the store, and the thread's copy would
+                // then take it out again as "gone here". The next prune forgets it.
                 Ok(admission)
             }
         }
@@ -162,7 +165,24 @@ impl Node {
     /// Refuses a held call (held on any node): it is taken out of the store; `false` when
     /// no such call is held (taken already, expired, or never held).
     pub fn refuse(&self, held_id: &str) -> Result<bool, NodeError> {
-        Ok(self.store.take_held(held_id, (self.clock)().unix())?.is_some())
+        let taken = self.store.take_held(held_id, (self.clock)().unix())?.is_some();
+        if taken {
+            self.forget_here(held_id);
+        }
+        Ok(taken)
+    }
+
+    /// A call this node held, taken out of the store here: forgotten by the engine at
+    /// once (its count of held calls is right now, not a flush later).
+    fn forget_here(&self, held_id: &str) {
+        let prefix = store_id(&self.name, self.run_id, 0);
+        let local = held_id
+            .strip_prefix(prefix.strip_suffix('0').unwrap_or(&prefix))
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|n| store_id(&self.name, self.run_id, *n) == held_id);
+        if let Some(local) = local {
+            self.engine.forget_held(local);
+        }
     }
 }
 

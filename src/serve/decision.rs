@@ -1,126 +1,125 @@
 //! Decisions into response bodies: the reservation kept open, the held call's id in the
-//! store, and one sentence per code from the documents (`holon::admission::explain`).
+//! store, and the engine's own sentences for every code (`Engine::explain_denial`,
+//! `Reservation::explain_sub_call`: the spend the decision read, the converted price).
+//! A shadowed server's answers say `shadow: true` and, for a call it would have denied or
+//! held, that decision and its codes beside `"decision": "allowed"`.
 
-use holon::admission::{self, Code, CodeSet, Reason};
-use holon::engine::{Admission, AgentIx, Call, CompiledAgent, MandateIx, Reservation};
+use holon::admission::{Code, CodeSet, Reason, Verdict};
+use holon::engine::{Admission, AgentIx, Call, Denial, Reservation, Spent, SubCall};
 use holon::money::Amount;
-use holon::time::Timestamp;
 
 use super::metrics::DecisionLabels;
 use super::service::{Open, Service};
 use super::wire::{DecisionBody, ReasonBody};
 
+/// What a decision was asked about: a root call, or a sub-call of an open run.
+pub(super) enum Asked<'a> {
+    Root(Call),
+    Sub { run: &'a Reservation<'static>, call: SubCall<'a>, max_cost: Option<Amount> },
+}
+
+impl Asked<'_> {
+    fn agent(&self) -> AgentIx {
+        match self {
+            Asked::Root(call) => call.agent,
+            Asked::Sub { call, .. } => call.agent,
+        }
+    }
+}
+
 impl Service {
+    /// The answer to a decision, and the reservation to keep open when allowed.
     pub(super) fn decision(
         &self,
         admission: Admission<'static>,
-        mandate: MandateIx,
-        agent: AgentIx,
-        call: Option<Call>,
-        run: Option<(&Reservation<'static>, AgentIx)>,
+        asked: &Asked<'_>,
     ) -> (DecisionBody, Option<(u64, Open)>) {
-        let currency = self.currency(mandate, run.map(|(r, _)| r));
-        let at = call.map_or_else(Timestamp::now, |c| c.at);
         match admission {
             Admission::Allowed(r) => {
-                let body = DecisionBody {
-                    decision: "allowed",
-                    reservation: Some(r.receipt_id().to_string()),
-                    pending: None,
-                    agent: self.agent_name(agent),
-                    worst_case: r.worst_case().to_string(),
-                    sub_budget: r.is_delegated_run().then(|| r.sub_budget().to_string()),
-                    currency,
-                    codes: Vec::new(),
-                    reasons: Vec::new(),
-                };
-                self.count("allowed", CodeSet::EMPTY);
+                let mut body = self.body("allowed", asked, r.worst_case());
+                body.reservation = Some(r.receipt_id().to_string());
+                body.node = Some(self.node_name.clone());
+                body.sub_budget = r.is_delegated_run().then(|| r.sub_budget().to_string());
+                match r.shadow() {
+                    Some(real) => {
+                        let verdict = if real.verdict == Verdict::Held { "held" } else { "denied" };
+                        body.shadow_decision = Some(verdict);
+                        body.codes = real.codes.iter().map(Code::as_str).collect();
+                        body.reasons = self.reasons(asked, real.codes, r.worst_case(), real.spent);
+                        self.count_shadow(verdict, real.codes);
+                        tracing::info!(decision = verdict, codes = ?body.codes, reservation = r.receipt_id(), "shadow: allowed a call the rules would have {verdict}");
+                    }
+                    None => {
+                        body.shadow_decision = self.shadow.then_some("allowed");
+                        self.count("allowed", CodeSet::EMPTY);
+                        if self.shadow {
+                            self.count_shadow("allowed", CodeSet::EMPTY);
+                        }
+                    }
+                }
                 // Kept by the caller once it holds no guard on the table (a DashMap guard
                 // held across an insert into the same shard deadlocks).
-                (body, Some((r.receipt_id(), Open { reservation: r, agent, reclaimed_at: None })))
+                let open = Open { reservation: r, reclaimed_at: None };
+                (body, Some((open.reservation.receipt_id(), open)))
             }
             Admission::Held(p) => {
                 let codes = CodeSet::EMPTY.with(Code::ApprovalRequired);
-                let mut body = self.denied_body(codes, p.worst_case, agent, call, run, at);
-                body.decision = "held";
+                let mut body = self.refusal_body("held", asked, codes, p.worst_case, Spent::default());
                 body.pending = Some(self.node.held_id(p.id));
                 (body, None)
             }
-            Admission::Denied(d) => (self.denied_body(d.codes, d.worst_case, agent, call, run, at), None),
+            Admission::Denied(d) => (self.refusal_body("denied", asked, d.codes, d.worst_case, d.spent), None),
         }
     }
 
-    pub(super) fn denied_body(
+    /// A held or denied call's body, with the engine's sentences for its codes.
+    fn refusal_body(
         &self,
+        decision: &'static str,
+        asked: &Asked<'_>,
         codes: CodeSet,
         worst: Amount,
-        agent: AgentIx,
-        call: Option<Call>,
-        run: Option<(&Reservation<'static>, AgentIx)>,
-        at: Timestamp,
+        spent: Spent,
     ) -> DecisionBody {
-        let decision = if codes.contains(Code::ApprovalRequired) && codes.len() == 1 { "held" } else { "denied" };
-        if decision == "denied" {
-            self.count("denied", codes);
-        } else {
-            self.count("held", codes);
-        }
-        let mandate = call.map(|c| c.mandate);
+        self.count(decision, codes);
+        let mut body = self.body(decision, asked, worst);
+        body.codes = codes.iter().map(Code::as_str).collect();
+        body.reasons = self.reasons(asked, codes, worst, spent);
+        body
+    }
+
+    fn body(&self, decision: &'static str, asked: &Asked<'_>, worst: Amount) -> DecisionBody {
         DecisionBody {
             decision,
             reservation: None,
             pending: None,
-            agent: self.agent_name(agent),
+            node: None,
+            agent: self.agent_name(asked.agent()),
             worst_case: worst.to_string(),
             sub_budget: None,
-            currency: self.currency(mandate.unwrap_or(MandateIx(u32::MAX)), run.map(|(r, _)| r)),
-            codes: codes.iter().map(Code::as_str).collect(),
-            reasons: self.reasons(codes, worst, agent, call, run, at),
+            currency: self.currency(asked),
+            codes: Vec::new(),
+            reasons: Vec::new(),
+            shadow: self.shadow.then_some(true),
+            shadow_decision: self.shadow.then_some(decision),
         }
     }
 
-    /// One sentence per code, from the documents (`holon::admission::explain`).
-    fn reasons(
-        &self,
-        codes: CodeSet,
-        worst: Amount,
-        agent: AgentIx,
-        call: Option<Call>,
-        run: Option<(&Reservation<'static>, AgentIx)>,
-        at: Timestamp,
-    ) -> Vec<ReasonBody> {
-        let snap = self.engine.snapshot();
-        let callee: Option<&CompiledAgent> = snap.agent(agent);
-        let root = call.and_then(|c| snap.mandate(c.mandate)).map(|m| &*m.source);
-        let orchestrator = run.and_then(|(_, a)| snap.agent(a)).map(|a| &*a.source);
-        let mandate = run.and_then(|(r, _)| r.sub_mandate()).or(root);
-        let reasons: Vec<Reason> = match (mandate, callee) {
-            (Some(mandate), Some(callee)) => {
-                let ledger = call.and_then(|c| self.engine.ledger(c.mandate));
-                let ctx = admission::CallContext {
-                    at,
-                    max_cost: call.and_then(|c| c.max_cost),
-                    spent_total: Amount::from_micros(ledger.as_ref().map_or(0, |l| l.spent_micros())),
-                    spent_today: Amount::ZERO,
-                    by_capability: call.is_some_and(|c| c.by_capability),
-                    delegated: run.is_some(),
-                };
-                let docs = admission::explain::Documents {
-                    mandate,
-                    agent: &callee.source,
-                    record: callee.record.as_deref(),
-                    lookup: &*snap,
-                    orchestrator,
-                };
-                let own = callee.source.pricing.ceiling().unwrap_or(Amount::ZERO);
-                admission::explain::reasons(codes, &docs, &ctx, admission::explain::Figures { worst, own_ceiling: own })
+    /// The engine's sentences for `codes` of this decision.
+    fn reasons(&self, asked: &Asked<'_>, codes: CodeSet, worst: Amount, spent: Spent) -> Vec<ReasonBody> {
+        let reasons: Vec<Reason> = match asked {
+            Asked::Root(call) => self.engine.reasons(call, codes, worst, spent),
+            Asked::Sub { run, call, max_cost } => {
+                let denial = Denial { codes, worst_case: worst, receipt_id: 0, spent };
+                run.explain_sub_call(call, *max_cost, &denial)
             }
-            _ => codes.iter().map(|c| Reason::new(c, fallback_sentence(c))).collect(),
         };
         reasons.into_iter().map(|r| ReasonBody { code: r.code.as_str(), message: r.message }).collect()
     }
 
-    pub(super) fn unknown(&self, code: Code, name: &str, mandate: Option<MandateIx>) -> DecisionBody {
+    /// A call naming a mandate or agent the documents do not hold: decided here, without
+    /// the engine (it has no such id).
+    pub(super) fn unknown(&self, code: Code, name: &str, currency: Option<String>) -> DecisionBody {
         let codes = CodeSet::EMPTY.with(code);
         self.count("denied", codes);
         let what = if code == Code::UnknownMandate { "mandate" } else { "agent" };
@@ -128,15 +127,18 @@ impl Service {
             decision: "denied",
             reservation: None,
             pending: None,
+            node: None,
             agent: None,
             worst_case: Amount::ZERO.to_string(),
             sub_budget: None,
-            currency: self.currency(mandate.unwrap_or(MandateIx(u32::MAX)), None),
+            currency,
             codes: vec![code.as_str()],
             reasons: vec![ReasonBody {
                 code: code.as_str(),
                 message: format!("no {what} `{name}` in the documents this server holds"),
             }],
+            shadow: self.shadow.then_some(true),
+            shadow_decision: self.shadow.then_some("denied"),
         }
     }
 
@@ -149,19 +151,30 @@ impl Service {
         }
     }
 
-    fn currency(&self, mandate: MandateIx, run: Option<&Reservation<'static>>) -> String {
-        if let Some(m) = run.and_then(|r| r.sub_mandate()) {
-            return m.budget.currency.to_string();
+    /// `holon_shadow_decisions_total`: what a shadowed server would have decided.
+    fn count_shadow(&self, decision: &'static str, codes: CodeSet) {
+        let family = &self.metrics.shadow_decisions;
+        if codes.is_empty() {
+            family.get_or_create(&DecisionLabels { decision, code: "none" }).inc();
         }
-        let snap = self.engine.snapshot();
-        snap.mandate(mandate).map(|m| m.source.budget.currency.to_string()).unwrap_or_default()
+        for code in codes.iter() {
+            family.get_or_create(&DecisionLabels { decision, code: code.as_str() }).inc();
+        }
+    }
+
+    /// The currency of the decision's mandate (a run's sub-mandate for a sub-call).
+    fn currency(&self, asked: &Asked<'_>) -> Option<String> {
+        match asked {
+            Asked::Sub { run, .. } => run.sub_mandate().map(|m| m.budget.currency.to_string()),
+            Asked::Root(call) => self.mandate_currency(call.mandate),
+        }
+    }
+
+    pub(super) fn mandate_currency(&self, mandate: holon::engine::MandateIx) -> Option<String> {
+        self.engine.snapshot().mandate(mandate).map(|m| m.source.budget.currency.to_string())
     }
 
     fn agent_name(&self, agent: AgentIx) -> Option<String> {
         self.engine.snapshot().agent(agent).map(|a| a.source.id.to_string())
     }
-}
-
-fn fallback_sentence(code: Code) -> String {
-    format!("`{}`: see docs/admission.md for this code", code.as_str())
 }

@@ -17,8 +17,10 @@ use envoy_types::ext_authz::v3::{CheckRequestExt, CheckResponseExt, DeniedHttpRe
 use tonic::{Request, Response, Status};
 
 use super::auth::Role;
+use super::idempotency::{self, Answer, Answered};
 use super::service::Service;
-use super::wire::{AdmitRequest, DecisionBody};
+use super::wire::AdmitRequest;
+use holon::store::keys::KEY_BYTES_MAX;
 
 /// The request headers the call is read from.
 #[derive(Debug, Clone)]
@@ -72,23 +74,47 @@ impl Authorization for ExtAuthz {
         let request = request.into_inner();
         let empty = HashMap::new();
         let headers = request.get_client_headers().unwrap_or(&empty);
-        let answer = match self.admit_request(headers) {
-            Err(message) => {
-                denied(HttpStatusCode::BadRequest, "", &serde_json::json!({ "error": message }).to_string())
-            }
-            Ok(req) => match self.svc.admit(req).await {
-                Err(refusal) => {
-                    denied(http_code(refusal.status), "", &serde_json::to_string(&refusal.body).unwrap_or_default())
-                }
-                Ok(decision) => respond(&decision),
-            },
-        };
+        let answered = self.keyed_check(headers).await;
         self.svc.metrics.admission_seconds_grpc.observe(started.elapsed().as_secs_f64());
-        Ok(Response::new(answer))
+        if answered.replayed {
+            self.svc.metrics.idempotent_replays.inc();
+        }
+        Ok(Response::new(respond(&answered)))
     }
 }
 
 impl ExtAuthz {
+    /// The check as an admit, keyed by the checked request's `--idempotency-header`
+    /// (Envoy keeps `x-request-id` across its retries): a retry gets the first answer.
+    async fn keyed_check(&self, headers: &HashMap<String, String>) -> Answered {
+        let svc = self.svc;
+        let key = headers.get(&svc.keys.check_header).cloned();
+        let bad_key = key
+            .as_deref()
+            .is_some_and(|k| k.is_empty() || k.len() > KEY_BYTES_MAX || !k.bytes().all(|b| b.is_ascii_graphic()));
+        if bad_key {
+            let why =
+                format!("the `{}` header must be 1 to {KEY_BYTES_MAX} visible ASCII characters", svc.keys.check_header);
+            return Answered { answer: Answer::refusal(super::service::Refusal::new(400, why)), replayed: false };
+        }
+        let asked = self.admit_request(headers);
+        let field = |h: &str| headers.get(h).map_or(&b""[..], |v| v.as_bytes());
+        let digest = idempotency::digest(&[
+            b"CHECK",
+            field(&self.headers.mandate),
+            field(&self.headers.agent),
+            field(&self.headers.max_cost),
+            field(&self.headers.capability),
+        ]);
+        svc.keyed(super::auth::Role::Gateway.name(), key, digest, async move {
+            match asked {
+                Err(message) => Answer::refusal(super::service::Refusal::new(400, message)),
+                Ok(req) => idempotency::decision_answer(svc.admit(req).await),
+            }
+        })
+        .await
+    }
+
     fn admit_request(&self, headers: &HashMap<String, String>) -> Result<AdmitRequest, String> {
         let need = |name: &str| headers.get(name).cloned().ok_or_else(|| format!("the request has no `{name}` header"));
         Ok(AdmitRequest {
@@ -101,27 +127,36 @@ impl ExtAuthz {
     }
 }
 
-fn respond(decision: &DecisionBody) -> CheckResponse {
-    match &decision.reservation {
-        Some(id) if decision.decision == "allowed" => {
-            let mut ok = OkHttpResponseBuilder::new();
-            ok.add_header(RESERVATION_HEADER, id.as_str(), None, false);
-            let mut response = CheckResponse::with_status(Status::ok("allowed"));
-            response.set_http_response(ok);
-            response
+/// The check's answer from the admit's (fresh or kept): an allowed call OK, with its
+/// reservation in a header; anything else the client's `403` (or the refusal's status) with
+/// the answer as its body and the codes in `x-holon-codes`. A replayed answer says so.
+fn respond(answered: &Answered) -> CheckResponse {
+    let answer = &answered.answer;
+    let decision: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+    let reservation =
+        decision["reservation"].as_str().filter(|_| answer.status == 200 && decision["decision"] == "allowed");
+    if let Some(id) = reservation {
+        let mut ok = OkHttpResponseBuilder::new();
+        ok.add_header(RESERVATION_HEADER, id, None, false);
+        if answered.replayed {
+            ok.add_header(idempotency::REPLAYED_HEADER, "true", None, false);
         }
-        _ => denied(
-            HttpStatusCode::Forbidden,
-            &decision.codes.join(","),
-            &serde_json::to_string(decision).unwrap_or_default(),
-        ),
+        let mut response = CheckResponse::with_status(Status::ok("allowed"));
+        response.set_http_response(ok);
+        return response;
     }
+    let codes: Vec<&str> = decision["codes"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+    let code = if answer.status == 200 { HttpStatusCode::Forbidden } else { http_code(answer.status) };
+    denied(code, &codes.join(","), &answer.body, answered.replayed)
 }
 
-fn denied(code: HttpStatusCode, codes: &str, body: &str) -> CheckResponse {
+fn denied(code: HttpStatusCode, codes: &str, body: &str, replayed: bool) -> CheckResponse {
     let mut http = DeniedHttpResponseBuilder::new();
     http.set_http_status(code);
     http.add_header("content-type", "application/json", None, false);
+    if replayed {
+        http.add_header(idempotency::REPLAYED_HEADER, "true", None, false);
+    }
     if !codes.is_empty() {
         http.add_header("x-holon-codes", codes, None, false);
     }
@@ -137,6 +172,8 @@ fn http_code(status: u16) -> HttpStatusCode {
         401 => HttpStatusCode::Unauthorized,
         403 => HttpStatusCode::Forbidden,
         404 => HttpStatusCode::NotFound,
+        409 => HttpStatusCode::Conflict,
+        422 => HttpStatusCode::UnprocessableEntity,
         _ => HttpStatusCode::ServiceUnavailable,
     }
 }

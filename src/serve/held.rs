@@ -10,6 +10,7 @@ use holon::pattern::Principal;
 use holon::time::Timestamp;
 
 use super::auth::Role;
+use super::decision::Asked;
 use super::service::{LEASE_WAIT_MS, Refusal, Service};
 use super::wire::{self, DecisionBody};
 
@@ -52,7 +53,7 @@ impl Service {
                 async move { self.blocking(move || self.node.approve(&id, &approver, at).map_err(node_refusal)).await? }
             })
             .await?;
-        let mut body = self.keep(self.decision(admission, mandate, agent, Some(Call::new(mandate, agent, at)), None));
+        let mut body = self.keep(self.decision(admission, &Asked::Root(Call::new(mandate, agent, at))));
         if body.decision == "denied" && body.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable") {
             // The node put the call back: it can be approved again.
             body.pending = Some(id.to_owned());

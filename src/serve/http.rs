@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 
 use super::auth::Role;
+use super::idempotency::{self, Answer, Answered};
 use super::service::{Refusal, Service};
 use super::wire::{self, ErrorBody};
 
@@ -113,74 +114,102 @@ async fn caller(svc: Svc, request: Request, gateway_only: bool) -> Result<(Role,
     }
 }
 
-async fn admit(State(svc): State<Svc>, request: Request) -> Response {
-    let started = Instant::now();
-    let body = match caller(svc, request, true).await {
-        Ok((_, body)) => body,
+/// A state-changing endpoint: who is asking, its body, then `run` under the request's
+/// `Idempotency-Key` when it has one (`idempotency`); the answer, replayed or not.
+async fn keyed<F, Fut>(svc: Svc, request: Request, gateway_only: bool, run: F) -> Response
+where
+    F: FnOnce(Role, Bytes) -> Fut,
+    Fut: std::future::Future<Output = Answer> + Send + 'static,
+{
+    let path = request.uri().path().to_owned();
+    let key = match idempotency::key_of(request.headers(), idempotency::KEY_HEADER) {
+        Ok(key) => key,
+        Err(r) => return refused(r),
+    };
+    let (role, body) = match caller(svc, request, gateway_only).await {
+        Ok(caller) => caller,
         Err(response) => return response,
     };
-    let result = match wire::parse::<wire::AdmitRequest>(&body) {
-        Ok(req) => svc.admit(req).await,
-        Err(e) => Err(e.into()),
-    };
+    let digest = idempotency::digest(&[b"POST", path.as_bytes(), &body]);
+    let answered = svc.keyed(role.name(), key, digest, run(role, body)).await;
+    if answered.replayed {
+        svc.metrics.idempotent_replays.inc();
+    }
+    answered_response(&answered)
+}
+
+/// An answer (kept or fresh) as a response; a replayed one says so.
+fn answered_response(answered: &Answered) -> Response {
+    let status = StatusCode::from_u16(answered.answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response =
+        (status, [(header::CONTENT_TYPE, "application/json")], answered.answer.body.clone()).into_response();
+    if answered.replayed {
+        response.headers_mut().insert(idempotency::REPLAYED_HEADER, axum::http::HeaderValue::from_static("true"));
+    }
+    response
+}
+
+async fn admit(State(svc): State<Svc>, request: Request) -> Response {
+    let started = Instant::now();
+    let response = keyed(svc, request, true, move |_, body| async move {
+        match wire::parse::<wire::AdmitRequest>(&body) {
+            Ok(req) => idempotency::decision_answer(svc.admit(req).await),
+            Err(e) => Answer::refusal(e.into()),
+        }
+    })
+    .await;
     svc.metrics.admission_seconds_http.observe(started.elapsed().as_secs_f64());
-    answer(result)
+    response
 }
 
 async fn sub_call(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
-    let body = match caller(svc, request, true).await {
-        Ok((_, body)) => body,
-        Err(response) => return response,
-    };
-    match wire::parse::<wire::SubCallRequest>(&body) {
-        Ok(req) => answer(svc.sub_call(&id, req).await),
-        Err(e) => refused(e.into()),
-    }
+    keyed(svc, request, true, move |_, body| async move {
+        match wire::parse::<wire::SubCallRequest>(&body) {
+            Ok(req) => idempotency::decision_answer(svc.sub_call(&id, req).await),
+            Err(e) => Answer::refusal(e.into()),
+        }
+    })
+    .await
 }
 
 async fn settle(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
-    let body = match caller(svc, request, true).await {
-        Ok((_, body)) => body,
-        Err(response) => return response,
-    };
-    match wire::parse::<wire::SettleRequest>(&body) {
-        Ok(req) => answer(svc.settle(&id, req)),
-        Err(e) => refused(e.into()),
-    }
+    keyed(svc, request, true, move |_, body| async move {
+        match wire::parse::<wire::SettleRequest>(&body) {
+            Ok(req) => Answer::of(svc.settle(&id, req)),
+            Err(e) => Answer::refusal(e.into()),
+        }
+    })
+    .await
 }
 
 async fn release(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
-    let body = match caller(svc, request, true).await {
-        Ok((_, body)) => body,
-        Err(response) => return response,
-    };
-    match wire::optional_at(&body) {
-        Ok(_) => answer(svc.release(&id)),
-        Err(e) => refused(e.into()),
-    }
+    keyed(svc, request, true, move |_, body| async move {
+        match wire::optional_at(&body) {
+            Ok(_) => Answer::of(svc.release(&id)),
+            Err(e) => Answer::refusal(e.into()),
+        }
+    })
+    .await
 }
 
 async fn approve(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
-    let (role, body) = match caller(svc, request, false).await {
-        Ok(caller) => caller,
-        Err(response) => return response,
-    };
-    let at = match wire::optional_at(&body) {
-        Ok(at) => at,
-        Err(e) => return refused(e.into()),
-    };
-    answer(svc.approve(&id, &role, at).await)
+    keyed(svc, request, false, move |role, body| async move {
+        match wire::optional_at(&body) {
+            Ok(at) => idempotency::decision_answer(svc.approve(&id, &role, at).await),
+            Err(e) => Answer::refusal(e.into()),
+        }
+    })
+    .await
 }
 
 async fn refuse(State(svc): State<Svc>, Path(id): Path<String>, request: Request) -> Response {
-    let (role, body) = match caller(svc, request, false).await {
-        Ok(caller) => caller,
-        Err(response) => return response,
-    };
-    if let Err(e) = wire::optional_at(&body) {
-        return refused(e.into());
-    }
-    answer(svc.refuse(&id, &role).await)
+    keyed(svc, request, false, move |role, body| async move {
+        match wire::optional_at(&body) {
+            Ok(_) => Answer::of(svc.refuse(&id, &role).await),
+            Err(e) => Answer::refusal(e.into()),
+        }
+    })
+    .await
 }
 
 async fn mandate(State(svc): State<Svc>, Path(id): Path<String>, headers: HeaderMap) -> Response {
@@ -217,7 +246,17 @@ async fn metrics(State(svc): State<Svc>, headers: HeaderMap) -> Response {
     if let Err(r) = authenticate(svc, &headers) {
         return refused(r);
     }
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], svc.metrics_text()).into_response()
+    // The format the scraper asks for, as Prometheus negotiates it: OpenMetrics when the
+    // Accept header prefers it, else the text format 0.0.4 (counters named with `_total`).
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let openmetrics = super::metrics::wants_openmetrics(accept);
+    let body = svc.metrics_text();
+    let (content_type, body) = if openmetrics {
+        (super::metrics::OPENMETRICS_TYPE, body)
+    } else {
+        (super::metrics::TEXT_TYPE, super::metrics::text_format(&body))
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// Gives every error response that is not already JSON an `Error` body, keeping its status
@@ -245,6 +284,14 @@ async fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 
-async fn not_found() -> Response {
-    json(StatusCode::NOT_FOUND, &ErrorBody::new("no such endpoint; see schema/openapi.yaml"))
+async fn not_found(uri: axum::http::Uri) -> Response {
+    // `/v1/mandates/alice/m-2026-11`: an id with its `/` not percent-encoded.
+    let error = match uri.path().strip_prefix("/v1/mandates/").filter(|rest| rest.contains('/')) {
+        Some(id) => format!(
+            "no such endpoint: a mandate id in a path is percent-encoded, its `/` as %2F: GET /v1/mandates/{}",
+            id.replace('/', "%2F")
+        ),
+        None => "no such endpoint; see schema/openapi.yaml".to_owned(),
+    };
+    json(StatusCode::NOT_FOUND, &ErrorBody::new(error))
 }

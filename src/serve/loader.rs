@@ -13,6 +13,7 @@ use std::sync::Arc;
 use holon::doc::{self, DocError, Limits};
 use holon::documents::{self, Document};
 use holon::engine::SnapshotInput;
+use holon::lookup::RecordOrigin;
 use holon::manifest::Manifest;
 use holon::pattern::AgentId;
 use holon::record::AgentRecord;
@@ -31,7 +32,12 @@ pub(crate) struct LoadFailure {
 
 impl std::fmt::Display for LoadFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} at {}: {}", self.file, self.pointer, self.message)
+        // A pointer only where it points into a document (`/` is the whole file).
+        if self.pointer == "/" {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{} at {}: {}", self.file, self.pointer, self.message)
+        }
     }
 }
 
@@ -60,10 +66,14 @@ impl TrustFiles {
 
 pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure> {
     let limits = Limits::default();
-    let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
     if !dir.is_dir() {
-        return Err(whole(dir, "not a directory: give --documents the directory that holds the documents"));
+        let what = if dir.exists() { "not a directory" } else { "no such directory" };
+        return Err(whole(
+            dir,
+            &format!("{what}: give --documents the directory that holds the manifests, mandates and agent records"),
+        ));
     }
+    let files = doc::yaml_files(dir).map_err(|e| whole(dir, &e.to_string()))?;
     let mut manifests: Vec<(PathBuf, Manifest)> = Vec::new();
     let mut mandates = Vec::new();
     let mut records: BTreeMap<AgentId, Vec<(PathBuf, AgentRecord)>> = BTreeMap::new();
@@ -92,7 +102,9 @@ pub(crate) fn load(dir: &Path, trust: &TrustFiles) -> Result<Loaded, LoadFailure
     let agents = manifests
         .into_iter()
         .map(|(path, m)| {
-            let record = record_for(&path, &m, records.get(&m.id).map(Vec::as_slice).unwrap_or_default());
+            // The one rule (`lookup::record_for`): beside the manifest before elsewhere.
+            let candidates = records.get(&m.id).into_iter().flatten().map(|(at, r)| (RecordOrigin::of(at, &path), r));
+            let record = holon::lookup::record_for(&m, candidates).cloned();
             (Arc::new(m), record.map(Arc::new))
         })
         .collect();
@@ -136,24 +148,25 @@ pub(crate) fn trust_only(last: &SnapshotInput, trust: &TrustFiles) -> Result<Sna
     Ok(input)
 }
 
-/// The tokens file, which must hold a token (else every client would be locked out; the
-/// old tokens keep serving).
-pub(crate) fn tokens(path: &Path) -> Result<crate::serve::auth::Tokens, LoadFailure> {
-    let tokens = crate::serve::auth::Tokens::load(path).map_err(|m| whole(path, &m))?;
-    if tokens.len() == 0 {
-        return Err(whole(path, "holds no token: every client would be locked out; the old tokens keep serving"));
-    }
-    Ok(tokens)
+/// The tokens file as a reload reads it.
+pub(crate) struct TokensRead {
+    pub tokens: crate::serve::auth::Tokens,
+    /// The file is gone (deleted): read as no token.
+    pub missing: bool,
 }
 
-/// A manifest's record: the one beside it (same directory) first, then any for its id and
-/// version, then any for its id without a version.
-fn record_for(path: &Path, m: &Manifest, records: &[(PathBuf, AgentRecord)]) -> Option<AgentRecord> {
-    let applies = |r: &AgentRecord| r.agent == m.id && r.version.as_ref().is_none_or(|v| v == &m.version);
-    let beside = records.iter().find(|(p, r)| p.parent() == path.parent() && applies(r));
-    let versioned = records.iter().find(|(_, r)| r.version.as_ref() == Some(&m.version));
-    let any = records.iter().find(|(_, r)| r.version.is_none());
-    beside.or(versioned).or(any).map(|(_, r)| r.clone()).filter(applies)
+/// The tokens file: a file with no token, or no file at all, is a valid answer that
+/// authenticates nobody (withdrawing every token must work, not fail open); only a file
+/// that cannot be read or parsed is a failure (then the old tokens keep serving).
+pub(crate) fn tokens(path: &Path) -> Result<TokensRead, LoadFailure> {
+    // A dangling link (a secret's mount withdrawn) is a missing file too.
+    match path.try_exists() {
+        Ok(false) => return Ok(TokensRead { tokens: crate::serve::auth::Tokens::default(), missing: true }),
+        Ok(true) => {}
+        Err(e) => return Err(whole(path, &format!("cannot tell whether the tokens file exists: {e}"))),
+    }
+    let tokens = crate::serve::auth::Tokens::load(path).map_err(|m| whole(path, &m))?;
+    Ok(TokensRead { tokens, missing: false })
 }
 
 /// One file: a served document, `None` for one the server knowingly leaves to other

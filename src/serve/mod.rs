@@ -12,12 +12,17 @@
 //! - `wire`: the JSON bodies; `metrics`: Prometheus.
 
 pub(crate) mod auth;
+pub(crate) mod conn;
 mod decision;
+mod ended;
 mod ext_authz;
 mod held;
 mod http;
+pub(crate) mod idempotency;
 pub(crate) mod loader;
 mod metrics;
+mod reads;
+mod reload;
 mod service;
 mod wire;
 
@@ -52,10 +57,22 @@ pub(crate) struct ServeOptions {
     pub expiry_grace_s: u64,
     pub request_ms: u64,
     pub concurrent_max: usize,
+    /// The limits on connections (`--header-read-timeout-ms`, `--idle-timeout-ms`,
+    /// `--connections-max`, `--connections-per-address-max`).
+    pub conn: conn::ConnLimits,
+    /// `--connections-max` was given (else its default may be lowered to fit the process's
+    /// descriptor limit).
+    pub connections_max_given: bool,
     pub json_logs: bool,
+    /// Colour in the log: only on a terminal, never with `NO_COLOR` or `--no-color`.
+    pub log_color: bool,
     /// `--keys` and `--revocations` files, read with the documents on every reload.
     pub trust_files: loader::TrustFiles,
     pub require_signatures: bool,
+    /// Shadow mode: decide and record every call, deny or hold none (docs/serve.md).
+    pub shadow: bool,
+    /// Idempotency keys: how long and how many are kept, and the header keying `Check`.
+    pub keys: idempotency::KeySettings,
 }
 
 /// How often the reaper runs, in ms.
@@ -68,7 +85,11 @@ const RELOAD_WAIT_MS_MAX: u64 = 1_000;
 const RECEIPT_QUEUE: usize = 65_536;
 
 pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
-    init_logs(options.json_logs);
+    init_logs(options.json_logs, options.log_color);
+    // The addresses first: a server that cannot listen starts nothing (no node, no leases).
+    let listeners = Listeners::bind(options)?;
+    let mut conn_limits = options.conn;
+    conn::fit_descriptors(&mut conn_limits, options.connections_max_given)?;
     let tokens = auth::Tokens::load(&options.tokens).map_err(anyhow::Error::msg)?;
     if tokens.len() == 0 {
         anyhow::bail!(
@@ -110,6 +131,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
             store_backed: true,
             grace_s: options.expiry_grace_s,
             require_signatures: options.require_signatures,
+            shadow: options.shadow,
             ..EngineConfig::default()
         },
         sink,
@@ -122,7 +144,18 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("the store's directory {}", dir.display()))?;
     }
     let store: Arc<dyn LedgerStore> = Arc::from(store::open(&options.store)?);
-    let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), NodeConfig::new(&options.node))?;
+    let node_config = NodeConfig::new(&options.node);
+    let flush_ms = node_config.flush_ms;
+    let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), node_config)?;
+    // This node's previous run's keyed requests still in flight died with it (their
+    // reservations with them, their leases counted at the node's start): let their keys go.
+    let dropped = store.forget_node_keys(&options.node).context("the idempotency keys of this node's last run")?;
+    if dropped > 0 {
+        tracing::warn!(
+            keys = dropped,
+            "idempotency keys of requests in flight when this node last stopped were let go"
+        );
+    }
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
@@ -138,6 +171,15 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         loaded.ignored,
     );
     service.trust_files.clone_from(&options.trust_files);
+    service.node_name.clone_from(&options.node);
+    service.keys.clone_from(&options.keys);
+    service.flush_ms = flush_ms;
+    if options.shadow {
+        service.metrics.shadow.set(1);
+        tracing::warn!(
+            "shadow mode: every call is decided and recorded, but none is denied or held; calls the rules would refuse are allowed on shadow reservations (holon_shadow_decisions_total, the mandates' shadow tallies)"
+        );
+    }
     *service.last_input.lock() = Some(loaded.input);
     let svc: &'static Service = Box::leak(Box::new(service));
     let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine, file));
@@ -150,16 +192,22 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("holon-reaper".to_owned())
             .spawn(move || {
+                let prune_every = (idempotency::PRUNE_S * 1_000 / REAP_MS).max(1);
+                let mut ticks = 0u64;
                 // Acquire: pairs with the Release that stops it (a flag, read alone).
                 while reaping.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(REAP_MS));
                     svc.reap();
+                    ticks = ticks.wrapping_add(1);
+                    if ticks.is_multiple_of(prune_every) {
+                        svc.prune_keys();
+                    }
                 }
             })
             .context("starting the reaper")?
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("the async runtime")?;
-    let result = runtime.block_on(serve(svc, options));
+    let result = runtime.block_on(serve(svc, options, listeners, conn_limits));
     // The signal tasks never end on their own.
     runtime.shutdown_timeout(Duration::from_secs(1));
     // Release: the reaper reads it with Acquire; nothing else is ordered by it.
@@ -175,10 +223,36 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     result
 }
 
-async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(&options.listen)
-        .await
-        .with_context(|| format!("listening on {}", options.listen))?;
+/// Both listeners, bound before anything else starts.
+struct Listeners {
+    http: std::net::TcpListener,
+    grpc: Option<std::net::TcpListener>,
+}
+
+impl Listeners {
+    fn bind(options: &ServeOptions) -> anyhow::Result<Listeners> {
+        let bind = |flag: &str, address: &str| {
+            let listener = std::net::TcpListener::bind(address).with_context(|| {
+                format!(
+                    "{flag} {address}: cannot listen there; give HOST:PORT, an address and a port (such as 127.0.0.1:8844; port 0 picks a free one)"
+                )
+            })?;
+            listener.set_nonblocking(true).with_context(|| format!("{flag} {address}"))?;
+            anyhow::Ok(listener)
+        };
+        let http = bind("--listen", &options.listen)?;
+        let grpc = options.grpc.as_deref().map(|g| bind("--grpc", g)).transpose()?;
+        Ok(Listeners { http, grpc })
+    }
+}
+
+async fn serve(
+    svc: &'static Service,
+    options: &ServeOptions,
+    listeners: Listeners,
+    conn_limits: conn::ConnLimits,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::from_std(listeners.http)?;
     let addr = listener.local_addr()?;
     // The one line a supervisor (or a test) reads to find the port.
     println!("holon serve: listening on http://{addr}");
@@ -194,60 +268,33 @@ async fn serve(svc: &'static Service, options: &ServeOptions) -> anyhow::Result<
     });
     let limits = http::HttpLimits { request_ms: options.request_ms, concurrent_max: options.concurrent_max };
     let grace = Duration::from_secs(options.grace_s);
-    // Set once the grace is over: both servers stop listening then.
+    // Set once the grace is over: both listeners stop then.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc = match &options.grpc {
+    let gate = conn::Gate::new(conn_limits, &svc.metrics);
+    let grpc = match listeners.grpc {
         None => None,
-        Some(address) => {
-            let listener =
-                tokio::net::TcpListener::bind(address).await.with_context(|| format!("listening on {address}"))?;
+        Some(listener) => {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
             println!("holon serve: ext_authz gRPC on {}", listener.local_addr()?);
             let _ = std::io::stdout().flush();
             let headers = ext_authz::Headers::new(&options.mandate_header, &options.agent_header);
-            let incoming = grpc_incoming(listener);
-            let stop = stopped(stop_rx.clone());
-            Some(tokio::spawn(
-                tonic::transport::Server::builder()
-                    .add_service(ext_authz::server(svc, headers))
-                    .serve_with_incoming_shutdown(incoming, stop),
-            ))
+            let router = tonic::service::Routes::new(ext_authz::server(svc, headers)).prepare().into_axum_router();
+            Some(tokio::spawn(conn::serve(listener, router, Arc::clone(&gate), false, stop_rx.clone())))
         }
     };
     tokio::spawn(async move {
         shutdown(svc, grace).await;
         let _ = stop_tx.send(true);
     });
-    axum::serve(http_listener(listener), http::router(svc, limits)).with_graceful_shutdown(stopped(stop_rx)).await?;
+    conn::serve(listener, http::router(svc, limits), gate, true, stop_rx).await;
     if let Some(grpc) = grpc {
-        grpc.await.context("the gRPC server")?.context("the gRPC server")?;
+        grpc.await.context("the gRPC server")?;
     }
     Ok(())
 }
 
-/// The HTTP listener, its connections with `TCP_NODELAY`: an answer goes out as soon as it
-/// is written, never held by Nagle's algorithm until the peer's (delayed, up to 40 ms)
-/// acknowledgement.
-fn http_listener(
-    listener: tokio::net::TcpListener,
-) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
-    use axum::serve::ListenerExt;
-    fn nodelay(tcp: &mut tokio::net::TcpStream) {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
-        }
-    }
-    listener.tap_io(nodelay as fn(&mut tokio::net::TcpStream))
-}
-
-/// The gRPC connections, with `TCP_NODELAY` as for HTTP: without it, a denial's larger
-/// answer (two segments) waited for Envoy's delayed acknowledgement, 40 ms a call
-/// (`.ci/serve-bench` measured a p99 of 44 ms on denied `Check`s).
-fn grpc_incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
-}
-
 /// Resolves once `stop` turns true.
-async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+pub(super) async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
@@ -327,10 +374,11 @@ fn watch(svc: &'static Service) -> anyhow::Result<notify::RecommendedWatcher> {
     Ok(watcher)
 }
 
-fn init_logs(json: bool) {
+fn init_logs(json: bool, color: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOLON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(color && !json);
     let _ = if json { builder.json().try_init() } else { builder.try_init() };
 }
 
@@ -382,36 +430,5 @@ impl ReceiptWriter {
         // Release: see the Acquire in the writer's loop.
         self.stop.store(true, Ordering::Release);
         let _ = self.thread.join();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use axum::serve::Listener;
-    use tonic::codegen::tokio_stream::StreamExt;
-
-    use super::*;
-
-    async fn bound() -> (tokio::net::TcpListener, std::net::SocketAddr) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        (listener, addr)
-    }
-
-    #[test]
-    fn both_listeners_accept_connections_with_tcp_nodelay() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            let (listener, addr) = bound().await;
-            let mut http = http_listener(listener);
-            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let (stream, _) = http.accept().await;
-            assert!(stream.nodelay().unwrap(), "HTTP");
-            let (listener, addr) = bound().await;
-            let mut grpc = grpc_incoming(listener);
-            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let stream = grpc.next().await.unwrap().unwrap();
-            assert!(stream.nodelay().unwrap(), "gRPC");
-        });
     }
 }

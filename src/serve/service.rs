@@ -15,17 +15,17 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
-use holon::admission::{Code, CodeSet};
-use holon::engine::{Admission, AgentIx, Call, Engine, MandateIx, Reservation, SubCall};
-use holon::money::Amount;
+use holon::admission::Code;
+use holon::engine::{Admission, Call, Engine, Reservation, SubCall};
 use holon::node::Node;
 use holon::store::LedgerStore;
 use holon::time::Timestamp;
 use serde::Serialize;
 
 use super::auth::{Role, Tokens};
-use super::loader::{self, LoadFailure};
-use super::metrics::{Metrics, as_gauge};
+use super::decision::Asked;
+use super::loader::LoadFailure;
+use super::metrics::Metrics;
 use super::wire::{self, DecisionBody, ErrorBody, SettledBody};
 
 /// The longest a request waits for a lease on its way (`lease_pending`), or for a call
@@ -54,7 +54,6 @@ impl From<ErrorBody> for Refusal {
 
 pub(super) struct Open {
     pub(super) reservation: Reservation<'static>,
-    pub(super) agent: AgentIx,
     /// When the reaper first found it reclaimed (its callee's timeout plus the grace had
     /// passed); kept [`LATE_SETTLE_S`] more for a late settle to reconcile.
     pub(super) reclaimed_at: Option<std::time::Instant>,
@@ -79,6 +78,26 @@ pub(crate) struct ReloadStatus {
     /// The last reload's error, until a reload succeeds.
     pub last_error: Option<LoadFailure>,
     pub last_error_at: Option<String>,
+    /// The tokens file as last read.
+    pub tokens: TokensStatus,
+}
+
+/// The tokens file as the last reload read it (`/v1/status`'s `tokens`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct TokensStatus {
+    /// Tokens accepted now (0: every token withdrawn, nobody authenticates).
+    pub accepted: usize,
+    /// `read`, `missing` (deleted: no token accepted) or `kept_old` (it cannot be parsed:
+    /// the tokens read before keep serving).
+    pub file: &'static str,
+    /// Why the file could not be parsed, while `kept_old`.
+    pub error: Option<LoadFailure>,
+}
+
+impl TokensStatus {
+    pub(crate) fn read(accepted: usize, missing: bool) -> TokensStatus {
+        TokensStatus { accepted, file: if missing { "missing" } else { "read" }, error: None }
+    }
 }
 
 pub(crate) struct Service {
@@ -94,12 +113,23 @@ pub(crate) struct Service {
     pub metrics: Metrics,
     pub status: parking_lot::Mutex<ReloadStatus>,
     /// Serializes reloads (the watcher and SIGHUP may ask at once).
-    reload_lock: parking_lot::Mutex<()>,
+    pub(super) reload_lock: parking_lot::Mutex<()>,
     pub(super) open: DashMap<u64, Open>,
+    /// Reservations ended lately (a second settle is a 409, not a 404).
+    pub(super) ended: super::ended::Ended,
     /// What the last successful reload published (a failed one applies the trust files to it).
     pub last_input: parking_lot::Mutex<Option<holon::engine::SnapshotInput>>,
     /// False once shutdown began.
     pub ready: AtomicBool,
+    /// The engine runs in shadow mode (`--shadow`): every answer says so.
+    pub shadow: bool,
+    /// Idempotency keys: how long and how many are kept, and what keys `Check`.
+    pub keys: super::idempotency::KeySettings,
+    /// Keyed requests running at once ([`super::idempotency::KEYED_TASKS_MAX`]).
+    pub(super) keyed_tasks: Arc<tokio::sync::Semaphore>,
+    /// This node's name in the store, and how often it flushes, in ms.
+    pub node_name: String,
+    pub flush_ms: u64,
     /// Requests' store tasks at once ([`STORE_TASKS_MAX`]): a store that hangs holds at
     /// most these, and further requests get a 503 at once instead of queueing without end.
     store_tasks: Arc<tokio::sync::Semaphore>,
@@ -122,6 +152,9 @@ impl Service {
         tokens: Tokens,
         ignored: Vec<String>,
     ) -> Service {
+        let accepted = tokens.len();
+        let metrics = Metrics::new();
+        metrics.tokens.set(super::metrics::as_gauge(accepted as u64));
         Service {
             engine,
             node,
@@ -131,12 +164,22 @@ impl Service {
             trust_files: super::loader::TrustFiles::default(),
             tokens_path,
             tokens: ArcSwap::from_pointee(tokens),
-            metrics: Metrics::new(),
-            status: parking_lot::Mutex::new(ReloadStatus { ignored_files: ignored, ..ReloadStatus::default() }),
+            metrics,
+            status: parking_lot::Mutex::new(ReloadStatus {
+                ignored_files: ignored,
+                tokens: TokensStatus::read(accepted, false),
+                ..ReloadStatus::default()
+            }),
             reload_lock: parking_lot::Mutex::new(()),
             open: DashMap::new(),
+            ended: super::ended::Ended::default(),
             last_input: parking_lot::Mutex::new(None),
             ready: AtomicBool::new(true),
+            shadow: engine.config().shadow,
+            keys: super::idempotency::KeySettings::default(),
+            keyed_tasks: Arc::new(tokio::sync::Semaphore::new(super::idempotency::KEYED_TASKS_MAX)),
+            node_name: String::new(),
+            flush_ms: 0,
             store_tasks: Arc::new(tokio::sync::Semaphore::new(STORE_TASKS_MAX)),
         }
     }
@@ -163,7 +206,7 @@ impl Service {
             return Ok(self.unknown(Code::UnknownMandate, &req.mandate, None));
         };
         let Some(agent) = self.engine.agent_ix(&req.agent) else {
-            return Ok(self.unknown(Code::UnknownAgent, &req.agent, Some(mandate)));
+            return Ok(self.unknown(Code::UnknownAgent, &req.agent, self.mandate_currency(mandate)));
         };
         if let Some(class) = &req.capability {
             let snap = self.engine.snapshot();
@@ -179,7 +222,7 @@ impl Service {
         let call = Call { max_cost, by_capability: req.capability.is_some(), ..Call::new(mandate, agent, at) };
         // The engine never waits on the store (a node refills leases in the background).
         let admission = self.waiting_for_lease(|| std::future::ready(Ok(self.engine.admit(&call)))).await?;
-        Ok(self.keep(self.decision(admission, mandate, agent, Some(call), None)))
+        Ok(self.keep(self.decision(admission, &Asked::Root(call))))
     }
 
     /// Puts an allowed call's reservation in the table; never called with a guard on it.
@@ -195,7 +238,7 @@ impl Service {
         let max_cost = req.max_cost.as_deref().map(|m| wire::money("/max_cost", m)).transpose()?;
         let at = wire::at("/at", req.at.as_deref())?;
         let id = reservation_id(parent)?;
-        let entry = self.open.get(&id).ok_or_else(|| not_open(parent))?;
+        let entry = self.open.get(&id).ok_or_else(|| self.not_open(parent, id))?;
         let r = &entry.reservation;
         let snap = self.engine.snapshot();
         let (agent, capability) = match (&req.agent, &req.capability) {
@@ -208,27 +251,15 @@ impl Service {
             }
             _ => return Err(ErrorBody::field("/agent", "give exactly one of `agent` and `capability`").into()),
         };
-        let run_mandate = r.sub_mandate().map(|m| m.id.clone()).unwrap_or_default();
-        let mandate_ix = self.engine.mandate_ix(&run_mandate).unwrap_or(MandateIx(u32::MAX));
         let Some(agent) = agent else {
             let label = req.agent.or(req.capability).unwrap_or_default();
-            return Ok(self.unknown(Code::UnknownAgent, &label, None));
+            let currency = r.sub_mandate().map(|m| m.budget.currency.to_string());
+            return Ok(self.unknown(Code::UnknownAgent, &label, currency));
         };
-        if let (Some(cap), Some(callee)) = (max_cost, snap.agent(agent)) {
-            let price = callee.source.pricing.ceiling().unwrap_or(Amount::MAX);
-            if price > cap {
-                let codes = CodeSet::EMPTY.with(Code::MaxCostBelowPrice);
-                return Ok(self.denied_body(codes, price, agent, None, Some((r, entry.agent)), at));
-            }
-        }
-        let admission = r.sub_call(&SubCall { agent, capability, at });
-        let parent_agent = entry.agent;
-        let outcome = match admission {
-            Admission::Denied(d) => {
-                (self.denied_body(d.codes, d.worst_case, agent, None, Some((r, parent_agent)), at), None)
-            }
-            other => self.decision(other, mandate_ix, agent, None, Some((r, parent_agent))),
-        };
+        let sub = SubCall { agent, capability, at };
+        // `max_cost` is the engine's to judge (`max_cost_below_price` on the converted price).
+        let admission = r.sub_call_within(&sub, max_cost);
+        let outcome = self.decision(admission, &Asked::Sub { run: r, call: sub, max_cost });
         // The parent's guard goes before the sub-call's reservation is put in the table.
         drop(entry);
         Ok(self.keep(outcome))
@@ -242,18 +273,30 @@ impl Service {
         }
         let outcome = req.outcome.unwrap_or_default();
         let key = reservation_id(id)?;
-        let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        let (_, open) = self.open.remove(&key).ok_or_else(|| self.not_open(id, key))?;
+        let shadow = open.reservation.shadow().is_some();
         let settled = open.reservation.settle_reported(actual, Timestamp::now(), req.report());
         let settled = settled.map_err(|e| Refusal::new(409, e.to_string()))?;
+        self.ended.note(key, super::ended::How::Settled);
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: outcome.as_str() }).inc();
+        // The engine asked to bill actual + passthrough and kept at most the reservation:
+        // above it is a gateway fault, billed at what was kept and flagged.
+        let clamped = settled.billed > settled.kept;
+        if clamped {
+            self.metrics.settlements_clamped.inc();
+            tracing::warn!(reservation = key, actual = %actual, kept = %settled.kept, "a settlement above its reservation was billed at the reservation");
+        }
         Ok(SettledBody {
             receipt: key.to_string(),
             worst_case: settled.worst_case.to_string(),
             kept: settled.kept.to_string(),
-            billed: settled.billed.to_string(),
+            billed: settled.kept.to_string(),
             passthrough: settled.passthrough.to_string(),
+            actual: actual.to_string(),
+            clamped,
             late: settled.late,
             outcome: outcome.as_str(),
+            shadow: shadow.then_some(true),
         })
     }
 
@@ -262,7 +305,7 @@ impl Service {
     /// settled with what it cost (the engine would reconcile a release to nothing).
     pub(crate) fn release(&self, id: &str) -> Result<wire::ReleasedBody, Refusal> {
         let key = reservation_id(id)?;
-        let (_, open) = self.open.remove(&key).ok_or_else(|| not_open(id))?;
+        let (_, open) = self.open.remove(&key).ok_or_else(|| self.not_open(id, key))?;
         // Reclaiming cannot be undone: inactive now means reclaimed (marked by the reaper or not).
         if !open.reservation.is_active() {
             self.open.insert(key, open);
@@ -274,6 +317,7 @@ impl Service {
             ));
         }
         open.reservation.release(Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
+        self.ended.note(key, super::ended::How::Released);
         self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: "released" }).inc();
         Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
     }
@@ -295,169 +339,6 @@ impl Service {
         })
         .await
         .map_err(|e| Refusal::new(503, format!("a store task failed: {e}")))
-    }
-
-    // ---- reads ----------------------------------------------------------------------
-
-    /// `GET /v1/mandates/{id}`: the gateway, or the mandate's issuer.
-    pub(crate) async fn mandate(&'static self, id: &str, role: &Role) -> Result<serde_json::Value, Refusal> {
-        let snap = self.engine.snapshot();
-        let ix = self.engine.mandate_ix(id);
-        // An account reading a mandate it did not issue gets the same 404 as for a mandate
-        // that does not exist: the answer tells a stranger nothing about which ids exist.
-        let not_found = || {
-            Refusal::new(404, format!("no mandate `{id}` that this token may read (an account reads what it issued)"))
-        };
-        let (ix, m) = ix.and_then(|ix| Some((ix, snap.mandate(ix)?))).ok_or_else(not_found)?;
-        if let Role::Account(p) = role
-            && p != &m.source.issuer
-        {
-            return Err(not_found());
-        }
-        let b = &m.source.budget;
-        let ledger = self.engine.ledger(ix);
-        let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
-        let (spent, settled, today_spent) =
-            ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
-        // `spent` is the store's figure: when the store cannot say, the answer is a 503 that
-        // says so, never this server's own figure passed off as the store's.
-        let owned = id.to_owned();
-        let store = self
-            .blocking(move || self.store.status(Some(&owned)))
-            .await?
-            .map_err(|e| Refusal::new(503, format!("the store cannot say what mandate `{id}` spent: {e}")))?
-            .into_iter()
-            .next();
-        let money = |micros: u64| Amount::from_micros(micros).to_string();
-        Ok(serde_json::json!({
-            "id": id,
-            "issuer": m.source.issuer.as_str(),
-            "currency": b.currency.to_string(),
-            "limits": {
-                "total": b.total.to_string(),
-                "per_call": b.per_call.map(|a| a.to_string()),
-                "per_day": b.per_day.map(|a| a.to_string()),
-                "approval_above": m.source.approval.as_ref().map(|a| a.above.to_string()),
-            },
-            "spent": store.as_ref().map_or_else(|| money(settled), |s| money(s.spent_micros)),
-            "reserved": money(spent.saturating_sub(settled)),
-            "today": money(today_spent),
-            "leased": store.as_ref().map(|s| money(s.leased_micros)),
-        }))
-    }
-
-    /// `GET /v1/status`.
-    pub(crate) fn status_json(&self) -> serde_json::Value {
-        let stats = self.engine.stats();
-        let node = self.node.stats();
-        let status = self.status.lock().clone();
-        serde_json::json!({
-            "generation": stats.generation,
-            "documents": { "directory": self.documents.display().to_string(), "mandates": stats.mandates, "agents": stats.agents, "ignored_files": status.ignored_files },
-            "reloads": status.reloads,
-            "reload_failures": status.failures,
-            "last_reload_error": status.last_error,
-            "last_reload_error_at": status.last_error_at,
-            "in_flight": self.open_count(),
-            "held": self.engine.held_count(),
-            "receipts_dropped": stats.receipts_dropped,
-            "store": { "kind": self.store_kind, "round_trips": node.round_trips, "errors": node.store_errors },
-            // Acquire: pairs with the shutdown's Release (a flag, read alone).
-            "ready": self.ready.load(Ordering::Acquire),
-        })
-    }
-
-    /// `GET /metrics`: the gauges read now, then the exposition.
-    pub(crate) fn metrics_text(&self) -> String {
-        let stats = self.engine.stats();
-        let node = self.node.stats();
-        let m = &self.metrics;
-        m.in_flight.set(as_gauge(self.open_count() as u64));
-        m.held.set(as_gauge(self.engine.held_count() as u64));
-        m.receipts_dropped.set(as_gauge(stats.receipts_dropped));
-        m.store_round_trips.set(as_gauge(node.round_trips));
-        m.store_errors.set(as_gauge(node.store_errors));
-        m.generation.set(as_gauge(stats.generation));
-        m.encode()
-    }
-
-    /// Reservations open through this server.
-    /// Reservations open through this server (not those reclaimed and awaiting a late
-    /// settle).
-    pub(crate) fn open_count(&self) -> usize {
-        // A reclaimed reservation is inactive for good, whether or not the reaper marked it.
-        self.open.iter().filter(|open| open.reservation.is_active()).count()
-    }
-
-    // ---- reload and expiry ----------------------------------------------------------
-
-    /// Validates and compiles every document and the tokens file, then publishes them
-    /// atomically; on any error the old snapshot and tokens keep serving and the error is
-    /// reported (`/v1/status`, the log, `holon_reload_failures_total`).
-    pub(crate) fn reload(&self) -> Result<u64, LoadFailure> {
-        let _one = self.reload_lock.lock();
-        let result = loader::load(&self.documents, &self.trust_files).and_then(|loaded| {
-            let tokens = loader::tokens(&self.tokens_path)?;
-            let published = self.engine.publish(&loaded.input);
-            let generation = published.map_err(|e| loader::whole(&self.documents, &e.to_string()))?;
-            super::warn_untrusted(self.engine);
-            *self.last_input.lock() = Some(loaded.input);
-            self.tokens.store(Arc::new(tokens));
-            self.status.lock().ignored_files = loaded.ignored;
-            Ok(generation)
-        });
-        let mut status = self.status.lock();
-        match &result {
-            Ok(generation) => {
-                status.reloads += 1;
-                status.last_error = None;
-                status.last_error_at = None;
-                self.metrics.reloads.inc();
-                self.node.wake();
-                tracing::info!(generation, "reloaded the documents");
-            }
-            Err(failure) => {
-                // Withdrawals still go through: the last good documents with the trust
-                // files read again (a bad file must not freeze a revocation).
-                let mut last = self.last_input.lock();
-                if let Some(input) = last.as_ref().and_then(|l| loader::trust_only(l, &self.trust_files).ok())
-                    && self.engine.publish(&input).is_ok()
-                {
-                    tracing::warn!("the keys and revocations were applied to the documents that last loaded");
-                    *last = Some(input);
-                }
-                status.failures += 1;
-                status.last_error = Some(failure.clone());
-                status.last_error_at = Some(Timestamp::now().to_string());
-                self.metrics.reload_failures.inc();
-                tracing::error!(file = %failure.file, pointer = %failure.pointer, message = %failure.message, "reload refused; the old snapshot keeps serving");
-            }
-        }
-        result
-    }
-
-    /// The reaper: reclaims reservations past their callee's timeout plus the grace (their
-    /// worst case stays spent) and forgets them here; drops expired held calls.
-    pub(crate) fn reap(&self) -> usize {
-        let now = Timestamp::now();
-        let reclaimed = self.engine.reclaim_expired(now);
-        self.engine.expire_pending(now);
-        // A reclaimed reservation stays for its late settle, within LATE_SETTLE_S and
-        // RECLAIMED_KEPT_MAX; dropped unsettled, it keeps its worst case spent.
-        let (clock, window) = (std::time::Instant::now(), Duration::from_secs(LATE_SETTLE_S));
-        let mut kept = 0_usize;
-        self.open.retain(|_, open| {
-            if open.reservation.is_active() {
-                return true;
-            }
-            let since = *open.reclaimed_at.get_or_insert(clock);
-            if clock.duration_since(since) >= window {
-                return false;
-            }
-            kept += 1;
-            kept <= RECLAIMED_KEPT_MAX
-        });
-        reclaimed
     }
 
     /// Asks again while the only reason to refuse is a lease on its way, for up to
@@ -489,11 +370,24 @@ fn reservation_id(text: &str) -> Result<u64, Refusal> {
     })
 }
 
-fn not_open(id: &str) -> Refusal {
-    Refusal::new(
-        404,
-        format!(
-            "no open reservation `{id}`: it was settled or released already, never made, or reclaimed (after its callee's timeout plus the grace) and forgotten ({LATE_SETTLE_S} s later, or past {RECLAIMED_KEPT_MAX} reclaimed reservations); a forgotten one's worst case stays spent"
-        ),
-    )
+impl Service {
+    /// The refusal of an id that is not open: 409 when this server ended it lately (a
+    /// second settle or release, a sub-call after the end), else 404.
+    fn not_open(&self, id: &str, key: u64) -> Refusal {
+        if let Some(how) = self.ended.get(key) {
+            return Refusal::new(
+                409,
+                format!(
+                    "reservation `{id}` was {} already; it ended once (retry a settle with its Idempotency-Key to read its answer again)",
+                    how.as_str()
+                ),
+            );
+        }
+        Refusal::new(
+            404,
+            format!(
+                "no open reservation `{id}` here: it was never made on this server, or it was reclaimed (after its callee's timeout plus the grace) and forgotten ({LATE_SETTLE_S} s later, or past {RECLAIMED_KEPT_MAX} reclaimed reservations; a forgotten one's worst case stays spent); a reservation is settled on the server that made it"
+            ),
+        )
+    }
 }

@@ -35,11 +35,29 @@ pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ErrorBody> {
     if let Ok(value) = serde_json::from_slice(body) {
         return Ok(value);
     }
+    // Not an object at all (an array, a string): said as such, not as the first thing a
+    // field's parser met inside it.
+    if let Ok(other) = serde_json::from_slice::<serde_json::Value>(body)
+        && !other.is_object()
+    {
+        return Err(ErrorBody::field(
+            "/",
+            "the request body must be a JSON object, such as {\"mandate\": \"…\", \"agent\": \"…\"}; see schema/openapi.yaml",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { "/".to_owned() } else { format!("/{}", path.replace('.', "/")) };
-        ErrorBody::field(&field, format!("the request body: {}", e.inner()))
+        let inner = e.inner().to_string();
+        // A missing field is the field's fault, not the body's (`missing field `agent``).
+        let missing = inner.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
+        let field = match (missing, path.as_str()) {
+            (Some(name), ".") => format!("/{name}"),
+            (Some(name), path) => format!("/{}/{name}", path.replace('.', "/")),
+            (None, ".") => "/".to_owned(),
+            (None, path) => format!("/{}", path.replace('.', "/")),
+        };
+        ErrorBody::field(&field, format!("the request body: {inner}"))
     })?;
     // What the fast path refused with a good value: something after it.
     de.end().map_err(|e| ErrorBody::field("/", format!("the request body: {e}")))?;
@@ -199,6 +217,10 @@ pub(crate) struct DecisionBody {
     pub reservation: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<String>,
+    /// An allowed call's: the server (its node name) that holds the reservation, where it
+    /// is settled or released (a retry answered by another server replays this).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The agent the decision is about (for a sub-call by capability, the one picked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -206,25 +228,50 @@ pub(crate) struct DecisionBody {
     /// What an allowed orchestrator's sub-calls may spend.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_budget: Option<String>,
-    pub currency: String,
+    /// The mandate's currency (absent when the call names a mandate the server does not
+    /// hold).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// Every reason for a denial or a hold, and on a shadowed server those of the decision
+    /// it would have made.
     pub codes: Vec<&'static str>,
     pub reasons: Vec<ReasonBody>,
+    /// The server runs in shadow mode (`--shadow`): `decision` is what the gateway acts on,
+    /// `shadow_decision` what the rules decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow_decision: Option<&'static str>,
 }
 
+/// A settlement's answer. Every amount is in the mandate's currency (docs/serve.md, "What
+/// a settle answers").
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SettledBody {
     /// The id of the call's receipt (the reservation's id).
     pub receipt: String,
+    /// What was reserved for the call: its own worst case plus, for an orchestrator, its
+    /// sub-calls' budget.
     pub worst_case: String,
-    /// Kept against the mandate: the bill, at most the worst case.
+    /// Kept against the mandate for this call: the actual plus the sub-calls' passthrough,
+    /// at most `worst_case`.
     pub kept: String,
-    /// What the caller pays as docs/rulings.md (delegation) bills it: own cost plus the
-    /// sub-calls' passthrough.
+    /// What the caller is billed for the call: `kept` (never above what was reserved).
     pub billed: String,
+    /// Of `billed`, what the delegated run's sub-calls took.
     pub passthrough: String,
+    /// The call's own cost as the gateway reported it (`actual` of the request).
+    pub actual: String,
+    /// The actual plus the passthrough was above `worst_case`: the bill was clamped to it
+    /// (a gateway fault; counted in `holon_settlements_clamped_total`).
+    pub clamped: bool,
     /// The reservation had expired and was reclaimed; this settle reconciled it.
     pub late: bool,
     pub outcome: &'static str,
+    /// A shadow reservation (a call the rules would have denied or held): its money went
+    /// into the mandate's shadow tally, not its budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -260,6 +307,14 @@ mod tests {
         }
         assert_eq!(parse::<SettleRequest>(br#"{"actual": "1", "latency_ms": null}"#).unwrap().latency_ms, None);
         assert!(parse::<SettleRequest>(b"{").is_err());
+        // A missing field names itself; a body that is not an object says so.
+        let e = parse::<SettleRequest>(br#"{"outcome": "success"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/actual"), "{e:?}");
+        let e = parse::<AdmitRequest>(br#"{"mandate": "alice/m"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/agent"), "{e:?}");
+        let e = parse::<SettleRequest>(b"[0]").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/"), "{e:?}");
+        assert!(e.error.contains("must be a JSON object"), "{e:?}");
         // Nothing may follow the value (both paths agree).
         let e = parse::<SettleRequest>(br#"{"actual": "1"} {"actual": "2"}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("/"), "{e:?}");

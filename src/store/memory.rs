@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::escrow::{self, DayRow, LeaseRow, MandateRow};
+use super::keys::{KeyAnswer, KeyBook, KeyClaim, KeyState};
 use super::{
     CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LeaseState, LedgerStore,
     Limits, MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
@@ -87,6 +88,8 @@ impl Staged {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rows: parking_lot::Mutex<Rows>,
+    /// Idempotency keys, under a lock of their own (never held with `rows`).
+    keys: parking_lot::Mutex<KeyBook>,
     /// **Deliberately broken** (tests only): a reconcile gives a lease's remainder back
     /// instead of counting it as spent. The store's model test must catch it.
     reconcile_gives_back: bool,
@@ -273,5 +276,30 @@ impl LedgerStore for MemoryStore {
         let rows = self.rows.lock();
         let live = |c: &HeldCall| c.expires_unix >= now_unix && mandate.is_none_or(|m| m == c.mandate);
         Ok(rows.held.values().filter(|(c, taken)| !taken && live(c)).map(|(c, _)| c.clone()).collect())
+    }
+
+    fn claim_key(&self, claim: &KeyClaim<'_>) -> Result<KeyState, StoreError> {
+        self.keys.lock().claim(claim)
+    }
+
+    fn answer_key(&self, scope: &str, key: &str, answer: &KeyAnswer) -> Result<(), StoreError> {
+        self.keys.lock().answer(scope, key, answer)
+    }
+
+    fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.keys.lock().forget(scope, key);
+        Ok(())
+    }
+
+    fn forget_node_keys(&self, node: &str) -> Result<u64, StoreError> {
+        Ok(self.keys.lock().forget_node(node))
+    }
+
+    fn prune_keys(&self, now_unix: i64, keys_max: u64) -> Result<u64, StoreError> {
+        Ok(self.keys.lock().prune(now_unix, keys_max))
+    }
+
+    fn in_process(&self) -> bool {
+        true
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod escrow;
 pub mod held;
+pub mod keys;
 mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
@@ -24,6 +25,7 @@ pub mod sqlite;
 
 pub use escrow::EscrowError;
 pub use held::HeldCall;
+pub use keys::{KeyAnswer, KeyClaim, KeyState};
 pub use limits::{LimitsCheckError, check_limits};
 pub use memory::MemoryStore;
 
@@ -203,6 +205,39 @@ pub trait LedgerStore: Send + Sync {
     /// Puts back a call its taker could not approve (not the issuer, or no lease yet): held
     /// again, as it was.
     fn release_held(&self, id: &str) -> Result<(), StoreError>;
+    /// Claims a request's idempotency key ([`keys`]): the key is this request's, or the
+    /// first request with it is in flight, was another request, or answered.
+    fn claim_key(&self, _claim: &KeyClaim<'_>) -> Result<KeyState, StoreError> {
+        Err(no_keys())
+    }
+    /// Keeps a claimed key's answer (a key answered already keeps its first).
+    fn answer_key(&self, _scope: &str, _key: &str, _answer: &KeyAnswer) -> Result<(), StoreError> {
+        Err(no_keys())
+    }
+    /// Drops a claim still in flight whose request changed nothing (an answered key stays).
+    fn forget_key(&self, _scope: &str, _key: &str) -> Result<(), StoreError> {
+        Err(no_keys())
+    }
+    /// Drops `node`'s claims still in flight: its previous run's, when it restarts (their
+    /// requests died with it). Returns how many.
+    fn forget_node_keys(&self, _node: &str) -> Result<u64, StoreError> {
+        Err(no_keys())
+    }
+    /// Drops the keys expired by `now_unix`, then the oldest answered ones past `keys_max`.
+    /// Returns how many.
+    fn prune_keys(&self, _now_unix: i64, _keys_max: u64) -> Result<u64, StoreError> {
+        Err(no_keys())
+    }
+    /// Whether every step is in this process's memory (no I/O: callers need not move it
+    /// off an async worker).
+    fn in_process(&self) -> bool {
+        false
+    }
+}
+
+/// What a store that keeps no idempotency keys answers.
+fn no_keys() -> StoreError {
+    StoreError::Unavailable("this store keeps no idempotency keys".to_owned())
 }
 
 /// A store shared by handles in one process (a node and a reader of the same `memory`
@@ -234,6 +269,24 @@ impl<S: LedgerStore + ?Sized> LedgerStore for std::sync::Arc<S> {
     }
     fn release_held(&self, id: &str) -> Result<(), StoreError> {
         (**self).release_held(id)
+    }
+    fn claim_key(&self, claim: &KeyClaim<'_>) -> Result<KeyState, StoreError> {
+        (**self).claim_key(claim)
+    }
+    fn answer_key(&self, scope: &str, key: &str, answer: &KeyAnswer) -> Result<(), StoreError> {
+        (**self).answer_key(scope, key, answer)
+    }
+    fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        (**self).forget_key(scope, key)
+    }
+    fn forget_node_keys(&self, node: &str) -> Result<u64, StoreError> {
+        (**self).forget_node_keys(node)
+    }
+    fn prune_keys(&self, now_unix: i64, keys_max: u64) -> Result<u64, StoreError> {
+        (**self).prune_keys(now_unix, keys_max)
+    }
+    fn in_process(&self) -> bool {
+        (**self).in_process()
     }
 }
 

@@ -17,8 +17,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Transaction};
+use postgres::{NoTls, Transaction};
 use r2d2_postgres::{PostgresConnectionManager, r2d2};
+
+mod keys;
+mod schema;
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::sql::{HELD_COLUMNS, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
@@ -29,7 +32,7 @@ use super::{
 };
 
 /// The schema this build writes (table `holon_schema`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 /// Longest a statement may run (a lock wait included), in milliseconds.
 pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
 /// Longest wait to connect, in seconds.
@@ -46,25 +49,6 @@ pub const POOL_IDLE_S: u64 = 600;
 pub const POOL_LIFETIME_S: u64 = 1_800;
 /// Threads a handle's pool keeps to open connections and close idle ones.
 const POOL_THREADS: usize = 1;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS holon_schema (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS holon_mandates (
-    id TEXT PRIMARY KEY, total_limit BIGINT NOT NULL, day_limit BIGINT,
-    spent BIGINT NOT NULL, leased BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS holon_days (
-    mandate TEXT NOT NULL, day BIGINT NOT NULL, spent BIGINT NOT NULL, leased BIGINT NOT NULL,
-    PRIMARY KEY (mandate, day));
-CREATE TABLE IF NOT EXISTS holon_leases (
-    id BIGSERIAL PRIMARY KEY, node TEXT NOT NULL, mandate TEXT NOT NULL, day BIGINT,
-    outstanding BIGINT NOT NULL, settled BIGINT NOT NULL, expires BIGINT NOT NULL, state TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS holon_leases_by_node ON holon_leases (node, state);
-CREATE INDEX IF NOT EXISTS holon_leases_by_mandate ON holon_leases (mandate, state);
-CREATE TABLE IF NOT EXISTS holon_held_calls (
-    id TEXT PRIMARY KEY, mandate TEXT NOT NULL, agent TEXT NOT NULL, at BIGINT NOT NULL,
-    max_cost BIGINT, by_capability BIGINT NOT NULL, worst BIGINT NOT NULL, expires BIGINT NOT NULL,
-    taken BIGINT NOT NULL DEFAULT 0);
-";
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 
@@ -95,7 +79,7 @@ impl PostgresStore {
         // The schema on a connection of its own, outside the pool: the pool would retry a
         // refused connection for `POOL_WAIT_MS` where this fails at once.
         let mut client = config.connect(NoTls).map_err(unavailable)?;
-        create_schema(&mut client)?;
+        schema::create(&mut client)?;
         drop(client);
         let threads = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(POOL_THREADS)
@@ -136,28 +120,6 @@ impl PostgresStore {
         tx.commit().map_err(unavailable)?;
         Ok(out)
     }
-}
-
-/// Creates the tables if they are missing, and refuses a database written by a newer
-/// schema before anything is written.
-fn create_schema(client: &mut Client) -> Result<(), StoreError> {
-    let mut tx = client.transaction().map_err(unavailable)?;
-    // One creator at a time: a transaction-scoped advisory lock around the schema.
-    tx.execute("SELECT pg_advisory_xact_lock(7306540006)", &[]).map_err(unavailable)?;
-    tx.batch_execute(SCHEMA).map_err(unavailable)?;
-    let found: Option<i32> =
-        tx.query_opt("SELECT max(version) FROM holon_schema", &[]).map_err(unavailable)?.and_then(|r| r.get(0));
-    match found {
-        Some(v) if v > SCHEMA_VERSION => {
-            return Err(StoreError::NewerSchema { found: i64::from(v), known: i64::from(SCHEMA_VERSION) });
-        }
-        Some(v) if v == SCHEMA_VERSION => {}
-        // An older schema: its tables were all created `IF NOT EXISTS` above, now say so.
-        Some(_) | None => {
-            tx.execute("INSERT INTO holon_schema (version) VALUES ($1)", &[&SCHEMA_VERSION]).map_err(unavailable)?;
-        }
-    }
-    tx.commit().map_err(unavailable)
 }
 
 fn load_mandate(tx: &mut Transaction<'_>, id: &str) -> Result<MandateRow, StoreError> {
@@ -482,5 +444,26 @@ impl LedgerStore for PostgresStore {
                 .map_err(unavailable)?;
             rows.iter().map(held_of).collect()
         })
+    }
+
+    fn claim_key(&self, claim: &super::KeyClaim<'_>) -> Result<super::KeyState, StoreError> {
+        claim.check()?;
+        self.write(|tx| keys::claim(tx, claim))
+    }
+
+    fn answer_key(&self, scope: &str, key: &str, answer: &super::KeyAnswer) -> Result<(), StoreError> {
+        self.write(|tx| keys::answer(tx, scope, key, answer))
+    }
+
+    fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.write(|tx| keys::forget(tx, scope, key))
+    }
+
+    fn forget_node_keys(&self, node: &str) -> Result<u64, StoreError> {
+        self.write(|tx| keys::forget_node(tx, node))
+    }
+
+    fn prune_keys(&self, now_unix: i64, keys_max: u64) -> Result<u64, StoreError> {
+        self.write(|tx| keys::prune(tx, now_unix, keys_max))
     }
 }

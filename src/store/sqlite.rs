@@ -2,8 +2,12 @@
 //! SQLite, WAL). Every operation is one `BEGIN IMMEDIATE` transaction: it takes the file's
 //! write lock first, so steps of several processes sharing the file are serialised and
 //! each sees the rows the previous one committed. Waiting for the lock is bounded
-//! (`BUSY_TIMEOUT_MS`); past it the step fails [`StoreError::Unavailable`] and nothing is
-//! written.
+//! ([`busy`]: SQLite's busy wait of `BUSY_TIMEOUT_MS` a try, then tries again with a
+//! backoff, for at most `BUSY_WAIT_MS_MAX` in all); past it the step fails
+//! [`StoreError::Unavailable`], saying how long it waited, and nothing is written.
+
+mod busy;
+mod keys;
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,9 +25,8 @@ use super::{
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
-/// Longest wait for another process's write lock, in milliseconds.
-pub const BUSY_TIMEOUT_MS: u64 = 5_000;
+pub const SCHEMA_VERSION: i64 = 3;
+pub use busy::{BUSY_BACKOFF_MS_MAX, BUSY_BACKOFF_MS_MIN, BUSY_TIMEOUT_MS, BUSY_WAIT_MS_MAX};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS mandates (
@@ -46,6 +49,8 @@ CREATE TABLE IF NOT EXISTS held_calls (
 /// A store in one SQLite file.
 pub struct SqliteStore {
     conn: parking_lot::Mutex<Connection>,
+    /// How long a step may wait for the write lock in all, in milliseconds.
+    busy_wait_ms_max: u64,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -58,64 +63,91 @@ fn unavailable(e: rusqlite::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-/// Switches the file to WAL, retrying a "busy" answer until `BUSY_TIMEOUT_MS` has passed.
-/// Two nodes starting together on a fresh file once failed "database is locked" while
-/// opening it (`.ci/store-bench`); SQLite may answer a journal-mode change busy without
-/// its busy handler, so the switch is retried here. That failure was not reproduced
-/// deterministically (tests/store_cluster.rs tries several ways).
-fn wal(conn: &Connection) -> Result<(), StoreError> {
-    let deadline = std::time::Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS);
-    loop {
-        let mode = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
-        match mode {
-            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-            Ok(mode) => {
-                return Err(StoreError::Unavailable(format!("the file stays in journal mode `{mode}`, not WAL")));
-            }
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(WAL_RETRY_MS));
-            }
-            Err(e) => return Err(unavailable(e)),
-        }
+/// Why one try at opening the file failed: SQLite's error (a busy one is tried again) or
+/// the store's.
+enum OpenFailure {
+    Sql(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for OpenFailure {
+    fn from(e: rusqlite::Error) -> Self {
+        OpenFailure::Sql(e)
     }
 }
 
-/// The pause between two tries to switch a busy file to WAL, in milliseconds.
-const WAL_RETRY_MS: u64 = 5;
+/// One try at opening the file: the schema version checked, WAL, `synchronous = FULL`, the
+/// schema written when the file is older. (SQLite may answer a journal-mode change busy
+/// without its busy handler: two nodes starting together on a fresh file once failed
+/// "database is locked" in `.ci/store-bench`; such a try is tried again like any other.)
+fn try_open(path: &Path) -> Result<Connection, OpenFailure> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(OpenFailure::Store(StoreError::NewerSchema { found: version, known: SCHEMA_VERSION }));
+    }
+    let mode = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(OpenFailure::Store(StoreError::Unavailable(format!(
+            "the file stays in journal mode `{mode}`, not WAL"
+        ))));
+    }
+    // Every commit reaches the disk before it is acknowledged.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    if version < SCHEMA_VERSION {
+        let keys = keys::SCHEMA;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} {keys} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))?;
+    }
+    Ok(conn)
+}
 
 impl SqliteStore {
     /// Opens (creating if needed) the store at `path`. A file written by a newer schema
     /// is refused before anything is written.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(unavailable)?;
-        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(unavailable)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema { found: version, known: SCHEMA_VERSION });
+        SqliteStore::open_with_busy_wait(path, BUSY_WAIT_MS_MAX)
+    }
+
+    /// [`SqliteStore::open`], each step (opening included) waiting at most
+    /// `busy_wait_ms_max` in all for another process's write lock.
+    pub fn open_with_busy_wait(path: &Path, busy_wait_ms_max: u64) -> Result<Self, StoreError> {
+        let mut patience = busy::Patience::new(busy_wait_ms_max);
+        loop {
+            match try_open(path) {
+                Ok(conn) => return Ok(SqliteStore { conn: parking_lot::Mutex::new(conn), busy_wait_ms_max }),
+                Err(OpenFailure::Sql(e)) if busy::is_busy(&e) => patience.busy(&e)?,
+                Err(OpenFailure::Sql(e)) => return Err(unavailable(e)),
+                Err(OpenFailure::Store(e)) => return Err(e),
+            }
         }
-        wal(&conn)?;
-        // Every commit reaches the disk before it is acknowledged.
-        conn.pragma_update(None, "synchronous", "FULL").map_err(unavailable)?;
-        if version < SCHEMA_VERSION {
-            conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
-                .map_err(unavailable)?;
-        }
-        Ok(SqliteStore { conn: parking_lot::Mutex::new(conn) })
     }
 
     /// Runs `step` in one write transaction: committed whole when it returns `Ok`, rolled
-    /// back otherwise.
+    /// back otherwise. A try that finds the write lock busy (taking it, or committing) is
+    /// rolled back and made again, within the store's patience (`busy`).
     fn write<T>(
         &self,
-        step: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError>,
+        mut step: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
-        let out = step(&tx)?;
-        tx.commit().map_err(unavailable)?;
-        Ok(out)
+        let mut patience = busy::Patience::new(self.busy_wait_ms_max);
+        loop {
+            let tried = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+                Ok(tx) => {
+                    let out = step(&tx)?;
+                    tx.commit().map(|()| out)
+                }
+                Err(e) => Err(e),
+            };
+            match tried {
+                Ok(out) => return Ok(out),
+                Err(e) if busy::is_busy(&e) => patience.busy(&e)?,
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
     }
 }
 
@@ -410,5 +442,25 @@ impl LedgerStore for SqliteStore {
                 .map_err(unavailable)?;
             rows.into_iter().map(held_row).collect()
         })
+    }
+
+    fn claim_key(&self, claim: &super::KeyClaim<'_>) -> Result<super::KeyState, StoreError> {
+        self.write(|tx| keys::claim(tx, claim))
+    }
+
+    fn answer_key(&self, scope: &str, key: &str, answer: &super::KeyAnswer) -> Result<(), StoreError> {
+        self.write(|tx| keys::answer(tx, scope, key, answer))
+    }
+
+    fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.write(|tx| keys::forget(tx, scope, key))
+    }
+
+    fn forget_node_keys(&self, node: &str) -> Result<u64, StoreError> {
+        self.write(|tx| keys::forget_node(tx, node))
+    }
+
+    fn prune_keys(&self, now_unix: i64, keys_max: u64) -> Result<u64, StoreError> {
+        self.write(|tx| keys::prune(tx, now_unix, keys_max))
     }
 }

@@ -9,9 +9,19 @@ use std::time::{Duration, Instant};
 
 /// A `holon loadtest` node on one hot mandate (`m0`) of the store at `url`.
 pub(crate) fn node(url: &str, name: &str, total: &str, duration_s: f64) -> Child {
+    node_with(url, name, total, duration_s, &[])
+}
+
+/// The longest a node runs until the hot mandate's budget is spent, in seconds: a bound
+/// for a wedged run, not a window the run must fit in (it ends when the budget is spent).
+pub(crate) const UNTIL_SPENT_S_MAX: f64 = 600.0;
+
+/// [`node`] with more `loadtest` flags.
+pub(crate) fn node_with(url: &str, name: &str, total: &str, duration_s: f64, more: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_holon"))
         .args(["loadtest", "--hot", "--mandates", "1", "--agents", "20", "--allowed-only", "--threads", "1"])
         .args(["--total", total, "--duration-s", &duration_s.to_string()])
+        .args(more)
         .args(["--store", url, "--node", name, "--flush-ms", "50", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -31,6 +41,15 @@ pub(crate) fn report(child: Child) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Waits for `event`, for up to a generous bound (a loaded machine starts a process slowly).
+fn wait_until(mut event: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !event() {
+        assert!(Instant::now() < deadline, "waited two minutes: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 pub(crate) fn m0(store: &dyn LedgerStore) -> Option<MandateStatus> {
     store.status(Some("m0")).ok()?.into_iter().next()
 }
@@ -39,12 +58,17 @@ fn micros(report: &Value, key: &str) -> u64 {
     report[key].as_u64().unwrap_or_else(|| panic!("no {key} in {report}"))
 }
 
-/// Three nodes hammer one mandate of `total_micros` until it runs out, while this process
-/// samples the store: `spent + leased <= limit` at every sample; at the end the store's
-/// `spent` is what the nodes settled, to the micro-unit, and at most 1% of the limit (plus
-/// one call per node) was left stranded.
+/// Three nodes hammer one mandate of `total_micros` until it is spent (each runs until its
+/// calls are denied for the budget: the event, waited for, never a window), while this
+/// process samples the store: `spent + leased <= limit` at every sample; at the end the
+/// store's `spent` is what the nodes settled, to the micro-unit, and at most 1% of the
+/// limit (plus one call per node) was left stranded. (A 12-second window here failed on a
+/// loaded machine with half the budget still in the store.)
 pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, total: &str, total_micros: u64) {
-    let nodes: Vec<Child> = (0..3).map(|n| node(url, &format!("node{n}"), total, 12.0)).collect();
+    let spend = ["--until-exhausted"];
+    let first_day = holon::time::Timestamp::now().utc_day();
+    let nodes: Vec<Child> =
+        (0..3).map(|n| node_with(url, &format!("node{n}"), total, UNTIL_SPENT_S_MAX, &spend)).collect();
     let mut samples = 0u64;
     let started = Instant::now();
     let mut nodes: Vec<Option<Child>> = nodes.into_iter().map(Some).collect();
@@ -60,21 +84,27 @@ pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, t
             );
             samples += 1;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
     let reports: Vec<Value> = nodes.iter_mut().map(|c| report(c.take().unwrap())).collect();
     let s = m0(store).unwrap();
     let settled: u64 = reports.iter().map(|r| micros(r, "settled_micros")).sum();
     assert_eq!(s.spent_micros, settled, "the store's spent is what the nodes settled");
-    assert_eq!(s.leased_micros, 0, "every node gave its leases back");
+    // (Across UTC midnight a per_day drain leaves what it cannot prove unused of the day
+    // before: see `kill_nine_trials`.)
+    if holon::time::Timestamp::now().utc_day() == first_day {
+        assert_eq!(s.leased_micros, 0, "every node gave its leases back");
+    }
     for r in &reports {
         assert_eq!(r["overrun"], false);
         assert!(r["decisions"]["allowed"].as_u64().unwrap() > 0, "every node admitted calls: {r}");
+        assert_eq!(r["exhausted"], true, "a node stopped before the budget was spent: {r}");
     }
     let stranded = total_micros - s.spent_micros;
     // One call of the synthetic leaf costs at most 1,000 micro-units.
     assert!(stranded <= total_micros / 100 + 3 * 1_000, "stranded {stranded} of {total_micros}");
-    assert!(samples >= 20, "only {samples} samples");
+    // Sampled while the nodes ran (how often depends on the machine's speed, so only that).
+    assert!(samples >= 1, "no sample while the nodes ran");
     eprintln!("three nodes: {samples} samples, spent {} of {total_micros}, stranded {stranded}", s.spent_micros);
 }
 
@@ -87,8 +117,14 @@ pub(crate) fn kill_nine_trials(url: &str, store: &dyn LedgerStore, trials: u32) 
     let survivor = node(url, "survivor", total, 600.0);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut spent_seen = 0u64;
+    let day = || holon::time::Timestamp::now().utc_day();
+    let first_day = day();
+    // Waited for, not timed: the survivor has registered the mandate.
+    wait_until(|| m0(store).is_some(), "the survivor registered m0");
     for trial in 0..trials {
         let mut victim = node(url, "victim", total, 600.0);
+        // The victim runs (holds a lease) before its random moment comes.
+        wait_until(|| m0(store).is_some_and(|s| s.nodes.iter().any(|n| n.node == "victim")), "the victim took a lease");
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -114,15 +150,22 @@ pub(crate) fn kill_nine_trials(url: &str, store: &dyn LedgerStore, trials: u32) 
         assert!(after.spent_micros + after.leased_micros <= after.limits.total_micros);
         assert!(after.nodes.iter().all(|n| n.node != "victim"), "the restarted node drained");
         spent_seen = after.spent_micros;
+        // The survivor keeps admitting (its settlements keep reaching the store): waited for.
+        wait_until(|| m0(store).is_some_and(|s| s.spent_micros > after.spent_micros), "the survivor kept admitting");
     }
     // The survivor admitted throughout: stop it (SIGTERM drains it) and read its report.
     let pid = survivor.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let survived = report(survivor);
     let allowed = survived["decisions"]["allowed"].as_u64().unwrap();
-    assert!(allowed >= 1_000 * u64::from(trials), "the survivor admitted only {allowed}: {survived}");
+    assert!(allowed >= u64::from(trials), "the survivor admitted only {allowed}: {survived}");
     assert_eq!(survived["store"]["store_errors"], 0, "{survived}");
     let end = m0(store).unwrap();
-    assert_eq!(end.leased_micros, 0);
+    // A run across UTC midnight: the survivor's drain gives back only what the day word
+    // proves unused of its leases of the day before (docs/store.md, "A drain on a per_day
+    // mandate"): under-use, left for a reconcile, so the check holds only within one day.
+    if day() == first_day {
+        assert_eq!(end.leased_micros, 0, "leases left open at the end: {end:?}; the survivor: {survived}");
+    }
     assert!(end.spent_micros <= end.limits.total_micros);
 }

@@ -28,6 +28,10 @@ use crate::sync::{AtomicU64, Ordering};
 /// what it withholds before the first grant (about 4.6 million million units). A node's
 /// leases, summed over its life, never reach it (a mandate's total is far smaller).
 pub const ALLOWANCE_CAP_MICROS: u64 = 1 << 62;
+const _: () = assert!(
+    ALLOWANCE_CAP_MICROS == crate::mandate::limits::TOTAL_MICROS_MAX,
+    "a total the table admits fits the allowance"
+);
 
 /// What the node last learned from the store about a mandate: it says which code a call
 /// gets when it does not fit the node's allowance.
@@ -44,6 +48,9 @@ pub enum StoreState {
     /// The store could not be reached (`store_unavailable`, fail closed).
     Unavailable = 3,
 }
+
+/// The bits of the state word that hold the [`StoreState`].
+const STATE_BITS: u64 = 0b11;
 
 impl StoreState {
     fn from_bits(bits: u64) -> StoreState {
@@ -84,11 +91,16 @@ pub(super) struct Words {
     withheld: AtomicU64,
     /// A [`DayWord`]: the day the allowance opened and what its day word withholds.
     withheld_day: AtomicU64,
-    /// A [`StoreState`].
+    /// A [`StoreState`] in the low two bits; above them the smallest worst case an
+    /// exhausted state was judged for (a smaller call refused meanwhile may still fit what
+    /// is left: it is told `lease_pending`, and the node asks again for it). One word, so
+    /// the central line stays one line.
     state: AtomicU64,
     /// The largest worst case a call took on the central words (the node's lease unit).
     worst_max: AtomicU64,
-    /// The largest worst case refused for want of allowance since the node last looked.
+    /// The largest worst case refused for want of allowance since the node last looked,
+    /// of the calls told to wait (`lease_pending`, `store_unavailable`): those a lease may
+    /// still serve.
     need: AtomicU64,
     /// One allowance writer at a time (the node's thread; never the hot path).
     writer: parking_lot::Mutex<()>,
@@ -316,20 +328,44 @@ impl Ledger {
     /// What the node last learned from the store.
     pub fn store_state(&self) -> StoreState {
         // Relaxed: a flag read on the denial path; it selects a code, nothing else.
-        StoreState::from_bits(self.words().state.load(Ordering::Relaxed))
+        StoreState::from_bits(self.words().state.load(Ordering::Relaxed) & STATE_BITS)
     }
 
     pub fn set_store_state(&self, state: StoreState) {
-        // Relaxed: as above.
-        self.words().state.store(state as u64, Ordering::Relaxed);
+        self.set_store_state_from(state, 0);
+    }
+
+    /// The store's answer for calls of `from_micros` and more (an exhausted total or day is
+    /// so for those: a smaller call may still fit what is left).
+    pub fn set_store_state_from(&self, state: StoreState, from_micros: u64) {
+        let word = (from_micros.min(u64::MAX >> 2) << 2) | state as u64;
+        // Relaxed: as above (the state and its bound in one word, read as one).
+        self.words().state.store(word, Ordering::Relaxed);
+    }
+
+    /// The smallest worst case the store's last exhausted answer covers (0: every call).
+    pub fn exhausted_from_micros(&self) -> u64 {
+        // Relaxed: a hint.
+        self.words().state.load(Ordering::Relaxed) >> 2
     }
 
     /// The codes of a call that did not fit the allowance (the denial path), and a note for
     /// the node that a call needing `worst_micros` was refused.
     pub fn allowance_refused(&self, worst_micros: u64) -> CodeSet {
-        // Relaxed: a hint for the node's next refill.
+        // Relaxed: one word, the state and its bound together (a hint that selects a code).
+        let word = self.words().state.load(Ordering::Relaxed);
+        let state = StoreState::from_bits(word & STATE_BITS);
+        let exhausted = matches!(state, StoreState::TotalExhausted | StoreState::DayExhausted);
+        if exhausted && worst_micros >= word >> 2 {
+            return CodeSet::EMPTY.with(state.code());
+        }
+        // Relaxed: a hint for the node's next refill (a call it may still serve).
         self.words().need.fetch_max(worst_micros, Ordering::Relaxed);
-        CodeSet::EMPTY.with(self.store_state().code())
+        if exhausted {
+            // Judged for larger calls: this one may fit what is left; the node asks for it.
+            return CodeSet::EMPTY.with(Code::LeasePending);
+        }
+        CodeSet::EMPTY.with(state.code())
     }
 
     /// The largest worst case refused for want of allowance since the last call (resets it).

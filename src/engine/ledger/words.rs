@@ -14,8 +14,10 @@ const DAY_AMOUNT_BITS: u32 = 48;
 /// Bits of the day word (and of a lease tag) that hold the UTC day number.
 const DAY_NUMBER_BITS: u32 = 16;
 /// The largest per-day amount the day word holds (about 281 million units). A mandate
-/// with a larger `per_day` is refused when the snapshot is compiled.
+/// with a larger `per_day` is refused when the snapshot is compiled (and by `validate`: the
+/// bound is `mandate::limits::PER_DAY_MICROS_MAX`, the one table).
 pub(crate) const DAY_MICROS_MAX: u64 = (1 << DAY_AMOUNT_BITS) - 1;
+const _: () = assert!(DAY_MICROS_MAX == crate::mandate::limits::PER_DAY_MICROS_MAX, "the table is the day word's");
 /// The largest UTC day number (days since 1970): 65535 is in the year 2149.
 pub(crate) const DAY_NUMBER_MAX: u64 = (1 << DAY_NUMBER_BITS) - 1;
 

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::admission::{BudgetLimits, Code};
 use crate::engine::EngineError;
-use crate::engine::ledger::{DAY_MICROS_MAX, Ledger, LedgerLimits};
+use crate::engine::ledger::{Ledger, LedgerLimits};
 use crate::engine::registry::LedgerKey;
 use crate::engine::symbols::Names;
 use crate::lookup::{AgentLookup, newest_in_range};
@@ -40,16 +40,9 @@ pub(in crate::engine) fn compile_mandate(
     barred: Option<Code>,
 ) -> Result<CompiledMandate, EngineError> {
     let m = &*source;
-    if let Some(day) = m.budget.per_day
-        && day.micros() > DAY_MICROS_MAX
-    {
-        return Err(EngineError::Compile {
-            mandate: m.id.clone(),
-            message: format!(
-                "per_day {day} is above the engine's per-day maximum {}",
-                Amount::from_micros(DAY_MICROS_MAX)
-            ),
-        });
+    // The bounds of `mandate::limits`, the table `validate` refuses from too.
+    if let Some(v) = crate::mandate::limits::figure_violations(m).into_iter().next() {
+        return Err(EngineError::Compile { mandate: m.id.clone(), message: format!("{}: {}", v.path, v.message) });
     }
     let req = &m.require;
     let milli = |v: Option<crate::money::Fixed6>| v.map(|f| f.millionths());
@@ -107,7 +100,8 @@ pub(in crate::engine) fn compile_agent(
 ) -> Result<CompiledAgent, EngineError> {
     let a = &*source;
     let words = &names.words;
-    let rec = record.as_deref().filter(|r| r.agent == a.id && r.version.as_ref().is_none_or(|v| v == &a.version));
+    // A record given for another agent or version does not apply (the one rule of `lookup`).
+    let rec = record.as_deref().filter(|r| crate::lookup::record_applies(r, a));
     let mut call_classes = Vec::new();
     let mut call_agents = Vec::new();
     for call in &a.calls {

@@ -1,0 +1,253 @@
+//! `Idempotency-Key` on every state-changing endpoint, and Envoy's `Check` keyed by a
+//! request header (docs/serve.md, "Idempotency"). A gateway whose request timed out does
+//! not know whether it happened; it retries with the same key, and:
+//!
+//! - the same key with the same request (method, path and body) gets the first answer,
+//!   status and body, with `Idempotent-Replayed: true`, and nothing is reserved again;
+//! - the same key with another request: 422; while the first is still in flight: 409.
+//!
+//! Keys are the authenticated principal's (a gateway's and an account's never meet), kept
+//! in the ledger store next to the held calls (`store::keys`): they survive a restart, and
+//! a retry that lands on another server of the same store behaves the same. A key is
+//! claimed in the store before anything changes, and the request then runs in a task of
+//! its own, to its end, whatever happens to the connection: its answer is kept for the
+//! retry. An answer that says nothing happened and to retry (a 5xx, or a decision denied
+//! only for want of a lease or of the store) is not kept: the key is let go.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use holon::store::{KeyAnswer, KeyClaim, KeyState, keys::KEY_BYTES_MAX};
+use holon::time::Timestamp;
+use sha2::{Digest, Sha256};
+
+use super::service::{Refusal, Service};
+
+/// The request header that carries the key.
+pub(crate) const KEY_HEADER: &str = "idempotency-key";
+/// The answer header that says a request was answered before.
+pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
+/// Default seconds a key is kept (from its claim).
+pub(crate) const KEEP_S: u64 = 86_400;
+/// Default most keys kept in the store (past it a prune drops the oldest answered).
+pub(crate) const KEYS_MAX: u64 = 100_000;
+/// Default request header Envoy's `Check` is keyed by (Envoy keeps it across retries).
+pub(crate) const CHECK_HEADER: &str = "x-request-id";
+/// Keyed requests running at once (each in a task of its own); more get a 503.
+pub(crate) const KEYED_TASKS_MAX: usize = 4_096;
+/// How often the reaper prunes the store's keys, in seconds.
+pub(crate) const PRUNE_S: u64 = 10;
+/// Tries to keep an answer in the store, and the pause between two, in ms.
+const ANSWER_TRIES: u32 = 3;
+const ANSWER_RETRY_MS: u64 = 100;
+
+/// The idempotency settings (`--idempotency-keep-s`, `--idempotency-keys-max`,
+/// `--idempotency-header`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeySettings {
+    pub keep_s: u64,
+    pub keys_max: u64,
+    /// The header of the checked request that keys Envoy's `Check` (lower case).
+    pub check_header: String,
+}
+
+impl Default for KeySettings {
+    fn default() -> Self {
+        KeySettings { keep_s: KEEP_S, keys_max: KEYS_MAX, check_header: CHECK_HEADER.to_owned() }
+    }
+}
+
+/// An answer as it goes out, and as it is kept with its key.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub status: u16,
+    /// The JSON body.
+    pub body: String,
+    /// Whether a retry should get it again (false: it says nothing happened, retry).
+    pub keep: bool,
+}
+
+impl Answer {
+    /// The answer of an operation: its body (200) or its refusal.
+    pub(crate) fn of<T: serde::Serialize>(result: Result<T, Refusal>) -> Answer {
+        match result {
+            Ok(body) => Answer { status: 200, body: serde_json::to_string(&body).unwrap_or_default(), keep: true },
+            Err(r) => Answer::refusal(r),
+        }
+    }
+
+    pub(crate) fn refusal(r: Refusal) -> Answer {
+        Answer { status: r.status, body: serde_json::to_string(&r.body).unwrap_or_default(), keep: r.status < 500 }
+    }
+}
+
+/// A decision's answer: kept for a retry unless it says to retry (denied only for want
+/// of a lease or of the store: the same key must be able to ask again).
+pub(crate) fn decision_answer(result: Result<super::wire::DecisionBody, Refusal>) -> Answer {
+    let retry = result.as_ref().is_ok_and(|d| {
+        d.decision == "denied"
+            && !d.codes.is_empty()
+            && d.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable")
+    });
+    let mut answer = Answer::of(result);
+    answer.keep &= !retry;
+    answer
+}
+
+/// An answer and whether it was the first request's, replayed.
+#[derive(Debug, Clone)]
+pub(crate) struct Answered {
+    pub answer: Answer,
+    pub replayed: bool,
+}
+
+/// The request's key, if it has one: visible ASCII, 1 to [`KEY_BYTES_MAX`] bytes, else a 400.
+pub(crate) fn key_of(headers: &HeaderMap, header: &str) -> Result<Option<String>, Refusal> {
+    let Some(value) = headers.get(header) else { return Ok(None) };
+    let key = value.to_str().ok().filter(|k| !k.is_empty() && k.len() <= KEY_BYTES_MAX);
+    match key.filter(|k| k.bytes().all(|b| b.is_ascii_graphic())) {
+        Some(k) => Ok(Some(k.to_owned())),
+        None => Err(Refusal::new(
+            400,
+            format!("the `{header}` header must be 1 to {KEY_BYTES_MAX} visible ASCII characters (a UUID, say)"),
+        )),
+    }
+}
+
+/// What a request was, for its key: SHA-256 over its method, path and body.
+pub(crate) fn digest(parts: &[&[u8]]) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Service {
+    /// Runs `run` under `key` (of the principal `scope`), or plainly without a key.
+    pub(crate) async fn keyed<F>(&'static self, scope: String, key: Option<String>, digest: String, run: F) -> Answered
+    where
+        F: Future<Output = Answer> + Send + 'static,
+    {
+        let Some(key) = key else { return Answered { answer: run.await, replayed: false } };
+        let Ok(permit) = Arc::clone(&self.keyed_tasks).try_acquire_owned() else {
+            let busy = format!("{KEYED_TASKS_MAX} requests with an Idempotency-Key are running already; retry shortly");
+            return Answered { answer: Answer::refusal(Refusal::new(503, busy)), replayed: false };
+        };
+        // Its own task: it runs to its end (and keeps its answer) even if the request that
+        // started it times out or its connection closes.
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            self.keyed_now(scope, key, digest, run).await
+        });
+        task.await.unwrap_or_else(|e| Answered {
+            answer: Answer::refusal(Refusal::new(503, format!("the request's task ended without an answer: {e}"))),
+            replayed: false,
+        })
+    }
+
+    async fn keyed_now<F>(&'static self, scope: String, key: String, digest: String, run: F) -> Answered
+    where
+        F: Future<Output = Answer> + Send + 'static,
+    {
+        let (claim_scope, claim_key) = (scope.clone(), key.clone());
+        let (node, keep_s) = (self.node_name.clone(), self.keys.keep_s);
+        let claimed = self
+            .store_step(move |store| {
+                let now_unix = Timestamp::now().unix();
+                let claim =
+                    KeyClaim { scope: &claim_scope, key: &claim_key, digest: &digest, node: &node, now_unix, keep_s };
+                store.claim_key(&claim)
+            })
+            .await;
+        let refused =
+            |status: u16, why: String| Answered { answer: Answer::refusal(Refusal::new(status, why)), replayed: false };
+        match claimed {
+            Err(e) => refused(503, format!("the store cannot keep this request's Idempotency-Key ({e}); nothing was done: retry")),
+            Ok(KeyState::InFlight) => refused(
+                409,
+                "a request with this Idempotency-Key is still in flight; retry once it has answered".to_owned(),
+            ),
+            Ok(KeyState::OtherRequest) => refused(
+                422,
+                "this Idempotency-Key was used for another request (another endpoint, id or body); a new request takes a new key".to_owned(),
+            ),
+            Ok(KeyState::Answered(a)) => {
+                Answered { answer: Answer { status: a.status, body: a.body, keep: true }, replayed: true }
+            }
+            Ok(KeyState::Claimed) => {
+                let answer = run.await;
+                self.settle_key(scope, key, &answer).await;
+                Answered { answer, replayed: false }
+            }
+        }
+    }
+
+    /// Keeps a claimed key's answer, or lets the key go when the answer says to retry.
+    async fn settle_key(&'static self, scope: String, key: String, answer: &Answer) {
+        let kept = KeyAnswer { status: answer.status, body: answer.body.clone() };
+        let keep = answer.keep && holon::store::keys::keepable(&kept).is_ok();
+        for attempt in 1..=ANSWER_TRIES {
+            let (scope, owned, kept) = (scope.clone(), key.clone(), kept.clone());
+            let done = self
+                .store_step(move |store| {
+                    if keep { store.answer_key(&scope, &owned, &kept) } else { store.forget_key(&scope, &owned) }
+                })
+                .await;
+            match done {
+                Ok(()) => return,
+                Err(e) if attempt == ANSWER_TRIES => {
+                    // Fail closed: the key stays claimed, and a retry gets 409 until it expires.
+                    self.metrics.idempotency_store_errors.inc();
+                    tracing::error!(key = %key, error = %e, "the answer of a keyed request could not be kept in the store; its retries get 409 until the key expires");
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(ANSWER_RETRY_MS)).await,
+            }
+        }
+    }
+
+    /// One store step for a key: in place for a store in this process, else on the
+    /// blocking pool (it waits on a file or the network).
+    async fn store_step<T: Send + 'static>(
+        &'static self,
+        step: impl FnOnce(&dyn holon::store::LedgerStore) -> Result<T, holon::store::StoreError> + Send + 'static,
+    ) -> Result<T, holon::store::StoreError> {
+        if self.store.in_process() {
+            return step(&*self.store);
+        }
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || step(&*store))
+            .await
+            .unwrap_or_else(|e| Err(holon::store::StoreError::Unavailable(format!("a store task failed: {e}"))))
+    }
+
+    /// The reaper's prune of the store's keys (on its own thread: it may wait on the store).
+    pub(crate) fn prune_keys(&self) {
+        match self.store.prune_keys(Timestamp::now().unix(), self.keys.keys_max) {
+            Ok(n) if n > 0 => tracing::debug!(pruned = n, "idempotency keys pruned"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "the store's idempotency keys could not be pruned"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_read_strictly_and_a_request_digest_covers_every_part() {
+        let mut headers = HeaderMap::new();
+        assert!(key_of(&headers, KEY_HEADER).unwrap().is_none());
+        headers.insert(KEY_HEADER, "6f1e-42".parse().unwrap());
+        assert_eq!(key_of(&headers, KEY_HEADER).unwrap().as_deref(), Some("6f1e-42"));
+        for bad in ["", "a b", &"k".repeat(KEY_BYTES_MAX + 1)] {
+            headers.insert(KEY_HEADER, bad.parse().unwrap());
+            assert_eq!(key_of(&headers, KEY_HEADER).unwrap_err().status, 400, "{bad:?}");
+        }
+        assert_ne!(digest(&[b"POST", b"/a", b"{}"]), digest(&[b"POST", b"/a{", b"}"]), "parts do not run together");
+        assert_eq!(digest(&[b"x"]), digest(&[b"x"]));
+    }
+}
