@@ -360,7 +360,10 @@ pub(super) enum JobCommand {
     Hook(super::job_exec::HookArgs),
     /// Started by `holon job exec` only: confines itself to the plan handed on, then runs
     /// the command.
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "EXIT CODES: the command's own exit code; 2 when the ruleset cannot be applied or the plan cannot be read (nothing ran); 127 when the command could not be started.\n\nEXAMPLES:\n  (started by holon job exec only)"
+    )]
     Sandboxed {
         /// The plan `exec` wrote.
         #[arg(long)]
