@@ -192,7 +192,9 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("holon-reaper".to_owned())
             .spawn(move || {
-                let prune_every = (idempotency::PRUNE_S * 1_000 / REAP_MS).max(1);
+                let prune_s =
+                    if svc.store.in_process() { idempotency::PRUNE_IN_PROCESS_S } else { idempotency::PRUNE_S };
+                let prune_every = (prune_s * 1_000 / REAP_MS).max(1);
                 let mut ticks = 0u64;
                 // Acquire: pairs with the Release that stops it (a flag, read alone).
                 while reaping.load(Ordering::Acquire) {

@@ -296,7 +296,7 @@ impl LedgerStore for MemoryStore {
     }
 
     fn prune_keys(&self, now_unix: i64, keys_max: u64) -> Result<u64, StoreError> {
-        Ok(self.keys.lock().prune(now_unix, keys_max))
+        Ok(super::keys::prune_in_slices(&self.keys, now_unix, keys_max))
     }
 
     fn in_process(&self) -> bool {
