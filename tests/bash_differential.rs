@@ -204,6 +204,7 @@ fn items(line: &str, run_dir: &Path) -> Option<Vec<Item>> {
     let trimmed = line.trim();
     let mut out: Vec<Item> = Vec::new();
     let mut background: Option<Vec<Item>> = None;
+    let mut list_start = 0;
     let mut at = 0;
     for unit in &units {
         let text = match unit {
@@ -215,8 +216,12 @@ fn items(line: &str, run_dir: &Path) -> Option<Vec<Item>> {
         let lone_amp = gap
             .char_indices()
             .any(|(i, c)| c == '&' && !gap[..i].ends_with(['&', '|', '>']) && !gap[i + 1..].starts_with(['&', '>']));
+        // The background job is the whole and-or list before the `&` (`a || b & c` runs
+        // `a || b` in the background), back to the last `;` or newline.
         if lone_amp && background.is_none() {
-            background = Some(out.pop().into_iter().collect());
+            background = Some(out.drain(list_start.min(out.len())..).collect());
+        } else if background.is_none() && gap.contains([';', '\n']) {
+            list_start = out.len();
         }
         let item = judged(unit, run_dir, &segments);
         match &mut background {
