@@ -362,7 +362,7 @@ pub(super) enum JobCommand {
     /// the command.
     #[command(
         hide = true,
-        after_help = "EXIT CODES: the command's own exit code; 2 when the ruleset cannot be applied or the plan cannot be read (nothing ran); 127 when the command could not be started.\n\nEXAMPLES:\n  (started by holon job exec only)"
+        after_help = "EXIT CODES: the command's own exit code; 2 when the ruleset cannot be applied or the plan cannot be read (nothing ran); 127 when the command could not be started.\n\nEXAMPLES:\n  holon job sandboxed --plan /tmp/holon-exec-1-2/.holon-sandbox-plan.json -- true   (as holon job exec starts it; by hand it has no plan to read)"
     )]
     Sandboxed {
         /// The plan `exec` wrote.
