@@ -7,7 +7,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
-use holon::job::call::CALL_BYTES_MAX;
+use holon::job::call::{CALL_BYTES_MAX, shell_quote};
 use holon::job::mandate::JobMandate;
 use holon::job::redact::printable;
 use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
@@ -63,11 +63,6 @@ pub(super) struct HookArgs {
     scope: Option<String>,
 }
 
-/// One word quoted for a POSIX shell.
-fn quoted(word: &str) -> String {
-    format!("'{}'", word.replace('\'', "'\\''"))
-}
-
 /// Words as a person writes them: bare when no character in a word is special to the
 /// shell (so `-- sh ./s.sh` is judged as the line `sh ./s.sh`), else quoted; a first word
 /// with `=` is quoted too (bare, the shell would read an assignment).
@@ -76,7 +71,7 @@ fn shell_line(words: &[String]) -> String {
         let plain = !w.is_empty()
             && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
             && (i > 0 || !w.contains('='));
-        if plain { w.clone() } else { quoted(w) }
+        if plain { w.clone() } else { shell_quote(w) }
     };
     words.iter().enumerate().map(word).collect::<Vec<_>>().join(" ")
 }
@@ -125,7 +120,7 @@ pub(super) fn exec(state_dir: Option<PathBuf>, a: ExecArgs) -> anyhow::Result<u8
     let Some((version, mandate)) = judged.active else {
         errln!("holon: `{}` has no approved version (observe mode): the command runs unconfined", a.job);
         let _ = job.record_exec(ExecRecord::new(&run, None, 0, "unconfined: observe mode", &line));
-        return Ok(run_command(&argv, None));
+        return Ok(run_command(&argv));
     };
     confined(&job, &a, (version, &mandate), &run, (&line, &argv), scope)
 }
@@ -154,7 +149,7 @@ fn confined(
         if a.allow_unconfined && scope == Scope::Interactive {
             errln!("holon: warning: {why}: the command runs with the check alone (--allow-unconfined)");
             let _ = job.record_exec(ExecRecord::new(run, Some(version), 0, &format!("unconfined: {why}"), line));
-            return Ok(run_command(argv, None));
+            return Ok(run_command(argv));
         }
         return refuse(format!(
             "{why}. Run on a kernel with Landlock (Linux 6.7 or later, `landlock` in its lsm= list), or in an interactive scope pass --allow-unconfined"
@@ -189,7 +184,7 @@ fn confined(
             let mut child = vec![holon.display().to_string(), "job".to_owned(), "sandboxed".to_owned()];
             child.extend(["--plan".to_owned(), plan_file.display().to_string(), "--".to_owned()]);
             child.extend(argv.iter().cloned());
-            run_command(&child, Some(&temp))
+            run_command(&child)
         }
         (Err(e), _) => {
             let _ = std::fs::remove_dir_all(&temp);
@@ -234,7 +229,8 @@ pub(super) fn sandboxed(plan_file: &Path, argv: &[String]) -> anyhow::Result<u8>
         return Ok(exit::BAD_INPUT);
     }
     let mut cmd = std::process::Command::new(program);
-    cmd.args(args).env_remove("POSIXLY_CORRECT").env("TMPDIR", &h.temp);
+    // (POSIXLY_CORRECT is already gone: `run_command` started this process without it.)
+    cmd.args(args).env("TMPDIR", &h.temp);
     // exec returns only when the command could not be started.
     let e = std::os::unix::process::CommandExt::exec(&mut cmd);
     errln!("holon: {}: {e}", printable(program));
@@ -262,13 +258,10 @@ fn private_temp() -> std::io::Result<PathBuf> {
 
 /// Starts `argv`, waits for it and answers its exit code (128 + the signal that ended it,
 /// as a shell does). The option grammar is getopt's with permutation: POSIXLY_CORRECT,
-/// which turns permutation off, is not passed on. `temp`: the sandbox's TMPDIR.
-fn run_command(argv: &[String], temp: Option<&Path>) -> u8 {
+/// which turns permutation off, is not passed on.
+fn run_command(argv: &[String]) -> u8 {
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]).env_remove("POSIXLY_CORRECT");
-    if let Some(t) = temp {
-        cmd.env("TMPDIR", t);
-    }
     match cmd.status() {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
@@ -388,7 +381,7 @@ fn wrap(
         words.extend(["--run".to_owned(), r.to_owned()]);
     }
     words.extend(["--shell".to_owned(), command.to_owned()]);
-    Ok(words.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" "))
+    Ok(words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" "))
 }
 
 fn blocked(reason: &str) -> anyhow::Result<u8> {

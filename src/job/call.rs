@@ -233,7 +233,7 @@ fn command_cwd(tool: &str, args: &Value, payload_cwd: Option<&str>) -> Result<Op
 const GLOB_TOOLS: &[&str] = &["Glob", "glob"];
 
 /// One word quoted for a POSIX shell: `'…'`, with `'` written `'\''`.
-fn shell_quote(word: &str) -> String {
+pub fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 

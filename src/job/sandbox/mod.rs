@@ -143,13 +143,19 @@ impl Plan {
         for (i, rule) in m.paths.read.iter().enumerate() {
             plan.grant(rule, &format!("paths.read[{i}]"), hierarchy_of(rule, &workdir, true), false);
         }
-        let system: Vec<String> = match &m.sandbox {
-            Some(s) => s.system_read.clone(),
-            None => SYSTEM_READ_DEFAULT.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        for (i, dir) in system.iter().enumerate() {
-            let why = if m.sandbox.is_some() { format!("sandbox.system_read[{i}]") } else { "system".to_owned() };
-            plan.grant(dir, &why, PathBuf::from(dir), false);
+        match &m.sandbox {
+            Some(s) => {
+                for (i, dir) in s.system_read.iter().enumerate() {
+                    plan.grant(dir, &format!("sandbox.system_read[{i}]"), PathBuf::from(dir), false);
+                }
+            }
+            // The default list names directories a distribution may lack (/lib32): those
+            // are left out without a word.
+            None => {
+                for dir in SYSTEM_READ_DEFAULT.iter().filter(|d| Path::new(d).exists()) {
+                    plan.grant(dir, "system", PathBuf::from(dir), false);
+                }
+            }
         }
         for dev in DEVICES_READ_WRITE {
             plan.grant(dev, "device", PathBuf::from(dev), true);
@@ -201,11 +207,6 @@ impl Plan {
     }
 
     fn grant(&mut self, rule: &str, why: &str, path: PathBuf, write: bool) {
-        // The default system list names directories a distribution may lack (/lib32):
-        // those are left out without a word.
-        if why == "system" && !path.exists() {
-            return;
-        }
         if let Some(p) = self.resolve(rule, path) {
             self.push(p, why, write);
         }

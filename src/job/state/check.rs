@@ -112,16 +112,16 @@ impl Job {
             let counts: BTreeMap<String, (u64, String)> = read_json(&path)?;
             Ok((active, counts))
         });
-        let (view, mut counts, active) = match read {
+        let (view, mut counts, version) = match read {
             Ok((Some((v, m)), counts)) => {
                 let written = counts.get(run).map_or(0, |(n, _)| *n);
                 let view = StateView::Enforce {
-                    mandate: Ok(Box::new(m.clone())),
+                    mandate: Ok(Box::new(m)),
                     written_in_run: written,
                     run: run.to_owned(),
-                    state_dir: state_dir.clone(),
+                    state_dir,
                 };
-                (view, counts, Some((v, m)))
+                (view, counts, Some(v))
             }
             Ok((None, counts)) => (
                 StateView::Enforce {
@@ -140,6 +140,11 @@ impl Job {
             ),
         };
         let outcome = decide(call.as_ref(), &view, scope);
+        // The mandate the decision read, taken back out of the view (`exec` confines with it).
+        let active = match (version, view) {
+            (Some(v), StateView::Enforce { mandate: Ok(m), .. }) => Some((v, *m)),
+            _ => None,
+        };
         if effects == Effects::None {
             let decision = match outcome {
                 Outcome::Block { family, reason, .. } => Decision::block(family, reason),
