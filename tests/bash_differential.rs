@@ -14,29 +14,14 @@
 //! variables, or lie inside an opaque segment at its place in the line. Zero differences.
 #![cfg(feature = "job")]
 
+mod common;
+use common::rng::Rng;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use holon::job::shell::{self, grammar::Unit};
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        let i = usize::try_from(self.next() % items.len() as u64).unwrap();
-        items[i]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 #[rustfmt::skip]
 const HEADS: &[&str] = &[
@@ -74,20 +59,20 @@ fn generate(rng: &mut Rng) -> String {
     let statements = 1 + rng.next() % 4;
     for s in 0..statements {
         if s > 0 {
-            line.push_str(rng.pick(OPERATORS));
+            line.push_str(rng.pick_str(OPERATORS));
         }
         if rng.chance(8) {
-            line.push_str(rng.pick(WHOLE));
+            line.push_str(rng.pick_str(WHOLE));
             continue;
         }
-        line.push_str(rng.pick(HEADS));
+        line.push_str(rng.pick_str(HEADS));
         for _ in 0..rng.next() % 5 {
             line.push(if rng.chance(10) { '\t' } else { ' ' });
-            line.push_str(if rng.chance(15) { rng.pick(REDIRECTS) } else { rng.pick(ARGS) });
+            line.push_str(if rng.chance(15) { rng.pick_str(REDIRECTS) } else { rng.pick_str(ARGS) });
         }
     }
     if rng.chance(10) {
-        line.push_str(rng.pick(&[" #", "\\", " \\ #x", ";", " &"]));
+        line.push_str(rng.pick_str(&[" #", "\\", " \\ #x", ";", " &"]));
     }
     line
 }

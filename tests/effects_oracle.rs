@@ -15,6 +15,9 @@
 //! every host connected to must be in `hosts`. Zero differences.
 #![cfg(feature = "cli")] // learns through the `holon` binary
 
+mod common;
+use common::rng::Rng;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -105,25 +108,6 @@ const PATHS: &[&str] = &[
     ".git/config",
     "out/copy.txt",
 ];
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n.max(1) as u64).unwrap()
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 fn sh(cmd: &str, dir: &Path) {
     let ok = Command::new("sh")

@@ -11,11 +11,13 @@
 #![cfg(feature = "cli")]
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
+
+mod common;
+use common::job_state::output_of;
 
 const JOB: &str = "j";
 
@@ -61,14 +63,7 @@ impl Fixture {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into(),
-            String::from_utf8_lossy(&out.stderr).into(),
-        )
+        output_of(cmd, stdin)
     }
 
     /// Approves `body` (the mandate after its `workdir:` line) as the job's first version.

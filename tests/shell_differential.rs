@@ -6,28 +6,13 @@
 //! The generated lines are only parsed, never executed.
 #![cfg(feature = "job")]
 
+mod common;
+use common::rng::Rng;
+
 use holon::job::call::Aspect;
 use holon::job::mandate::CommandMatcher;
 use holon::job::shell;
 use serde_json::Value;
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        let i = usize::try_from(self.next() % items.len() as u64).unwrap();
-        items.get(i).copied().unwrap_or("")
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 const HEADS: &[&str] = &[
     "ls",
@@ -141,15 +126,15 @@ fn generate(rng: &mut Rng) -> String {
     let statements = 1 + rng.next() % 4;
     for s in 0..statements {
         if s > 0 {
-            line.push_str(rng.pick(OPERATORS));
+            line.push_str(rng.pick_str(OPERATORS));
         }
-        line.push_str(rng.pick(HEADS));
+        line.push_str(rng.pick_str(HEADS));
         for _ in 0..rng.next() % 5 {
             line.push(' ');
-            line.push_str(rng.pick(ARGS));
+            line.push_str(rng.pick_str(ARGS));
         }
         if rng.chance(15) {
-            line.push_str(rng.pick(CLOSERS));
+            line.push_str(rng.pick_str(CLOSERS));
         }
     }
     if rng.chance(5) {

@@ -6,6 +6,20 @@ use std::process::{Command, Stdio};
 
 pub(crate) struct State(pub PathBuf);
 
+/// Runs `cmd` with `stdin` on its standard input: (exit code, or -1 for a signal; stdout;
+/// stderr).
+pub(crate) fn output_of(mut cmd: Command, stdin: &str) -> (i32, String, String) {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // A process that does not read its input is fine: ignore a closed pipe.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
 impl State {
     /// Every file under the state directory, as (path, text).
     pub(crate) fn files(&self) -> Vec<(String, String)> {
@@ -46,15 +60,7 @@ impl State {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        // A process that does not read its input is fine: ignore a closed pipe.
-        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into(),
-            String::from_utf8_lossy(&out.stderr).into(),
-        )
+        output_of(cmd, stdin)
     }
 
     pub(crate) fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {

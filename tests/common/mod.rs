@@ -6,6 +6,7 @@ pub(crate) mod cluster;
 pub(crate) mod held;
 #[cfg(feature = "cli")]
 pub(crate) mod job_state;
+pub(crate) mod rng;
 #[cfg(feature = "serve")]
 pub(crate) mod server;
 pub(crate) mod store_model;
