@@ -459,8 +459,179 @@ fn the_hook_recipe_of_the_docs_confines_shell_calls() {
     let (code, out, err) = hook_run(&bash("cat /etc/passwd"));
     assert_eq!((code, out.as_str()), (2, ""), "{err}");
     assert!(err.contains("holon: blocked") && err.contains("drift #"), "{err}");
+    // A session id that looks like an option stays the run's id (the wrapped line attaches
+    // every value with `=`).
+    let mut odd = bash("cat notes.txt");
+    odd["session_id"] = "--tool=mandate_status".into();
+    let (code, out, err) = hook_run(&odd);
+    assert_eq!(code, 0, "{err}");
+    let wrapped: Value = serde_json::from_str(&out).unwrap();
+    let (code, out, err) = run_wrapped(wrapped["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap());
+    assert_eq!((code, out.as_str()), (0, "notes\n"), "{err}");
     // Another tool is checked as `holon job check` checks it.
     let read = serde_json::json!({"session_id": "s1", "cwd": f.work, "hook_event_name": "PreToolUse", "tool_name": "Read",
         "tool_input": {"file_path": format!("{}/secret.txt", f.out.display())}});
     assert_eq!(hook_run(&read).0, 2);
+}
+
+// The holes an attack review of `holon job exec` found, each closed; every test below
+// failed before its fix.
+
+/// A call under another tool's name (the exempt status tool, a file tool) would be allowed
+/// without its command being judged: `exec` refuses it, and refuses to run unconfined
+/// anything but an observing job's command.
+#[test]
+fn a_tool_whose_command_is_not_judged_does_not_run() {
+    let f = Fixture::new("tool");
+    f.approve(SCRIPT_MANDATE);
+    let target = f.out.join("target.txt");
+    let attack = format!("echo pwned > {}", target.display());
+    for tool in ["mandate_status", "read_file", "Write"] {
+        let (code, _, err) = f.exec(&["--tool", tool, "--shell", &attack], &[]);
+        assert_eq!(code, 2, "{tool}: {err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n", "{tool}: {err}");
+    }
+    // An interactive scope on a job never observed is allowed by the check, with nothing
+    // to confine the command with.
+    let args = ["exec", "never-observed", "--scope", "interactive", "--shell", attack.as_str()];
+    let (code, _, err) = f.holon(&args, "", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no approved version to confine"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
+}
+
+/// `holon job sandboxed` (what `exec` starts) with a hand-written plan.
+fn sandboxed(f: &Fixture, plan: &Value, sha: Option<&str>, line: &str) -> (i32, String, String) {
+    let text = plan.to_string();
+    let file = f.base.join("tmp/plan.json");
+    std::fs::write(&file, &text).unwrap();
+    let sha = sha.map_or_else(|| holon::job::state::sha256_hex(&text), str::to_owned);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_holon"));
+    c.args(["job", "sandboxed", "--plan"]).arg(&file).args(["--plan-sha256", &sha, "--", "bash", "-c", line]);
+    f.run(c, "", &[])
+}
+
+fn plan_writing(f: &Fixture, dir: &Path) -> Value {
+    serde_json::json!({
+        "plan": {"read": [{"path": "/usr", "why": "system"}, {"path": "/etc", "why": "system"}],
+                 "write": [{"path": dir, "why": "paths.write[0]"}],
+                 "devices": [[{"path": "/dev/null", "why": "device"}, true]],
+                 "tcp_connect": null, "skipped": [], "state": f.state},
+        "temp": f.base.join("tmp"),
+        "level": 6
+    })
+}
+
+/// A write grant swapped for a link after the plan was compiled (a confined command's
+/// `rename(RENAME_EXCHANGE)` race) is refused when the ruleset is built; a changed plan
+/// file (beneath a `/tmp/**` grant another job may write) is refused by its hash.
+#[test]
+fn a_grant_moved_or_a_plan_changed_after_the_check_is_refused() {
+    require_landlock();
+    let f = Fixture::new("moved");
+    let target = f.out.join("target.txt");
+    let attack = format!("echo pwned > {}", target.display());
+    // The real directory: the plan holds, and writes beneath it work.
+    let (code, _, err) = sandboxed(&f, &plan_writing(&f, &f.out), None, &attack);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "pwned\n");
+    std::fs::write(&target, "target\n").unwrap();
+    // The same grant reached through a link (reports -> outside): refused, nothing written.
+    std::os::unix::fs::symlink(&f.out, f.work.join("reports/link")).unwrap();
+    let (code, _, err) = sandboxed(&f, &plan_writing(&f, &f.work.join("reports/link")), None, &attack);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not where the plan found it"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
+    // A plan whose text is not what exec hashed: refused.
+    let (code, _, err) = sandboxed(&f, &plan_writing(&f, &f.out), Some(&"0".repeat(64)), &attack);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("changed"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
+}
+
+/// A confined run that replaces a write directory by a link (`mv reports x; ln -s
+/// OUTSIDE reports`) does not widen the next run's grant.
+#[test]
+fn a_write_directory_replaced_by_a_link_is_not_granted() {
+    require_landlock();
+    let f = Fixture::new("relink");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::remove_dir_all(f.work.join("reports")).unwrap();
+    std::os::unix::fs::symlink(&f.out, f.work.join("reports")).unwrap();
+    std::fs::write(f.work.join("attack.sh"), "echo tampered > reports/target.txt\n").unwrap();
+    let (code, _, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(std::fs::read_to_string(f.out.join("target.txt")).unwrap(), "target\n");
+    let (_, explain, _) = f.holon(&["exec", JOB, "--explain"], "", &[]);
+    assert!(explain.contains("symbolic link"), "{explain}");
+}
+
+/// Other terminals are neither readable nor writable (no `/dev/pts`, no device ioctls: a
+/// job could read a person's keystrokes or push commands into their shell with TIOCSTI).
+#[test]
+fn another_terminal_cannot_be_opened() {
+    require_landlock();
+    let f = Fixture::new("pty");
+    f.approve(SCRIPT_MANDATE);
+    let mut pty = Command::new("python3")
+        .args(["-c", "import os,pty,time; m,s=pty.openpty(); print(os.ttyname(s), flush=True); time.sleep(120)"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut name = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(pty.stdout.take().unwrap()), &mut name).unwrap();
+    let name = name.trim();
+    assert!(name.starts_with("/dev/pts/"), "{name}");
+    std::fs::write(f.work.join("attack.sh"), format!("set -e\n: < {name}\n: > {name}\necho done\n")).unwrap();
+    let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
+    let mut unconfined = Command::new("bash");
+    unconfined.arg("./attack.sh");
+    let (control, control_out, _) = f.run(unconfined, "", &[]);
+    let _ = pty.kill();
+    let _ = pty.wait();
+    assert!(code != 0 && err.contains("Permission denied") && !out.contains("done"), "{code} {out} {err}");
+    assert_eq!((control, control_out.as_str()), (0, "done\n"), "unconfined the terminal opens");
+}
+
+/// holon's own program beneath a write grant (a cargo job's `target/**`) would let a
+/// command replace what confines the next one: refused.
+#[test]
+fn holon_beneath_a_write_grant_is_refused() {
+    let f = Fixture::new("exe");
+    f.approve(SCRIPT_MANDATE);
+    let copy = f.work.join("reports/holon");
+    std::fs::copy(env!("CARGO_BIN_EXE_holon"), &copy).unwrap();
+    let mut c = Command::new(&copy);
+    std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
+    c.args(["job", "--state"]).arg(&f.state).args([
+        "exec",
+        JOB,
+        "--run",
+        "r1",
+        "--scope",
+        "cron",
+        "--shell",
+        "bash ./attack.sh",
+    ]);
+    let (code, _, err) = f.run(c, "", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holon's own program"), "{err}");
+}
+
+/// The test variable can only make `exec` refuse: a level it names at or above the
+/// required one is ignored, never a weaker ruleset.
+#[test]
+fn the_test_level_cannot_weaken_a_ruleset() {
+    require_landlock();
+    let f = Fixture::new("weaken");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
+    for level in ["4", "5"] {
+        let (code, _, err) = f.exec(&["--shell", "bash ./attack.sh"], &[("HOLON_TEST_LANDLOCK_ABI", level)]);
+        assert_eq!(code, 0, "{err}");
+        assert!(!err.contains("partial"), "{level}: {err}");
+    }
+    let (_, status, _) = f.holon(&["status", JOB], "", &[]);
+    assert!(status.contains("confined, full"), "{status}");
 }

@@ -362,12 +362,15 @@ pub(super) enum JobCommand {
     /// the command.
     #[command(
         hide = true,
-        after_help = "EXIT CODES: the command's own exit code; 2 when the ruleset cannot be applied or the plan cannot be read (nothing ran); 127 when the command could not be started.\n\nEXAMPLES:\n  holon job sandboxed --plan /tmp/holon-exec-1-2/.holon-sandbox-plan.json -- true   (as holon job exec starts it; by hand it has no plan to read)"
+        after_help = "EXIT CODES: the command's own exit code; 2 when the ruleset cannot be applied or the plan cannot be read (nothing ran); 127 when the command could not be started.\n\nEXAMPLES:\n  holon job sandboxed --plan /tmp/holon-exec-1-2/.holon-sandbox-plan.json --plan-sha256 HEX -- true   (as holon job exec starts it; by hand it has no plan to read)"
     )]
     Sandboxed {
         /// The plan `exec` wrote.
         #[arg(long)]
         plan: PathBuf,
+        /// The plan's SHA-256, which `exec` computed when it wrote it.
+        #[arg(long)]
+        plan_sha256: String,
         /// The command and its arguments, after `--`.
         #[arg(last = true)]
         command: Vec<String>,

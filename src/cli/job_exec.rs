@@ -3,16 +3,16 @@
 //! shell calls to `exec`). docs/job.md "What the kernel enforces".
 
 use std::io::Read;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
-use holon::job::call::{CALL_BYTES_MAX, shell_quote};
+use holon::job::call::{self, CALL_BYTES_MAX, EXEMPT_TOOL, shell_quote};
 use holon::job::mandate::JobMandate;
 use holon::job::redact::printable;
 use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
 use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT};
-use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
+use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN, sha256_hex};
 use serde_json::{Value, json};
 
 use super::exit;
@@ -103,6 +103,14 @@ pub(super) fn exec(state_dir: Option<PathBuf>, a: ExecArgs) -> anyhow::Result<u8
             a.job
         ),
     };
+    // Only a call whose command is judged may run: another tool's name (the exempt status
+    // tool, a file tool) would be allowed without its command being read.
+    if a.tool == EXEMPT_TOOL || !call::judged_as_command(&a.tool, true) {
+        anyhow::bail!(
+            "--tool {} is not a shell tool: holon job exec runs only calls whose command is judged (terminal, Bash, shell, …)",
+            printable(&a.tool)
+        );
+    }
     let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
     let call = json!({"tool": a.tool, "args": {"command": line}, "cwd": cwd}).to_string();
     let run = a.run.clone().or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
@@ -118,6 +126,15 @@ pub(super) fn exec(state_dir: Option<PathBuf>, a: ExecArgs) -> anyhow::Result<u8
     }
     let run = run.unwrap_or_else(|| UNKNOWN_RUN.to_owned());
     let Some((version, mandate)) = judged.active else {
+        if !judged.observing {
+            // Allowed without a version to confine with, outside observe mode (an interactive
+            // scope on a job never observed): nothing to hold the command to.
+            errln!(
+                "holon: refused: `{}` is not observing and has no approved version to confine the command with; the command did not run",
+                a.job
+            );
+            return Ok(exit::BAD_INPUT);
+        }
         errln!("holon: `{}` has no approved version (observe mode): the command runs unconfined", a.job);
         let _ = job.record_exec(ExecRecord::new(&run, None, 0, "unconfined: observe mode", &line));
         return Ok(run_command(&argv));
@@ -139,7 +156,11 @@ fn confined(
         let _ = job.record_exec(ExecRecord::new(run, Some(version), 0, &format!("refused: {why}"), line));
         Ok(exit::BAD_INPUT)
     };
-    let plan = match Plan::compile(mandate, &job.root()) {
+    let holon = match std::env::current_exe() {
+        Ok(h) => h,
+        Err(e) => return refuse(format!("holon's own executable cannot be found ({e})")),
+    };
+    let plan = match Plan::compile(mandate, &job.root()).and_then(|p| p.refuse_writable_program(&holon).map(|()| p)) {
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),
     };
@@ -174,25 +195,24 @@ fn confined(
     };
     // The command runs in a child that confines itself (`holon job sandboxed`) and then
     // becomes the command: this process stays outside, to remove the temporary directory
-    // the confined command cannot remove. The plan goes in a file in that directory.
+    // the confined command cannot remove. The plan goes in a file in that directory, and
+    // its SHA-256 on the child's command line: the directory may lie beneath a write grant
+    // (`/tmp/**`), where another job's command could rewrite the file before it is read.
     let plan_file = temp.join(HANDOFF_FILE);
-    let written = serde_json::to_vec(&Handoff { plan, temp: temp.clone(), level })
+    let written = serde_json::to_string(&Handoff { plan, temp: temp.clone(), level })
         .map_err(|e| e.to_string())
-        .and_then(|bytes| std::fs::write(&plan_file, bytes).map_err(|e| e.to_string()));
-    let code = match (written, std::env::current_exe()) {
-        (Ok(()), Ok(holon)) => {
+        .and_then(|text| std::fs::write(&plan_file, &text).map(|()| sha256_hex(&text)).map_err(|e| e.to_string()));
+    let code = match written {
+        Ok(sha) => {
             let mut child = vec![holon.display().to_string(), "job".to_owned(), "sandboxed".to_owned()];
-            child.extend(["--plan".to_owned(), plan_file.display().to_string(), "--".to_owned()]);
+            child.extend(["--plan".to_owned(), plan_file.display().to_string(), "--plan-sha256".to_owned(), sha]);
+            child.push("--".to_owned());
             child.extend(argv.iter().cloned());
             run_command(&child)
         }
-        (Err(e), _) => {
+        Err(e) => {
             let _ = std::fs::remove_dir_all(&temp);
             return refuse(format!("the plan cannot be handed on ({e})"));
-        }
-        (_, Err(e)) => {
-            let _ = std::fs::remove_dir_all(&temp);
-            return refuse(format!("holon's own executable cannot be found ({e})"));
         }
     };
     let _ = std::fs::remove_dir_all(&temp);
@@ -216,12 +236,21 @@ const HANDOFF_BYTES_MAX: u64 = 64 << 20;
 /// `holon job sandboxed -- COMMAND…` (started by `exec`, hidden): confines this process to
 /// the plan handed on and becomes COMMAND. Confinement only narrows: started by anyone
 /// else, it can take nothing away from a sandbox it is already in.
-pub(super) fn sandboxed(plan_file: &Path, argv: &[String]) -> anyhow::Result<u8> {
+pub(super) fn sandboxed(plan_file: &Path, plan_sha256: &str, argv: &[String]) -> anyhow::Result<u8> {
     let mut text = String::new();
-    std::fs::File::open(plan_file).and_then(|f| f.take(HANDOFF_BYTES_MAX).read_to_string(&mut text)).map_err(|e| {
-        anyhow::anyhow!("holon job sandboxed is started by holon job exec only ({}: {e})", plan_file.display())
-    })?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(plan_file)
+        .and_then(|f| f.take(HANDOFF_BYTES_MAX).read_to_string(&mut text))
+        .map_err(|e| {
+            anyhow::anyhow!("holon job sandboxed is started by holon job exec only ({}: {e})", plan_file.display())
+        })?;
     let _ = std::fs::remove_file(plan_file);
+    if sha256_hex(&text) != plan_sha256 {
+        errln!("holon: refused: the sandbox's plan was changed after holon job exec wrote it; the command did not run");
+        return Ok(exit::BAD_INPUT);
+    }
     let h: Handoff = serde_json::from_str(&text)?;
     let Some((program, args)) = argv.split_first() else { anyhow::bail!("no command to run") };
     if let Err(e) = kernel::restrict(&h.plan, &h.temp, h.level) {
@@ -373,14 +402,16 @@ fn wrap(
     let holon = std::env::current_exe()?;
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let mut words = vec![holon.display().to_string(), "job".into(), "exec".into(), job.name.clone()];
-    words.extend(["--state".to_owned(), root.display().to_string(), "--tool".to_owned(), tool.to_owned()]);
+    // Every value attached with `=`: a run id or a command that starts with `-` stays the
+    // option's value, never another option.
+    words.extend([format!("--state={}", root.display()), format!("--tool={tool}")]);
     if let Some(s) = scope_word(scope) {
-        words.extend(["--scope".to_owned(), s.to_owned()]);
+        words.push(format!("--scope={s}"));
     }
     if let Some(r) = run {
-        words.extend(["--run".to_owned(), r.to_owned()]);
+        words.push(format!("--run={r}"));
     }
-    words.extend(["--shell".to_owned(), command.to_owned()]);
+    words.push(format!("--shell={command}"));
     Ok(words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" "))
 }
 

@@ -322,6 +322,18 @@ pub fn parse(text: &str) -> Result<ToolCall, CallError> {
     from_value(&v)
 }
 
+/// Whether a call of `tool` (carrying a command or not) has its command judged: a shell
+/// tool, or a tool outside the table that carries a command (a shell by another name).
+/// `holon job exec` runs only calls judged so.
+pub fn judged_as_command(tool: &str, carries_command: bool) -> bool {
+    COMMAND_TOOLS.contains(&tool) || (!known_tool(tool) && carries_command)
+}
+
+/// Whether `tool` is in the table of tool families.
+fn known_tool(tool: &str) -> bool {
+    [COMMAND_TOOLS, READ_TOOLS, WRITE_TOOLS, LIST_TOOLS, SEARCH_TOOLS, FETCH_TOOLS].iter().any(|l| l.contains(&tool))
+}
+
 /// Normalises a call given as a JSON value.
 pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
     unambiguous(v, &["tool", "tool_name"])?;
@@ -335,12 +347,9 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
     let mut aspects = vec![Aspect::Tool(tool.clone())];
     let t = tool.as_str();
     let missing = |field| CallError::MissingArgument { tool: tool.clone(), field };
-    let known =
-        [COMMAND_TOOLS, READ_TOOLS, WRITE_TOOLS, LIST_TOOLS, SEARCH_TOOLS, FETCH_TOOLS].iter().any(|l| l.contains(&t));
-    // A tool outside the table that carries a command is a shell by another name; a
-    // command in a form we cannot read is refused whatever the tool.
+    // A command in a form we cannot read is refused whatever the tool.
     let command = command_line(t, args)?;
-    let is_command = COMMAND_TOOLS.contains(&t) || (!known && command.is_some());
+    let is_command = judged_as_command(t, command.is_some());
     let payload_cwd = string_arg(v, &["cwd"]);
     let runs_in = if is_command { command_cwd(t, args, payload_cwd)? } else { None };
     if is_command {
@@ -377,7 +386,7 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         let url = string_arg(args, &["url"]).ok_or_else(|| missing("url"))?;
         // A URL we cannot read a host from is judged by its text (it matches no host rule).
         aspects.push(Aspect::Host(shell::url_host(url).unwrap_or_else(|| url.to_owned())));
-    } else if !known {
+    } else if !known_tool(t) {
         // Any other tool (MCP, plugins) is judged by its name, and by what it names: a
         // URL's host, and a path as a write (it may write; a write rule also allows reads).
         if let Some(url) = string_arg(args, &["url", "uri"]) {

@@ -7,11 +7,12 @@
 //! ioctls, 6 signal and abstract-unix-socket scoping. A job needs [`LEVEL_REQUIRED`]; the
 //! plan is enforced in full from [`LEVEL_FULL`].
 
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 
 use super::Plan;
@@ -22,8 +23,9 @@ pub const LEVEL_REQUIRED: u8 = 4;
 /// The level from which every part of a plan is enforced (signal and abstract-socket
 /// scoping came with 6).
 pub const LEVEL_FULL: u8 = 6;
-/// Lowers the level holon sees (tests of the refusal; it can only lower it, and an
-/// unreadable value reads as no Landlock at all).
+/// Makes holon see a level below [`LEVEL_REQUIRED`] (tests of the refusal): it can only
+/// make `exec` refuse, never weaken a ruleset (a value at or above the required level is
+/// ignored; an unreadable one reads as no Landlock at all).
 pub const TEST_LEVEL_ENV: &str = "HOLON_TEST_LANDLOCK_ABI";
 
 fn abi(level: u8) -> ABI {
@@ -49,7 +51,11 @@ fn ruleset(level: u8) -> Result<RulesetCreated, RulesetError> {
 pub fn kernel_level() -> u8 {
     let probed = (1..=LEVEL_FULL).rev().find(|&n| ruleset(n).is_ok()).unwrap_or(0);
     match std::env::var(TEST_LEVEL_ENV) {
-        Ok(v) => v.trim().parse::<u8>().map_or(0, |t| t.min(probed)),
+        Ok(v) => match v.trim().parse::<u8>() {
+            Ok(t) if t >= LEVEL_REQUIRED => probed,
+            Ok(t) => t.min(probed),
+            Err(_) => 0,
+        },
         Err(_) => probed,
     }
 }
@@ -76,6 +82,8 @@ pub enum KernelError {
     Ruleset(#[from] RulesetError),
     #[error("the kernel enforced the Landlock ruleset only partly ({0:?})")]
     Partial(RulesetStatus),
+    #[error("{0} is not where the plan found it ({1}): it was moved or replaced by a link since")]
+    Moved(String, String),
 }
 
 /// Restricts this process, and every process it starts, to `plan` plus `temp` (a private
@@ -83,11 +91,15 @@ pub enum KernelError {
 /// program gains nothing. Irreversible: call it right before starting the command.
 pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> {
     let a = abi(level);
-    let read = plan.read.iter().map(|g| g.path.as_path());
-    let write = plan.write.iter().map(|g| g.path.as_path()).chain(std::iter::once(temp));
-    let mut created = ruleset(level)?
-        .add_rules(path_beneath_rules(read, AccessFs::from_read(a)))?
-        .add_rules(path_beneath_rules(write, AccessFs::from_all(a)))?;
+    let read = plan.read.iter().map(|g| (g.path.as_path(), AccessFs::from_read(a)));
+    let write =
+        plan.write.iter().map(|g| g.path.as_path()).chain(std::iter::once(temp)).map(|p| (p, AccessFs::from_all(a)));
+    let device = |w: bool| if w { AccessFs::from_all(a) } else { AccessFs::from_read(a) } & !AccessFs::IoctlDev;
+    let devices = plan.devices.iter().map(|(g, w)| (g.path.as_path(), device(*w)));
+    let mut created = ruleset(level)?;
+    for (path, access) in read.chain(write).chain(devices) {
+        created = created.add_rule(verified(path, access, a)?)?;
+    }
     if let Some(ports) = &plan.tcp_connect {
         for port in ports {
             created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
@@ -98,4 +110,20 @@ pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> 
         RulesetStatus::FullyEnforced => Ok(()),
         other => Err(KernelError::Partial(other)),
     }
+}
+
+/// The rule for `path`, opened once and held to be that very path (its descriptor's own
+/// name is read back): a rename or a link swapped in since the plan was compiled would
+/// otherwise move the grant somewhere the plan never checked (the state directory). A
+/// file gets a file's rights only.
+fn verified(path: &Path, access: BitFlags<AccessFs>, a: ABI) -> Result<PathBeneath<PathFd>, KernelError> {
+    let moved = |e: String| KernelError::Moved(path.display().to_string(), e);
+    let fd = PathFd::new(path).map_err(|e| moved(e.to_string()))?;
+    let own = PathBuf::from(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()));
+    let real = std::fs::read_link(&own).map_err(|e| moved(e.to_string()))?;
+    if real != path {
+        return Err(moved(format!("it is now {}", real.display())));
+    }
+    let dir = std::fs::metadata(&own).map_err(|e| moved(e.to_string()))?.is_dir();
+    Ok(PathBeneath::new(fd, if dir { access } else { access & AccessFs::from_file(a) }))
 }

@@ -19,11 +19,17 @@ pub mod kernel;
 
 /// Directories outside the workdir a command may read and run programs from, when the
 /// mandate's `sandbox.system_read` does not say otherwise.
+/// `/dev` is not in it: reading every device would let a job read other people's
+/// terminals (`/dev/pts/*`) and the disks; the devices a command needs are
+/// [`DEVICES_READ_WRITE`] and [`DEVICES_READ`].
 pub const SYSTEM_READ_DEFAULT: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/dev", "/run"];
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/run"];
 
-/// Device files every command may read and write (a terminal, the null device).
-pub const DEVICES_READ_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"];
+/// Device files every command may read and write, without device ioctls (no `TIOCSTI`
+/// into a terminal): the null device and its kin, and the command's own terminal.
+pub const DEVICES_READ_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// Device files every command may read.
+pub const DEVICES_READ: &[&str] = &["/dev/random", "/dev/urandom"];
 
 /// TCP ports a job with hosts may connect to: HTTP, HTTPS and DNS over TCP (Landlock
 /// tells ports apart, never host names), plus the explicit ports of the URLs its command
@@ -44,6 +50,10 @@ pub enum PlanError {
     NoWorkdir(String),
     #[error("the sandbox would grant more than {PLAN_PATHS_MAX} paths; merge rules into fewer directories")]
     TooManyPaths,
+    #[error(
+        "paths.write rule `{rule}` makes {dir} writable, and it holds holon's own program {exe}: a command could replace the program the next run is confined by. Install holon outside the job's write directories"
+    )]
+    HolonWritable { rule: String, dir: String, exe: String },
 }
 
 /// One hierarchy the kernel grants, and the rule it comes from.
@@ -68,6 +78,8 @@ pub struct Plan {
     pub read: Vec<Grant>,
     /// Every file access beneath these (create, write, truncate, remove, rename, link).
     pub write: Vec<Grant>,
+    /// Device files, each read and written (true) or only read, never with device ioctls.
+    pub devices: Vec<(Grant, bool)>,
     /// `None`: no TCP connect at all (`hosts: []`); else only these ports.
     pub tcp_connect: Option<Vec<u16>>,
     pub skipped: Vec<Skipped>,
@@ -136,12 +148,21 @@ impl Plan {
     pub fn compile(m: &JobMandate, state_dir: &Path) -> Result<Plan, PlanError> {
         let workdir = std::fs::canonicalize(&m.workdir).map_err(|_| PlanError::NoWorkdir(m.workdir.clone()))?;
         let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
-        let mut plan = Plan { read: Vec::new(), write: Vec::new(), tcp_connect: None, skipped: Vec::new(), state };
+        let mut plan = Plan {
+            read: Vec::new(),
+            write: Vec::new(),
+            devices: Vec::new(),
+            tcp_connect: None,
+            skipped: Vec::new(),
+            state,
+        };
         for (i, rule) in m.paths.write.iter().enumerate() {
             plan.grant_write(rule, &format!("paths.write[{i}]"), &workdir)?;
         }
         for (i, rule) in m.paths.read.iter().enumerate() {
-            plan.grant(rule, &format!("paths.read[{i}]"), hierarchy_of(rule, &workdir, true), false);
+            if let Some(dir) = plan.resolve_rule(rule, hierarchy_of(rule, &workdir, true)) {
+                plan.push(dir, &format!("paths.read[{i}]"), false);
+            }
         }
         match &m.sandbox {
             Some(s) => {
@@ -157,8 +178,11 @@ impl Plan {
                 }
             }
         }
-        for dev in DEVICES_READ_WRITE {
-            plan.grant(dev, "device", PathBuf::from(dev), true);
+        let devices = DEVICES_READ_WRITE.iter().map(|d| (d, true)).chain(DEVICES_READ.iter().map(|d| (d, false)));
+        for (dev, write) in devices {
+            if let Some(path) = plan.resolve(dev, PathBuf::from(dev)) {
+                plan.devices.push((Grant { path, why: "device".to_owned() }, write));
+            }
         }
         if !m.hosts.is_empty() {
             let mut ports: Vec<u16> = PORTS_WITH_HOSTS.iter().copied().chain(rule_ports(&m.commands)).collect();
@@ -166,14 +190,28 @@ impl Plan {
             ports.dedup();
             plan.tcp_connect = Some(ports);
         }
-        if plan.read.len() + plan.write.len() > PLAN_PATHS_MAX {
+        if plan.read.len() + plan.write.len() + plan.devices.len() > PLAN_PATHS_MAX {
             return Err(PlanError::TooManyPaths);
         }
         Ok(plan)
     }
 
+    /// Refuses the plan if a write grant holds `exe` (holon's own program): a command
+    /// could replace what confines the next one.
+    pub fn refuse_writable_program(&self, exe: &Path) -> Result<(), PlanError> {
+        let exe = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
+        match self.write.iter().find(|g| beneath(&exe, &g.path)) {
+            Some(g) => Err(PlanError::HolonWritable {
+                rule: g.why.clone(),
+                dir: g.path.display().to_string(),
+                exe: exe.display().to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn grant_write(&mut self, rule: &str, why: &str, workdir: &Path) -> Result<(), PlanError> {
-        let Some(dir) = self.resolve(rule, hierarchy_of(rule, workdir, false)) else { return Ok(()) };
+        let Some(dir) = self.resolve_rule(rule, hierarchy_of(rule, workdir, false)) else { return Ok(()) };
         if beneath(&self.state, &dir) {
             return Err(PlanError::StateWritable {
                 rule: rule.to_owned(),
@@ -190,6 +228,25 @@ impl Plan {
         }
         self.push(dir, why, true);
         Ok(())
+    }
+
+    /// Resolves a rule's hierarchy, which must be where the rule says: a symbolic link on
+    /// the way (one a confined command may have made: `mv reports x; ln -s /etc reports`)
+    /// would carry the grant beyond the rule's directory, so it is skipped and said.
+    fn resolve_rule(&mut self, rule: &str, path: PathBuf) -> Option<PathBuf> {
+        let resolved = self.resolve(rule, path.clone())?;
+        if resolved != path {
+            self.skipped.push(Skipped {
+                rule: rule.to_owned(),
+                reason: format!(
+                    "{} leads through a symbolic link to {}: access beneath it is denied (name the real directory in the rule)",
+                    path.display(),
+                    resolved.display()
+                ),
+            });
+            return None;
+        }
+        Some(resolved)
     }
 
     /// Resolves `path` (links followed, as the kernel sees it); a missing one is skipped.
@@ -228,13 +285,17 @@ impl Plan {
         for g in &self.read {
             out.push_str(&format!("  read beneath  {}  ({})\n", g.path.display(), g.why));
         }
+        for (g, write) in &self.devices {
+            let how = if *write { "read and write" } else { "read" };
+            out.push_str(&format!("  {how} the device {} (no device ioctls)\n", g.path.display()));
+        }
         out.push_str("  write beneath a private temporary directory made for the command (TMPDIR), removed after it\n");
         match &self.tcp_connect {
-            None => out.push_str("  network: no TCP connection and no TCP listening at all (hosts: [])\n"),
+            None => out.push_str("  network: no TCP connection and no bind to a TCP port (hosts: [])\n"),
             Some(ports) => {
                 let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
                 out.push_str(&format!(
-                    "  network: TCP connections to ports {} only, to any host (Landlock cannot tell host names apart; the check judges them); no TCP listening\n",
+                    "  network: TCP connections to ports {} only, to any host (Landlock cannot tell host names apart; the check judges them); no bind to a TCP port\n",
                     ports.join(", ")
                 ));
             }

@@ -47,9 +47,9 @@ fn rules_become_existing_hierarchies_and_missing_ones_are_said() {
     let d = scratch("plan");
     let m = mandate(&d.join("w"), &["**"], &["reports/*.md", "drafts/*.md"], &[], &[]);
     let plan = Plan::compile(&m, &d.join("state")).unwrap();
-    let rules = |p: &Plan| p.write.iter().filter(|g| g.why != "device").map(|g| g.path.clone()).collect::<Vec<_>>();
-    assert_eq!(rules(&plan), vec![d.join("w/reports")]);
-    assert!(plan.write.iter().any(|g| g.path == Path::new("/dev/null")));
+    assert_eq!(plan.write.iter().map(|g| g.path.clone()).collect::<Vec<_>>(), vec![d.join("w/reports")]);
+    assert!(plan.devices.iter().any(|(g, write)| g.path == Path::new("/dev/null") && *write));
+    assert!(!plan.read.iter().any(|g| g.path == Path::new("/dev")), "no device is read but the listed ones");
     assert!(plan.read.iter().any(|g| g.path == d.join("w") && g.why == "paths.read[0]"));
     assert!(plan.read.iter().any(|g| g.path == Path::new("/usr")));
     assert_eq!(plan.skipped.len(), 1, "{:?}", plan.skipped);
@@ -76,7 +76,7 @@ fn a_write_grant_holding_the_state_directory_refuses_the_plan() {
     let m = mandate(&d.join("w"), &[], &[".holon/jobs/*"], &[], &[]);
     std::fs::create_dir_all(d.join("w/.holon/jobs")).unwrap();
     let plan = Plan::compile(&m, &d.join("w/.holon")).unwrap();
-    assert!(plan.write.iter().all(|g| g.why == "device"), "{:?}", plan.write);
+    assert!(plan.write.is_empty(), "{:?}", plan.write);
     assert!(plan.skipped[0].reason.contains("never writable"));
 }
 
@@ -97,4 +97,28 @@ fn the_mandate_may_name_its_own_system_list() {
     assert!(plan.read.iter().any(|g| g.path == Path::new("/usr") && g.why == "sandbox.system_read[0]"));
     assert!(!plan.read.iter().any(|g| g.path == Path::new("/etc")), "only the mandate's list");
     assert!(plan.skipped.iter().any(|s| s.rule == "/nowhere"), "a missing path the mandate names is said");
+}
+
+#[test]
+fn a_rule_reached_through_a_link_is_not_granted() {
+    let d = scratch("link");
+    std::fs::create_dir_all(d.join("outside")).unwrap();
+    std::fs::remove_dir_all(d.join("w/reports")).unwrap();
+    std::os::unix::fs::symlink(d.join("outside"), d.join("w/reports")).unwrap();
+    let m = mandate(&d.join("w"), &["reports/**"], &["reports/*.md"], &[], &[]);
+    let plan = Plan::compile(&m, &d.join("state")).unwrap();
+    assert!(plan.write.is_empty() && !plan.read.iter().any(|g| g.path == d.join("outside")), "{plan:?}");
+    assert_eq!(plan.skipped.len(), 2, "{:?}", plan.skipped);
+    assert!(plan.skipped[0].reason.contains("symbolic link"), "{:?}", plan.skipped);
+}
+
+#[test]
+fn a_write_grant_holding_holon_refuses_the_plan() {
+    let d = scratch("exe");
+    std::fs::write(d.join("w/reports/holon"), "").unwrap();
+    let m = mandate(&d.join("w"), &[], &["reports/*.md"], &[], &[]);
+    let plan = Plan::compile(&m, &d.join("state")).unwrap();
+    let err = plan.refuse_writable_program(&d.join("w/reports/holon")).unwrap_err();
+    assert!(matches!(err, PlanError::HolonWritable { .. }), "{err}");
+    assert!(plan.refuse_writable_program(Path::new("/usr/bin/true")).is_ok());
 }

@@ -23,11 +23,14 @@ enum Effects {
     None,
 }
 
-/// A decision and the approved version (number, mandate) it was made against.
+/// A decision, the approved version (number, mandate) it was made against, and whether the
+/// job was observing (an allowed call without a version is not always observe mode: the
+/// exempt tool, a person's scope on a job that does not exist).
 #[derive(Debug)]
 pub struct Judged {
     pub decision: Decision,
     pub active: Option<(u32, JobMandate)>,
+    pub observing: bool,
 }
 
 impl Job {
@@ -52,7 +55,7 @@ impl Job {
     fn judge(&self, call_text: &str, run: Option<&str>, scope: Scope, ask: bool, effects: Effects) -> Judged {
         let call = call::parse(call_text);
         if call.as_ref().is_ok_and(|c| c.tool == EXEMPT_TOOL) {
-            return Judged { decision: Decision::allow(), active: None };
+            return Judged { decision: Decision::allow(), active: None, observing: false };
         }
         let run = match &call {
             Ok(c) => c.run_id(run),
@@ -79,6 +82,7 @@ impl Job {
             Ok(m) if m.mode == Mode::Observe => StateView::Observe,
             Ok(_) => return self.enforce(call, run, scope, ask_interactive, effects),
         };
+        let observing = matches!(view, StateView::Observe);
         let decision = match (decide(call.as_ref(), &view, scope), call) {
             (Outcome::Observe, Ok(call)) => {
                 if effects == Effects::Record {
@@ -91,7 +95,7 @@ impl Job {
             (Outcome::Block { family, reason, .. }, _) => Decision::block(family, reason),
             _ => Decision::allow(),
         };
-        Judged { decision, active: None }
+        Judged { decision, active: None, observing }
     }
 
     /// Enforce mode: everything is read and the write count updated under the lock.
@@ -150,7 +154,7 @@ impl Job {
                 Outcome::Block { family, reason, .. } => Decision::block(family, reason),
                 _ => Decision::allow(),
             };
-            return Judged { decision, active };
+            return Judged { decision, active, observing: false };
         }
         let decision = match outcome {
             Outcome::Allow { writes } if writes > 0 => {
@@ -179,7 +183,7 @@ impl Job {
                 self.record_drift(call.as_ref().ok(), run, d, &failures, scope, ask)
             }
         };
-        Judged { decision, active }
+        Judged { decision, active, observing: false }
     }
 
     fn record_drift(
