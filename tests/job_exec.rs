@@ -21,6 +21,28 @@ use common::job_state::output_of;
 
 const JOB: &str = "j";
 
+/// holon as a file of its own: cargo's `target/debug/holon` is a second hard link of
+/// `deps/holon-<hash>`, and `exec` refuses a linked program beside a write grant on its
+/// file system. One copy per build, replaced when the build changes.
+fn holon_bin() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let built = Path::new(env!("CARGO_BIN_EXE_holon"));
+        let meta = std::fs::metadata(built).unwrap();
+        let stamp = format!("{}-{:?}", meta.len(), meta.modified().unwrap());
+        let dir = std::env::temp_dir().join("holon-exec-test-bin");
+        let bin = dir.join("holon");
+        if std::fs::read_to_string(dir.join("stamp")).ok().as_deref() != Some(stamp.as_str()) {
+            std::fs::create_dir_all(&dir).unwrap();
+            let fresh = dir.join(format!("holon-{}", std::process::id()));
+            std::fs::copy(built, &fresh).unwrap();
+            std::fs::rename(&fresh, &bin).unwrap();
+            std::fs::write(dir.join("stamp"), &stamp).unwrap();
+        }
+        bin
+    })
+}
+
 struct Fixture {
     base: PathBuf,
     work: PathBuf,
@@ -46,7 +68,7 @@ impl Fixture {
 
     /// `holon job --state STATE ARGS` in the workdir, with `env`: (code, stdout, stderr).
     fn holon(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_holon"));
+        let mut cmd = Command::new(holon_bin());
         cmd.arg("job").arg("--state").arg(&self.state).args(args);
         self.run(cmd, stdin, env)
     }
@@ -328,7 +350,7 @@ fn the_kernel_holds_where_the_check_is_fooled() {
     let driver = format!(
         "cd {} && while IFS= read -r -d '' line; do timeout 60 {} job --state {} exec {JOB} --run r1 --scope cron --shell \"$line\" </dev/null >/dev/null 2>>{}/tmp/answers || true; done < {}",
         f.work.display(),
-        env!("CARGO_BIN_EXE_holon"),
+        holon_bin().display(),
         f.state.display(),
         f.base.display(),
         list.display()
@@ -415,7 +437,7 @@ fn the_hook_recipe_of_the_docs_confines_shell_calls() {
     assert_eq!(hook["matcher"], "*");
     let command = hook["hooks"][0]["command"].as_str().unwrap().to_owned();
     let f = Fixture::new("hook");
-    let bin = Path::new(env!("CARGO_BIN_EXE_holon")).parent().unwrap().display().to_string();
+    let bin = holon_bin().parent().unwrap().display().to_string();
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     let state = f.state.display().to_string();
     let env = [("PATH", path.as_str()), ("HOLON_STATE", state.as_str())];
@@ -506,7 +528,7 @@ fn sandboxed(f: &Fixture, plan: &Value, sha: Option<&str>, line: &str) -> (i32, 
     let file = f.base.join("tmp/plan.json");
     std::fs::write(&file, &text).unwrap();
     let sha = sha.map_or_else(|| holon::job::state::sha256_hex(&text), str::to_owned);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_holon"));
+    let mut c = Command::new(holon_bin());
     c.args(["job", "sandboxed", "--plan"]).arg(&file).args(["--plan-sha256", &sha, "--", "bash", "-c", line]);
     f.run(c, "", &[])
 }
@@ -634,4 +656,47 @@ fn the_test_level_cannot_weaken_a_ruleset() {
     }
     let (_, status, _) = f.holon(&["status", JOB], "", &[]);
     assert!(status.contains("confined, full"), "{status}");
+}
+
+/// A hard link of holon's program can be beneath a write grant without its path showing
+/// it: a program with more than one link is refused beside a write grant on its file system.
+#[test]
+fn a_linked_holon_beside_a_write_grant_is_refused() {
+    let f = Fixture::new("linked");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::create_dir_all(f.base.join("bin")).unwrap();
+    let own = f.base.join("bin/holon");
+    std::fs::copy(holon_bin(), &own).unwrap();
+    std::fs::hard_link(&own, f.base.join("bin/second-link")).unwrap();
+    std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
+    let mut c = Command::new(&own);
+    c.args(["job", "--state"]).arg(&f.state).args([
+        "exec",
+        JOB,
+        "--run",
+        "r1",
+        "--scope",
+        "cron",
+        "--shell",
+        "bash ./attack.sh",
+    ]);
+    let (code, _, err) = f.run(c, "", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hard links"), "{err}");
+}
+
+/// The command's private temporary directory (and the plan `exec` writes there) lies in
+/// the state directory, where no confined command can plant a link for `exec` to follow.
+#[test]
+fn the_private_temporary_directory_is_in_the_state() {
+    require_landlock();
+    let f = Fixture::new("temp");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::write(f.work.join("attack.sh"), "echo \"$TMPDIR\"; echo x > \"$TMPDIR/own\" && echo wrote\n").unwrap();
+    let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let tmp = out.lines().next().unwrap();
+    assert!(tmp.starts_with(&format!("{}/tmp/holon-exec-", f.state.display())), "{out}");
+    assert!(out.contains("wrote"), "the command writes its own temporary directory: {out}");
+    assert!(!Path::new(tmp).exists(), "removed after the command");
 }

@@ -189,7 +189,7 @@ fn confined(
             "holon: warning: the confinement could not be recorded ({e}); `holon job status` will not show this command"
         );
     }
-    let temp = match private_temp() {
+    let temp = match private_temp(&job.root()) {
         Ok(t) => t,
         Err(e) => return refuse(format!("no private temporary directory ({e})")),
     };
@@ -201,7 +201,7 @@ fn confined(
     let plan_file = temp.join(HANDOFF_FILE);
     let written = serde_json::to_string(&Handoff { plan, temp: temp.clone(), level })
         .map_err(|e| e.to_string())
-        .and_then(|text| std::fs::write(&plan_file, &text).map(|()| sha256_hex(&text)).map_err(|e| e.to_string()));
+        .and_then(|text| write_new(&plan_file, &text).map(|()| sha256_hex(&text)).map_err(|e| e.to_string()));
     let code = match written {
         Ok(sha) => {
             let mut child = vec![holon.display().to_string(), "job".to_owned(), "sandboxed".to_owned()];
@@ -217,6 +217,18 @@ fn confined(
     };
     let _ = std::fs::remove_dir_all(&temp);
     Ok(code)
+}
+
+/// Writes `text` to a file that must not exist yet (no link followed, none replaced).
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
 }
 
 /// What `holon job exec` hands the child that confines itself.
@@ -278,9 +290,14 @@ fn missing_kernel(level: u8) -> String {
 }
 
 /// A directory only this command writes in (its TMPDIR), removed after it.
-fn private_temp() -> std::io::Result<PathBuf> {
+/// It lies in the state directory's `tmp/`, which no confined command of its jobs can
+/// write: one beneath another job's `/tmp/**` grant could be raced (a link planted where
+/// `exec` writes the plan would make this unconfined process overwrite its target).
+fn private_temp(root: &Path) -> std::io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!("holon-exec-{}-{nanos}", std::process::id()));
+    let parent = root.join("tmp");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&parent)?;
+    let dir = parent.join(format!("holon-exec-{}-{nanos}", std::process::id()));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     std::fs::canonicalize(&dir)
 }

@@ -54,6 +54,10 @@ pub enum PlanError {
         "paths.write rule `{rule}` makes {dir} writable, and it holds holon's own program {exe}: a command could replace the program the next run is confined by. Install holon outside the job's write directories"
     )]
     HolonWritable { rule: String, dir: String, exe: String },
+    #[error(
+        "holon's own program {exe} has {links} hard links and lies on the file system of the write directory {dir} (`{rule}`): a link beneath it would let a command replace the program. Install holon as a file of its own (cargo install --locked --path .)"
+    )]
+    HolonLinked { rule: String, dir: String, exe: String, links: u64 },
 }
 
 /// One hierarchy the kernel grants, and the rule it comes from.
@@ -167,6 +171,13 @@ impl Plan {
         match &m.sandbox {
             Some(s) => {
                 for (i, dir) in s.system_read.iter().enumerate() {
+                    // Beneath a write grant, a command could replace it by a link for the
+                    // next run: not granted.
+                    if let Some(g) = plan.write.iter().find(|g| beneath(Path::new(dir), &g.path)) {
+                        let reason = format!("it lies beneath the write directory {}", g.path.display());
+                        plan.skipped.push(Skipped { rule: dir.clone(), reason });
+                        continue;
+                    }
                     plan.grant(dir, &format!("sandbox.system_read[{i}]"), PathBuf::from(dir), false);
                 }
             }
@@ -198,16 +209,34 @@ impl Plan {
 
     /// Refuses the plan if a write grant holds `exe` (holon's own program): a command
     /// could replace what confines the next one.
+    /// A hard link of it can be anywhere on its file system: a program with more than one
+    /// link is refused beside a write grant on the same file system.
     pub fn refuse_writable_program(&self, exe: &Path) -> Result<(), PlanError> {
+        use std::os::unix::fs::MetadataExt;
         let exe = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
-        match self.write.iter().find(|g| beneath(&exe, &g.path)) {
-            Some(g) => Err(PlanError::HolonWritable {
+        let shown = exe.display().to_string();
+        if let Some(g) = self.write.iter().find(|g| beneath(&exe, &g.path)) {
+            return Err(PlanError::HolonWritable {
                 rule: g.why.clone(),
                 dir: g.path.display().to_string(),
-                exe: exe.display().to_string(),
-            }),
-            None => Ok(()),
+                exe: shown,
+            });
         }
+        // Unreadable metadata is taken as the worst case: linked, on every file system.
+        let program = std::fs::metadata(&exe).map(|m| (m.nlink(), Some(m.dev()))).unwrap_or((u64::MAX, None));
+        if program.0 > 1 {
+            let same_fs =
+                |g: &&Grant| std::fs::metadata(&g.path).map_or(true, |m| program.1.is_none_or(|d| d == m.dev()));
+            if let Some(g) = self.write.iter().find(same_fs) {
+                return Err(PlanError::HolonLinked {
+                    rule: g.why.clone(),
+                    dir: g.path.display().to_string(),
+                    exe: shown,
+                    links: program.0,
+                });
+            }
+        }
+        Ok(())
     }
 
     fn grant_write(&mut self, rule: &str, why: &str, workdir: &Path) -> Result<(), PlanError> {
@@ -289,7 +318,7 @@ impl Plan {
             let how = if *write { "read and write" } else { "read" };
             out.push_str(&format!("  {how} the device {} (no device ioctls)\n", g.path.display()));
         }
-        out.push_str("  write beneath a private temporary directory made for the command (TMPDIR), removed after it\n");
+        out.push_str("  write beneath a private temporary directory made for the command in the state's tmp/ (TMPDIR), removed after it\n");
         match &self.tcp_connect {
             None => out.push_str("  network: no TCP connection and no bind to a TCP port (hosts: [])\n"),
             Some(ports) => {
