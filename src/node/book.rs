@@ -50,6 +50,17 @@ impl GiveBackFrom {
     }
 }
 
+/// One give-back owed: withdrawn from the ledger's allowance, not yet given back. The id
+/// ties what a plan took to the entry it took it from, so a plan committed late (a flush
+/// sent again after its answer was lost) takes only what it planned, never the give-backs
+/// recorded since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owed {
+    id: u64,
+    from: GiveBackFrom,
+    micros: u64,
+}
+
 /// The leases of one mandate and what is still to be flushed.
 #[derive(Debug, Default)]
 pub(crate) struct Book {
@@ -62,7 +73,9 @@ pub(crate) struct Book {
     /// next must not be flushed again.
     prepaid_micros: u64,
     /// Withdrawn from the ledger's allowance and not yet given back to the store.
-    give_back: Vec<(GiveBackFrom, u64)>,
+    give_back: Vec<Owed>,
+    /// The id of the next give-back recorded.
+    next_owed_id: u64,
 }
 
 /// What one flush will do for a mandate, applied by [`Book::commit`] once the store
@@ -72,7 +85,8 @@ pub(crate) struct Plan {
     pub(crate) entries: Vec<FlushEntry>,
     settled_now_micros: u64,
     prepaid_used_micros: u64,
-    give_back_left: Vec<(GiveBackFrom, u64)>,
+    /// What this flush gives back of each owed give-back (by its id).
+    give_back_taken: Vec<(u64, u64)>,
     /// Settled amounts no lease could take (none should exist; kept for the next flush).
     unassigned_micros: u64,
 }
@@ -114,23 +128,30 @@ impl Book {
     /// Records `micros` withdrawn from the ledger's allowance, to give back.
     pub(crate) fn give_back(&mut self, from: GiveBackFrom, micros: u64) {
         if micros > 0 {
-            self.give_back.push((from, micros));
+            self.give_back.push(Owed { id: self.next_owed_id, from, micros });
+            self.next_owed_id += 1;
         }
+    }
+
+    /// Micro-units withdrawn and still to be given back.
+    #[cfg(all(test, not(holon_loom)))]
+    pub(crate) fn owed_micros(&self) -> u64 {
+        self.give_back.iter().map(|o| o.micros).sum()
     }
 
     /// Lets every give-back still owed come from any lease (a drain with nothing
     /// reserved: see [`GiveBackFrom::Any`]).
     pub(crate) fn owe_anywhere(&mut self) {
-        let owed: u64 = self.give_back.iter().map(|(_, m)| *m).sum();
-        self.give_back.clear();
-        self.give_back(GiveBackFrom::Any, owed);
+        for owed in &mut self.give_back {
+            owed.from = GiveBackFrom::Any;
+        }
     }
 
     /// Lets every give-back owed from leases of days before some day come from leases of
     /// days before `day` instead (a later day: more leases qualify, none less safely).
     pub(crate) fn owe_before(&mut self, day: u64) {
-        for (from, _) in &mut self.give_back {
-            if let GiveBackFrom::Before(d) = from
+        for owed in &mut self.give_back {
+            if let GiveBackFrom::Before(d) = &mut owed.from
                 && *d < day
             {
                 *d = day;
@@ -183,14 +204,14 @@ impl Book {
         let mut to_settle = fresh - prepaid_used;
         // Give-backs first (they were withdrawn from the allowance: no call can use them),
         // newest lease first, so settles (oldest first) and give-backs meet in the middle.
-        let mut give_back_left = Vec::new();
-        for (from, micros) in &self.give_back {
-            let mut left = *micros;
+        let mut give_back_taken = Vec::new();
+        for owed in &self.give_back {
+            let mut left = owed.micros;
             for (held, entry) in rest.iter_mut().zip(entries.iter_mut()).rev() {
                 if left == 0 {
                     break;
                 }
-                if !from.takes(held.day) {
+                if !owed.from.takes(held.day) {
                     continue;
                 }
                 let take = left.min(held.outstanding_micros);
@@ -198,8 +219,8 @@ impl Book {
                 entry.give_back_micros += take;
                 left -= take;
             }
-            if left > 0 {
-                give_back_left.push((*from, left));
+            if left < owed.micros {
+                give_back_taken.push((owed.id, owed.micros - left));
             }
         }
         for (held, entry) in rest.iter_mut().zip(entries.iter_mut()) {
@@ -217,7 +238,7 @@ impl Book {
             entries,
             settled_now_micros,
             prepaid_used_micros: prepaid_used,
-            give_back_left,
+            give_back_taken,
             unassigned_micros: to_settle,
         }
     }
@@ -258,7 +279,16 @@ impl Book {
         // What no lease could take stays to be flushed: the settled figure seen moves only
         // by what was assigned.
         self.settled_seen_micros = plan.settled_now_micros.saturating_sub(plan.unassigned_micros);
-        self.give_back = plan.give_back_left;
+        // Only what this plan gave back is paid: a give-back recorded after the plan was
+        // made (while its flush waited to be sent again) is still owed.
+        for (id, taken) in plan.give_back_taken {
+            let owed = self.give_back.iter_mut().find(|o| o.id == id);
+            debug_assert!(owed.as_ref().is_some_and(|o| o.micros >= taken), "a plan pays only what is owed");
+            if let Some(owed) = owed {
+                owed.micros = owed.micros.saturating_sub(taken);
+            }
+        }
+        self.give_back.retain(|o| o.micros > 0);
         done
     }
 }
@@ -334,6 +364,30 @@ mod tests {
         book.commit(plan, &outcomes);
         assert_eq!(book.prepaid_micros(), 0);
         assert_eq!(book.outstanding_micros(), 70);
+    }
+
+    /// A flush whose answer was lost is committed later, as it was planned: the give-back
+    /// withdrawn after it was planned is still owed. Before the fix the late commit replaced
+    /// the owed list with what was left at its planning, and the later give-back was lost
+    /// (withdrawn from the allowance, never given back: stranded until a reconcile counted
+    /// it as spent; `gateway_nodes_on_postgres` left 120 of a lease so, 3 runs of 3).
+    #[test]
+    fn a_late_committed_plan_pays_only_what_it_planned() {
+        let mut book = Book::default();
+        book.add(&lease(1, 100), Some(10));
+        book.give_back(GiveBackFrom::Day(Some(10)), 30);
+        let late = book.plan(20, None);
+        book.give_back(GiveBackFrom::Day(Some(10)), 25);
+        book.owe_anywhere();
+        let outcomes = open(&late);
+        book.commit(late, &outcomes);
+        assert_eq!(book.outstanding_micros(), 50);
+        assert_eq!(book.owed_micros(), 25, "the give-back recorded after the plan is still owed");
+        let next = book.plan(20, None);
+        assert_eq!(next.give_back_micros(), 25);
+        let outcomes = open(&next);
+        book.commit(next, &outcomes);
+        assert_eq!((book.outstanding_micros(), book.owed_micros()), (25, 0));
     }
 
     #[test]
