@@ -9,7 +9,7 @@ use super::NodeError;
 use super::book::{GiveBackFrom, Plan};
 use super::cycle::Runner;
 use crate::engine::internals::StoreState;
-use crate::store::{FLUSH_ENTRIES_MAX, StoreError};
+use crate::store::{FLUSH_ENTRIES_MAX, FlushOutcome, LeaseState, StoreError};
 
 impl Runner {
     /// One group commit of every mandate's settled amounts and give-backs, renewing every
@@ -19,7 +19,7 @@ impl Runner {
         // have committed it (the answer was lost), and its entries say what each lease held
         // before, so a second application moves nothing (`expect_outstanding_micros`).
         if let Some(batch) = self.replay.take()
-            && !self.commit(batch)
+            && !self.commit(batch, true)
         {
             return false;
         }
@@ -42,7 +42,7 @@ impl Runner {
         let mut committed = true;
         for (ix, plan) in plans {
             if entries + plan.entries.len() > FLUSH_ENTRIES_MAX && !batch.is_empty() {
-                committed = self.commit(std::mem::take(&mut batch));
+                committed = self.commit(std::mem::take(&mut batch), false);
                 entries = 0;
                 if !committed {
                     break;
@@ -52,7 +52,7 @@ impl Runner {
             batch.push((ix, plan));
         }
         if committed && !batch.is_empty() {
-            committed = self.commit(batch);
+            committed = self.commit(batch, false);
         }
         // A renewal that failed is tried again at the next flush, not a third of a time to
         // live later.
@@ -68,12 +68,40 @@ impl Runner {
         committed
     }
 
-    fn commit(&mut self, batch: Vec<(usize, Plan)>) -> bool {
-        let entries: Vec<_> = batch.iter().flat_map(|(_, plan)| plan.entries.iter().copied()).collect();
-        let result = self.store.flush(&self.config.node, &entries, self.unix());
+    /// Sends one batch (`replay`: a batch sent before, whose answer was lost) and applies
+    /// it to the books once the store committed it.
+    fn commit(&mut self, batch: Vec<(usize, Plan)>, replay: bool) -> bool {
+        // Leases this batch closed when it was first sent, which the store has purged since
+        // (a closed lease is kept `CLOSED_LEASE_KEEP_S` after its close): only a closing
+        // entry of this node removes a lease from the store, and the node still holds the
+        // lease, so the closing entry is this one. They are left out and taken as closed.
+        let mut purged: Vec<u64> = Vec::new();
+        let result = loop {
+            let entries: Vec<_> = batch
+                .iter()
+                .flat_map(|(_, plan)| plan.entries.iter().copied())
+                .filter(|e| !purged.contains(&e.lease))
+                .collect();
+            let result = if entries.is_empty() {
+                Ok(Vec::new())
+            } else {
+                self.store.flush(&self.config.node, &entries, self.unix())
+            };
+            match result {
+                Err(StoreError::UnknownLease(id)) if replay && entries.iter().any(|e| e.lease == id && e.close) => {
+                    purged.push(id);
+                }
+                other => break other,
+            }
+        };
         let outcomes = match result {
-            Ok(outcomes) => {
+            Ok(mut outcomes) => {
                 let _ = self.answered(usize::MAX, None);
+                outcomes.extend(purged.iter().map(|&lease| FlushOutcome {
+                    lease,
+                    state: LeaseState::Closed,
+                    outstanding_micros: 0,
+                }));
                 outcomes
             }
             // Maybe written, maybe not (the answer to a commit can be lost): the same batch

@@ -212,6 +212,11 @@ pub(crate) fn flush(
     lease.settled_micros = lease.settled_micros.checked_add(entry.settle_micros).ok_or(EscrowError::Overflow)?;
     if entry.close && outstanding == 0 {
         lease.state = LeaseState::Closed;
+        // Kept `CLOSED_LEASE_KEEP_S` from its close, not only from its expiry: a lease
+        // closed past its time to live (its node renewed nothing while the store was away)
+        // was otherwise purged at once, and the closing flush, sent again because its
+        // answer was lost, found no lease and stopped its node's flushes for good.
+        lease.expires_unix = lease.expires_unix.max(now_unix);
     } else if let Some(ttl_s) = entry.renew_ttl_s {
         // Never shortened (a node clock that went back must not expire a live lease).
         lease.expires_unix = lease.expires_unix.max(now_unix.saturating_add_unsigned(ttl_s));
