@@ -94,14 +94,21 @@ impl CommandMatcher {
         match (self, aspect) {
             (CommandMatcher::Exact(t), Aspect::Opaque(text)) => t == text,
             (CommandMatcher::Rule { env, head, subcommand, flags, any_flags, args }, Aspect::Command(c)) => {
-                let spec = crate::job::shell::kinds::spec_of(head, subcommand.as_deref());
+                if head != &c.head || subcommand != &c.subcommand {
+                    return false;
+                }
                 // `-*` allows only switches that take no value and change no file, host or
-                // program; a command outside the table has none it could allow.
-                let plain =
-                    |f: &String| *any_flags && spec.and_then(|s| s.by_spelling(f)).is_some_and(|o| o.is_plain_switch());
-                head == &c.head
-                    && subcommand == &c.subcommand
-                    && c.flags.iter().all(|f| flags.contains(f) || plain(f))
+                // program; a command outside the table has none it could allow. The table
+                // is looked up only for a flag the rule does not name (once per call).
+                let mut spec = None;
+                let mut plain = |f: &String| {
+                    *any_flags
+                        && spec
+                            .get_or_insert_with(|| crate::job::shell::kinds::spec_of(head, subcommand.as_deref()))
+                            .and_then(|s| s.by_spelling(f))
+                            .is_some_and(|o| o.is_plain_switch())
+                };
+                c.flags.iter().all(|f| flags.contains(f) || plain(f))
                     && c.env.iter().all(|e| env.contains(e))
                     && args_match(args, &c.args)
             }
