@@ -9,13 +9,16 @@
 //! Keys are the authenticated principal's (a gateway's and an account's never meet), kept
 //! in the ledger store next to the held calls (`store::keys`): they survive a restart, and
 //! a retry that lands on another server of the same store behaves the same. A key is
-//! claimed in the store before anything changes, and the request then runs in a task of
-//! its own, to its end, whatever happens to the connection: its answer is kept for the
-//! retry. An answer that says nothing happened and to retry (a 5xx, or a decision denied
-//! only for want of a lease or of the store) is not kept: the key is let go.
+//! claimed in the store before anything changes, and the request then runs to its end
+//! whatever happens to the connection (in a task of its own once its client has gone): its
+//! answer is kept for the retry. An answer that says nothing happened and to retry (a 5xx,
+//! or a decision denied only for want of a lease or of the store) is not kept: the key is
+//! let go.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use axum::http::HeaderMap;
 use holon::store::{KeyAnswer, KeyClaim, KeyState, keys::KEY_BYTES_MAX};
@@ -34,7 +37,7 @@ pub(crate) const KEEP_S: u64 = 86_400;
 pub(crate) const KEYS_MAX: u64 = 100_000;
 /// Default request header Envoy's `Check` is keyed by (Envoy keeps it across retries).
 pub(crate) const CHECK_HEADER: &str = "x-request-id";
-/// Keyed requests running at once (each in a task of its own); more get a 503.
+/// Keyed requests running at once (each to its end, whatever its client does); more get a 503.
 pub(crate) const KEYED_TASKS_MAX: usize = 4_096;
 /// How often the reaper prunes the store's keys, in seconds.
 pub(crate) const PRUNE_S: u64 = 10;
@@ -99,6 +102,35 @@ pub(crate) fn decision_answer(result: Result<super::wire::DecisionBody, Refusal>
     answer
 }
 
+/// A future polled in place, by the request's own task, that finishes in a task of its own
+/// if it is dropped before its end (the request timed out, its connection closed). A task
+/// of its own from the start cost every keyed request a spawn and, with the runtime's
+/// workers on one core, a wait for the worker that stole it to be scheduled.
+struct ToItsEnd<T: Send + 'static>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
+
+impl<T: Send + 'static> Future for ToItsEnd<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(future) = self.0.as_mut() else { return Poll::Pending };
+        let out = ready!(future.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<T: Send + 'static> Drop for ToItsEnd<T> {
+    fn drop(&mut self) {
+        // Not while unwinding: a future that panicked cannot go on.
+        if let Some(future) = self.0.take()
+            && !std::thread::panicking()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            drop(runtime.spawn(future));
+        }
+    }
+}
+
 /// An answer and whether it was the first request's, replayed.
 #[derive(Debug, Clone)]
 pub(crate) struct Answered {
@@ -140,16 +172,13 @@ impl Service {
             let busy = format!("{KEYED_TASKS_MAX} requests with an Idempotency-Key are running already; retry shortly");
             return Answered { answer: Answer::refusal(Refusal::new(503, busy)), replayed: false };
         };
-        // Its own task: it runs to its end (and keeps its answer) even if the request that
-        // started it times out or its connection closes.
-        let task = tokio::spawn(async move {
+        // It runs to its end (and keeps its answer) even if the request that started it
+        // times out or its connection closes: then in a task of its own.
+        ToItsEnd(Some(Box::pin(async move {
             let _permit = permit;
             self.keyed_now(scope, key, digest, run).await
-        });
-        task.await.unwrap_or_else(|e| Answered {
-            answer: Answer::refusal(Refusal::new(503, format!("the request's task ended without an answer: {e}"))),
-            replayed: false,
-        })
+        })))
+        .await
     }
 
     async fn keyed_now<F>(&'static self, scope: String, key: String, digest: String, run: F) -> Answered
@@ -240,6 +269,27 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keyed_request_dropped_before_its_end_finishes_in_a_task_of_its_own() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (go, gone) = tokio::sync::oneshot::channel::<()>();
+            let (done, finished) = tokio::sync::oneshot::channel();
+            let mut request = ToItsEnd(Some(Box::pin(async move {
+                let _ = gone.await;
+                let _ = done.send("answer kept");
+            })));
+            let first = tokio::time::timeout(std::time::Duration::from_millis(1), &mut request).await;
+            assert!(first.is_err(), "still waiting");
+            drop(request);
+            go.send(()).unwrap();
+            let end = tokio::time::timeout(std::time::Duration::from_secs(60), finished).await;
+            assert_eq!(end.unwrap().unwrap(), "answer kept");
+            let answered = ToItsEnd(Some(Box::pin(async { 7 }))).await;
+            assert_eq!(answered, 7, "in place when nothing drops it");
+        });
+    }
 
     #[test]
     fn a_key_is_read_strictly_and_a_request_digest_covers_every_part() {
