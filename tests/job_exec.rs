@@ -103,6 +103,15 @@ impl Fixture {
         assert_eq!(code, 0, "{err}");
     }
 
+    /// `exec --shell LINE` in cron scope, run by `program` (a copy of holon's program).
+    fn exec_as(&self, program: &Path, line: &str) -> (i32, String, String) {
+        let mut c = Command::new(program);
+        c.args(["job", "--state"])
+            .arg(&self.state)
+            .args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", line]);
+        self.run(c, "", &[])
+    }
+
     fn exec(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         let mut all = vec!["exec", JOB, "--run", "r1", "--scope", "cron"];
         all.extend_from_slice(args);
@@ -624,19 +633,8 @@ fn holon_beneath_a_write_grant_is_refused() {
     f.approve(SCRIPT_MANDATE);
     let copy = f.work.join("reports/holon");
     std::fs::copy(env!("CARGO_BIN_EXE_holon"), &copy).unwrap();
-    let mut c = Command::new(&copy);
     std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
-    c.args(["job", "--state"]).arg(&f.state).args([
-        "exec",
-        JOB,
-        "--run",
-        "r1",
-        "--scope",
-        "cron",
-        "--shell",
-        "bash ./attack.sh",
-    ]);
-    let (code, _, err) = f.run(c, "", &[]);
+    let (code, _, err) = f.exec_as(&copy, "bash ./attack.sh");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holon's own program"), "{err}");
 }
@@ -669,18 +667,7 @@ fn a_linked_holon_beside_a_write_grant_is_refused() {
     std::fs::copy(holon_bin(), &own).unwrap();
     std::fs::hard_link(&own, f.base.join("bin/second-link")).unwrap();
     std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
-    let mut c = Command::new(&own);
-    c.args(["job", "--state"]).arg(&f.state).args([
-        "exec",
-        JOB,
-        "--run",
-        "r1",
-        "--scope",
-        "cron",
-        "--shell",
-        "bash ./attack.sh",
-    ]);
-    let (code, _, err) = f.run(c, "", &[]);
+    let (code, _, err) = f.exec_as(&own, "bash ./attack.sh");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("hard links"), "{err}");
 }
