@@ -20,13 +20,29 @@ fn mandate(workdir: &Path, read: &[&str], write: &[&str], hosts: &[&str], comman
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
+/// A test's directory, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("holon-sandbox-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(d.join("w/reports/2026")).unwrap();
     std::fs::create_dir_all(d.join("state")).unwrap();
     std::fs::write(d.join("w/notes.txt"), "n").unwrap();
-    std::fs::canonicalize(d).unwrap()
+    Scratch(std::fs::canonicalize(d).unwrap())
 }
 
 #[test]
