@@ -92,8 +92,10 @@ impl Fixture {
     fn approve(&self, body: &str) {
         let call = format!(r#"{{"tool":"terminal","args":{{"command":"ls"}},"cwd":"{}"}}"#, self.work.display());
         let w = self.work.display().to_string();
-        assert_eq!(self.holon(&["observe", JOB, "--run", "r0", "--workdir", &w], &(call + "\n"), &[]).0, 0);
-        assert_eq!(self.holon(&["propose", JOB], "", &[]).0, 0);
+        let (code, _, err) = self.holon(&["observe", JOB, "--run", "r0", "--workdir", &w], &(call + "\n"), &[]);
+        assert_eq!(code, 0, "{err}");
+        let (code, _, err) = self.holon(&["propose", JOB], "", &[]);
+        assert_eq!(code, 0, "{err}");
         let text = format!(
             "mandate: 1\njob: \"{JOB}\"\nworkdir: {}\nobserved_runs: 1\n{body}",
             serde_json::to_string(&w).unwrap()
