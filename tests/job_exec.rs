@@ -155,10 +155,16 @@ fn all_files(dir: &Path, skip: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
     files
 }
 
+/// Probes the kernel once per test binary: tests run in parallel, and a fixture of one name
+/// per call was removed by one test while another used it (`no job j` in a loaded run).
 fn require_landlock() {
-    let probe = Fixture::new("probe");
-    probe.approve("tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: []\ncommands: [\"true\"]\nhosts: []\n");
-    let (_, out, _) = probe.holon(&["exec", JOB, "--explain"], "", &[]);
+    static PROBED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let out = PROBED.get_or_init(|| {
+        let probe = Fixture::new("probe");
+        probe
+            .approve("tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: []\ncommands: [\"true\"]\nhosts: []\n");
+        probe.holon(&["exec", JOB, "--explain"], "", &[]).1
+    });
     assert!(
         out.contains("verdict: commands run confined"),
         "this kernel cannot confine a job (Landlock ABI 4 or later is needed; CI machines have it):\n{out}"
