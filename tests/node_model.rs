@@ -14,14 +14,15 @@
 //!
 //! `a_store_whose_reconcile_gives_back_is_caught` shows the oracle catching a broken store.
 
+mod common;
+
+use common::lost_answers::LostAnswers;
 use holon::admission::Code;
 use holon::engine::{Admission, Call, Engine, EngineConfig, Reservation, synthetic};
 use holon::money::Amount;
 use holon::node::{NodeConfig, Stepper};
 use holon::store::memory::MemoryStore;
-use holon::store::{
-    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
-};
+use holon::store::{LedgerStore, MandateStatus};
 use holon::time::Timestamp;
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -36,43 +37,6 @@ static CLOCK: AtomicI64 = AtomicI64::new(synthetic::AT_UNIX);
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn clock() -> Timestamp {
     Timestamp::from_unix(CLOCK.load(Ordering::SeqCst))
-}
-
-/// One store shared by every node of a case (each node gets its own handle). A handle can
-/// lose the answer to its flushes: the flush commits and the node hears "unavailable" (a
-/// commit whose answer was lost on the way back), `lose` times.
-struct Shared(Arc<MemoryStore>, Arc<AtomicU32>);
-
-impl LedgerStore for Shared {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
-        self.0.publish_limits(mandate, limits, raise)
-    }
-    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
-        self.0.grant(request)
-    }
-    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
-        let outcomes = self.0.flush(node, entries, now_unix)?;
-        let lost = self.1.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
-        if lost { Err(StoreError::Unavailable("the answer was lost".into())) } else { Ok(outcomes) }
-    }
-    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
-        self.0.reconcile(node, now_unix, expired_only)
-    }
-    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
-        self.0.status(mandate)
-    }
-    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
-        self.0.hold(call)
-    }
-    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
-        self.0.take_held(id, now_unix)
-    }
-    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
-        self.0.held_calls(mandate, now_unix)
-    }
-    fn release_held(&self, id: &str) -> Result<(), StoreError> {
-        self.0.release_held(id)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -183,7 +147,9 @@ fn start(store: &Arc<MemoryStore>, node: usize, total_micros: u64) -> Live {
     let leaked: &'static Arc<Engine> = Box::leak(Box::new(Arc::clone(&engine)));
     let config = NodeConfig { flush_ms: 1, lease_ttl_s: TTL_S, clock, ..NodeConfig::new(&format!("n{node}")) };
     let lose = Arc::new(AtomicU32::new(0));
-    let stepper = Stepper::start(engine, Box::new(Shared(Arc::clone(store), Arc::clone(&lose))), config).unwrap();
+    let stepper =
+        Stepper::start(engine, Box::new(LostAnswers { inner: Arc::clone(store), lose: Arc::clone(&lose) }), config)
+            .unwrap();
     Live { engine: leaked, stepper, open: Vec::new(), lose }
 }
 

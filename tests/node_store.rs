@@ -414,45 +414,6 @@ fn a_version_one_sqlite_store_gains_held_calls_when_opened() {
     common::held::held_calls_are_taken_once_and_expire(&store);
 }
 
-/// A memory store whose flush commits but answers "unavailable" (the answer to a commit
-/// lost on the way back), a given number of times.
-struct LostAnswers {
-    inner: Arc<MemoryStore>,
-    lose: Arc<std::sync::atomic::AtomicU32>,
-}
-
-impl LedgerStore for LostAnswers {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
-        self.inner.publish_limits(mandate, limits, raise)
-    }
-    fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
-        self.inner.grant(request)
-    }
-    fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
-        let outcomes = self.inner.flush(node, entries, now_unix)?;
-        let lose = self.lose.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
-        if lose { Err(StoreError::Unavailable("the answer was lost".into())) } else { Ok(outcomes) }
-    }
-    fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
-        self.inner.reconcile(node, now_unix, expired_only)
-    }
-    fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
-        self.inner.status(mandate)
-    }
-    fn hold(&self, call: &HeldCall) -> Result<(), StoreError> {
-        self.inner.hold(call)
-    }
-    fn take_held(&self, id: &str, now_unix: i64) -> Result<Option<HeldCall>, StoreError> {
-        self.inner.take_held(id, now_unix)
-    }
-    fn held_calls(&self, mandate: Option<&str>, now_unix: i64) -> Result<Vec<HeldCall>, StoreError> {
-        self.inner.held_calls(mandate, now_unix)
-    }
-    fn release_held(&self, id: &str) -> Result<(), StoreError> {
-        self.inner.release_held(id)
-    }
-}
-
 /// Flushes whose commits went through but whose answers were lost are sent again exactly
 /// as they were, and move nothing a second time: the store's spent is what was settled,
 /// every lease goes back, and the drain's own flush (which closes the leases) is among
@@ -464,7 +425,7 @@ fn a_flush_whose_answer_was_lost_is_sent_again_and_applied_once() {
     let inner = Arc::new(MemoryStore::new());
     let lose = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let (engine, call) = engine("10", at);
-    let store = Box::new(LostAnswers { inner: Arc::clone(&inner), lose: Arc::clone(&lose) });
+    let store = Box::new(common::lost_answers::LostAnswers { inner: Arc::clone(&inner), lose: Arc::clone(&lose) });
     let node = Node::start(Arc::clone(&engine), store, config("n1", at)).unwrap();
     let (first, _) = spend_until_refused(&engine, &call, 700, 300);
     lose.store(3, Ordering::SeqCst);

@@ -6,6 +6,7 @@ pub(crate) mod cluster;
 pub(crate) mod held;
 #[cfg(feature = "cli")]
 pub(crate) mod job_state;
+pub(crate) mod lost_answers;
 pub(crate) mod rng;
 #[cfg(feature = "serve")]
 pub(crate) mod server;
