@@ -98,16 +98,11 @@ impl CommandMatcher {
                     return false;
                 }
                 // `-*` allows only switches that take no value and change no file, host or
-                // program; a command outside the table has none it could allow. The table
-                // is looked up only for a flag the rule does not name (once per call).
-                let mut spec = None;
-                let mut plain = |f: &String| {
-                    *any_flags
-                        && spec
-                            .get_or_insert_with(|| crate::job::shell::kinds::spec_of(head, subcommand.as_deref()))
-                            .and_then(|s| s.by_spelling(f))
-                            .is_some_and(|o| o.is_plain_switch())
-                };
+                // program; a command outside the table has none it could allow. The table is
+                // read only for a `-*` rule of this very command.
+                let spec =
+                    if *any_flags { crate::job::shell::kinds::spec_of(head, subcommand.as_deref()) } else { None };
+                let plain = |f: &String| spec.and_then(|s| s.by_spelling(f)).is_some_and(|o| o.is_plain_switch());
                 c.flags.iter().all(|f| flags.contains(f) || plain(f))
                     && c.env.iter().all(|e| env.contains(e))
                     && args_match(args, &c.args)

@@ -151,7 +151,7 @@ pub(super) fn read(text: &str) -> Result<Table, String> {
     let mut specs: Vec<Spec> = Vec::new();
     // The spellings of the command being read (a set: git and curl have hundreds, and a
     // scan of every earlier option per spelling was most of a `holon job check`'s time).
-    let mut spelled: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut spelled: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let line = raw.split(" #").next().unwrap_or_default().trim();
@@ -165,9 +165,9 @@ pub(super) fn read(text: &str) -> Result<Table, String> {
         }
         let opt = option(line, n)?;
         let spec = specs.last_mut().ok_or_else(|| format!("line {n}: an option before any command"))?;
-        for w in line.split_whitespace().filter(|w| w.starts_with('-')) {
-            if !spelled.insert(w) {
-                return Err(format!("line {n}: `{w}` is listed twice for {}", spec.names.join(", ")));
+        for s in &opt.spellings {
+            if !spelled.insert(s.clone()) {
+                return Err(format!("line {n}: `{s}` is listed twice for {}", spec.names.join(", ")));
             }
         }
         spec.opts.push(opt);
