@@ -97,15 +97,23 @@ pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, t
     }
     for r in &reports {
         assert_eq!(r["overrun"], false);
-        assert!(r["decisions"]["allowed"].as_u64().unwrap() > 0, "every node admitted calls: {r}");
         assert_eq!(r["exhausted"], true, "a node stopped before the budget was spent: {r}");
     }
+    // How the budget split between the nodes depends on how fast each started: a node that
+    // starts once the others have claimed it all admits nothing, and is right to (a CI run
+    // on a loaded machine: node2 ran its last 121 ms alone and was told the budget is
+    // spent), so the split is printed, never asserted.
+    let allowed: Vec<u64> = reports.iter().map(|r| r["decisions"]["allowed"].as_u64().unwrap()).collect();
+    assert!(allowed.iter().any(|&a| a > 0), "no node admitted a call: {reports:?}");
     let stranded = total_micros - s.spent_micros;
     // One call of the synthetic leaf costs at most 1,000 micro-units.
     assert!(stranded <= total_micros / 100 + 3 * 1_000, "stranded {stranded} of {total_micros}");
     // Sampled while the nodes ran (how often depends on the machine's speed, so only that).
     assert!(samples >= 1, "no sample while the nodes ran");
-    eprintln!("three nodes: {samples} samples, spent {} of {total_micros}, stranded {stranded}", s.spent_micros);
+    eprintln!(
+        "three nodes: {samples} samples, spent {} of {total_micros}, stranded {stranded}, allowed per node {allowed:?}",
+        s.spent_micros
+    );
 }
 
 /// A node under load is killed (`kill -9`) at a random moment, `trials` times, while a
