@@ -179,7 +179,7 @@ fn value_for(class: options::Class, rng: &mut Rng) -> String {
 /// A spelling of `opt` as a program of `parser` reads it: any of its spellings, a long one
 /// perhaps cut to a prefix.
 fn spell(opt: &options::Opt, parser: options::Parser, rng: &mut Rng) -> String {
-    let s = rng.pick(&opt.spellings).clone();
+    let s = rng.pick(&opt.spellings).to_string();
     if s.starts_with("--") && matches!(parser, options::Parser::Gnu | options::Parser::GnuStop) && rng.chance(50) {
         let keep = 3 + rng.below(s.len().saturating_sub(3));
         return s[..keep.min(s.len())].to_owned();

@@ -176,7 +176,12 @@ fn the_table_knows_every_option_the_installed_programs_parse() {
     let table = options::table().expect("commands.txt reads");
     let dir = tempfile::tempdir().unwrap();
     let mut programs = Vec::new();
-    for spec in table.specs().iter().filter(|s| matches!(s.parser, Parser::Gnu | Parser::GnuStop)) {
+    for spec in table
+        .specs()
+        .expect("every entry of commands.txt reads")
+        .into_iter()
+        .filter(|s| matches!(s.parser, Parser::Gnu | Parser::GnuStop))
+    {
         for name in spec.names.iter().filter(|n| !n.contains(' ')) {
             let only = std::env::var("HOLON_PROBE_ONLY").ok();
             if only.as_ref().is_some_and(|o| o != name) {

@@ -5,7 +5,7 @@
 //! command is [`Kind::Pinned`] (its arguments must be exactly as learned). docs/job.md
 //! lists the kinds for reviewers.
 
-use super::options::{self, Operands, Spec};
+use super::options::{self, Lookup, Operands, Spec};
 
 /// How one command's arguments are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,25 +246,35 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
     // A subcommand head without a described subcommand is pinned: `docker container run`,
     // `gh auth token`, `git checkout -- FILE`, `cargo test` (a build runs code; its words
     // are approved exactly).
-    if options::table().is_err() {
-        return Kind::Code;
-    }
-    match spec_of(head, sub) {
-        Some(s) if s.operands == Operands::Wrapper => Kind::Wrapper(s),
-        Some(s) => Kind::Table(s),
-        None => Kind::Pinned,
+    // An unreadable table, or entry, is our bug: the call is opaque (fail closed).
+    match lookup(head, sub) {
+        Lookup::Found(s) if s.operands == Operands::Wrapper => Kind::Wrapper(s),
+        Lookup::Found(s) => Kind::Table(s),
+        Lookup::Absent => Kind::Pinned,
+        Lookup::Unreadable(_) => Kind::Code,
     }
 }
 
 /// The option table's entry for `head` (its directory ignored) and `sub`: a subcommand
-/// head's entry is its subcommand's (`git log`), never the head's alone.
+/// head's entry is its subcommand's (`git log`), never the head's alone. `None` when there
+/// is none or it cannot be read ([`kind`] makes the latter opaque).
 pub fn spec_of(head: &str, sub: Option<&str>) -> Option<&'static Spec> {
+    match lookup(head, sub) {
+        Lookup::Found(s) => Some(s),
+        Lookup::Absent | Lookup::Unreadable(_) => None,
+    }
+}
+
+fn lookup(head: &str, sub: Option<&str>) -> Lookup<'static> {
     let base = base(head);
-    let table = options::table().ok()?;
+    let Ok(table) = options::table() else { return Lookup::Unreadable("commands.txt cannot be read") };
     if SUBCOMMAND_HEADS.contains(&base) {
-        sub.filter(|s| table.has(&format!("{base} {s}"))).and_then(|s| table.get(base, Some(s)))
+        match sub.filter(|s| table.has(&format!("{base} {s}"))) {
+            Some(s) => table.lookup(base, Some(s)),
+            None => Lookup::Absent,
+        }
     } else {
-        table.get(base, None)
+        table.lookup(base, None)
     }
 }
 

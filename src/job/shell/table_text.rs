@@ -1,6 +1,8 @@
 //! Reading `commands.txt`, the option table (its header describes the format).
 
-use super::options::{Class, Mark, Operands, Opt, Parser, Spec, Table, build};
+use smallvec::SmallVec;
+
+use super::options::{Class, Entry, Mark, Operands, Opt, Parser, Spec, Table, build};
 
 fn parser(word: &str) -> Option<Parser> {
     Some(match word {
@@ -118,8 +120,8 @@ fn header(rest: &str, n: usize) -> Result<Spec, String> {
     Ok(spec)
 }
 
-fn option(line: &str, n: usize) -> Result<Opt, String> {
-    let mut opt = Opt { spellings: Vec::new(), values: Vec::new(), optional: false, marks: Vec::new() };
+fn option(line: &'static str, n: usize) -> Result<Opt, String> {
+    let mut opt = Opt { spellings: SmallVec::new(), values: SmallVec::new(), optional: false, marks: SmallVec::new() };
     for w in line.split_whitespace() {
         if let Some(classes) = w.strip_prefix("?=").or_else(|| w.strip_prefix('=')) {
             opt.optional = w.starts_with('?');
@@ -132,7 +134,7 @@ fn option(line: &str, n: usize) -> Result<Opt, String> {
             if !(short || long) || !opt.values.is_empty() || !opt.marks.is_empty() {
                 return Err(format!("line {n}: `{w}` is no option spelling here"));
             }
-            opt.spellings.push(w.to_owned());
+            opt.spellings.push(w);
         } else {
             opt.marks.push(mark(w).ok_or_else(|| format!("line {n}: unknown mark `{w}`"))?);
         }
@@ -146,40 +148,77 @@ fn option(line: &str, n: usize) -> Result<Opt, String> {
     Ok(opt)
 }
 
-/// The table from its text; `Err` names the line that is wrong.
-pub(super) fn read(text: &str) -> Result<Table, String> {
-    let mut specs: Vec<Spec> = Vec::new();
-    // The spellings of the command being read (a set: git and curl have hundreds, and a
-    // scan of every earlier option per spelling was most of a `holon job check`'s time).
-    let mut spelled: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (i, raw) in text.lines().enumerate() {
+/// The table from its text: the headers now, each command's option lines when it is
+/// first looked up ([`options_of`]); `Err` names the line that is wrong. The text is
+/// compiled in (`'static`): spellings are borrowed from it.
+pub(super) fn read(text: &'static str) -> Result<Table, String> {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut at = 0;
+    // The header being read: its spec, where its body starts (byte and line).
+    let mut open: Option<(Spec, usize, usize)> = None;
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
         let n = i + 1;
-        let line = raw.split(" #").next().unwrap_or_default().trim();
+        let start = at;
+        at += raw.len();
+        // Only a header, or a line before the first one, is looked at now (a comment
+        // cannot start with `==`).
+        if raw.trim_start().starts_with("==") {
+            let rest = uncommented(raw).strip_prefix("==").unwrap_or_default();
+            if let Some((head, from, first)) = open.take() {
+                entries.push(Entry::new(head, text.get(from..start).unwrap_or_default(), first));
+            }
+            open = Some((header(rest, n)?, at, n + 1));
+        } else if open.is_none() && !uncommented(raw).is_empty() && !uncommented(raw).starts_with('#') {
+            return Err(format!("line {n}: an option before any command"));
+        }
+    }
+    if let Some((head, from, first)) = open {
+        entries.push(Entry::new(head, text.get(from..).unwrap_or_default(), first));
+    }
+    build(entries)
+}
+
+/// A line without its end, its comment (` #` on) and the blanks around it.
+fn uncommented(raw: &str) -> &str {
+    // Most lines have no comment: the byte search is cheaper than the substring's.
+    if raw.contains('#') { raw.split(" #").next().unwrap_or_default() } else { raw }.trim()
+}
+
+/// The whole spec of `entry`: its header's and its option lines', or the line that is
+/// wrong (an unknown word, a spelling listed twice for the command).
+pub(super) fn options_of(entry: &Entry) -> Result<Spec, String> {
+    let mut spec = entry.head.clone();
+    // The spellings with their lines, sorted to find one listed twice (git and curl have
+    // hundreds: a scan of every earlier option per spelling was most of a check's time).
+    let mut spelled: Vec<(&'static str, usize)> = Vec::new();
+    for (i, raw) in entry.body.split_inclusive('\n').enumerate() {
+        let n = entry.first_line + i;
+        let line = uncommented(raw);
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if let Some(rest) = line.strip_prefix("==") {
-            specs.push(header(rest, n)?);
-            spelled.clear();
-            continue;
-        }
         let opt = option(line, n)?;
-        let spec = specs.last_mut().ok_or_else(|| format!("line {n}: an option before any command"))?;
-        for s in &opt.spellings {
-            if !spelled.insert(s.clone()) {
-                return Err(format!("line {n}: `{s}` is listed twice for {}", spec.names.join(", ")));
-            }
-        }
+        spelled.extend(opt.spellings.iter().map(|s| (*s, n)));
         spec.opts.push(opt);
     }
-    build(specs)
+    spelled.sort_unstable();
+    let twice = spelled.windows(2).find_map(|w| match w {
+        [(a, _), (b, n)] if a == b => Some((*b, *n)),
+        _ => None,
+    });
+    match twice {
+        Some((s, n)) => Err(format!("line {n}: `{s}` is listed twice for {}", spec.names.join(", "))),
+        None => Ok(spec),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::options::Lookup;
+
     #[test]
     fn the_table_reads_and_bad_lines_name_themselves() {
-        super::super::options::table().unwrap();
+        super::super::options::table().unwrap().specs().unwrap();
         for (bad, says) in [
             ("-x", "before any command"),
             ("== a : gnu words\n-x =nope", "unknown value class"),
@@ -189,8 +228,14 @@ mod tests {
             ("== a : magic words", "no parser"),
             ("== a : gnu words\n-abc", "no option spelling"),
         ] {
-            let err = super::read(bad).err().unwrap();
+            let err = super::read(bad).and_then(|t| t.specs().map(|_| ())).err().unwrap();
             assert!(err.contains(says), "{bad:?}: {err}");
         }
+        // A command's option lines are read when it is looked up: a bad one makes that
+        // command unreadable (opaque to the judge), the others are read as written.
+        let t = super::read("== a : gnu words\n-x bogus\n== b : gnu words # b\n-y  # why\n").unwrap();
+        assert!(matches!(t.lookup("a", None), Lookup::Unreadable(e) if e.contains("line 2: unknown mark")));
+        assert!(matches!(t.lookup("b", None), Lookup::Found(s) if s.opts.len() == 1));
+        assert!(matches!(t.lookup("c", None), Lookup::Absent));
     }
 }
