@@ -308,3 +308,42 @@ fn validate_reports_every_problem_of_a_job_mandate() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("/commands/0") && text.contains("/paths/read/0"), "{text}");
 }
+
+/// An approval records the SHA-256 of the job mandate schema the version passed; a check
+/// by a build with that same schema reads the version without the schema's pass (most of
+/// a check's work), and one recorded under another schema, or none (an approval older than
+/// the record), gets the whole check. Shown with a text the schema refuses and the typing
+/// and rules accept (a workdir longer than the schema's 4,096 characters), hashed into
+/// the approval as if approved: only the whole check refuses it.
+#[test]
+fn a_version_approved_under_this_schema_skips_only_the_schema_pass() {
+    let s = enforcing("schema-digest");
+    let dir = s.0.join("jobs").join(JOB);
+    let meta_path = dir.join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    let schema = holon::job::state::sha256_hex(holon::doc::schema::JOB_MANDATE_SCHEMA);
+    assert_eq!(meta["approvals"][0]["schema_sha256"], schema.as_str(), "approve records the schema's digest");
+    let v1 = dir.join("versions/v1.yaml");
+    let text = std::fs::read_to_string(&v1).unwrap();
+    let workdir = text.lines().find_map(|l| l.strip_prefix("workdir: ")).unwrap().to_owned();
+    let long = format!("\"{}{}\"", workdir.trim_matches('"'), "/x".repeat(2_100));
+    let tampered = text.replace(&format!("workdir: {workdir}"), &format!("workdir: {long}"));
+    std::fs::write(&v1, &tampered).unwrap();
+    meta["approvals"][0]["sha256"] = holon::job::state::sha256_hex(&tampered).into();
+    let with = |digest: Option<&str>| {
+        let mut m = meta.clone();
+        match digest {
+            Some(d) => m["approvals"][0]["schema_sha256"] = d.into(),
+            None => drop(m["approvals"][0].as_object_mut().unwrap().remove("schema_sha256")),
+        }
+        std::fs::write(&meta_path, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+        s.holon(&["show", JOB], "")
+    };
+    let (code, _, err) = with(Some(&schema));
+    assert_eq!(code, 0, "the same schema: its pass is not repeated: {err}");
+    for digest in [Some("0".repeat(64)), None] {
+        let (code, _, err) = with(digest.as_deref());
+        assert_eq!(code, 2, "{digest:?}: the whole check refuses it: {err}");
+        assert!(err.contains("/workdir"), "{err}");
+    }
+}

@@ -270,6 +270,20 @@ pub fn validated<T: DeserializeOwned>(
     Err(found)
 }
 
+/// Steps 4 and 5 alone, for a value whose very text passed step 3 (the shape) against
+/// this very schema before: a job mandate version approved with its schema's SHA-256
+/// recorded (docs/job.md, "What a check reads"). The typing and the kind's own rules still
+/// have the final word; only the schema's pass (most of a `holon job check`'s work: its
+/// validator is compiled, meta-schema and all, in every process) is not repeated.
+pub fn validated_shape_known<T: DeserializeOwned>(
+    value: &Value,
+    rules: impl FnOnce(&T) -> Vec<Violation>,
+) -> Result<T, Vec<Violation>> {
+    let t = typed::<T>(value)?;
+    let violations = rules(&t);
+    if violations.is_empty() { Ok(t) } else { Err(violations) }
+}
+
 /// Deserializes into the typed model; the first failure becomes a violation at its path.
 fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, Vec<Violation>> {
     serde_path_to_error::deserialize(value).map_err(|e| {

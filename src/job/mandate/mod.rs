@@ -167,4 +167,4 @@ mod checker;
 mod text;
 
 pub use checker::{ArgPattern, Checker, CommandMatcher, CompileError, Failure, host_matches};
-pub use text::{ReadError, evidence_of, from_yaml, to_yaml};
+pub use text::{ReadError, evidence_of, from_yaml, from_yaml_shape_known, to_yaml};

@@ -117,6 +117,11 @@ pub struct Approval {
     pub version: u32,
     pub sha256: String,
     pub at: String,
+    /// The SHA-256 of the job mandate schema the version passed when it was approved
+    /// (absent in approvals older than it): a check by a build with the same schema does
+    /// not run the schema's pass again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_sha256: Option<String>,
 }
 
 /// `meta.json`.

@@ -113,7 +113,12 @@ impl Job {
         if let Err(e) = mandate::from_yaml(&text) {
             return Err(StateError::Refused(format!("version {v} is not a valid job mandate, not approved: {e}")));
         }
-        let approval = Approval { version: v, sha256: sha256_hex(&text), at: Timestamp::now().to_string() };
+        let approval = Approval {
+            version: v,
+            sha256: sha256_hex(&text),
+            at: Timestamp::now().to_string(),
+            schema_sha256: Some(schema_sha256().to_owned()),
+        };
         // The version it replaces, when the text is the same (`widen` of a drift already
         // allowed elsewhere, a proposal of nothing new): said, so nobody reviews it twice.
         let same_as = meta
@@ -165,9 +170,22 @@ impl Job {
                 actual: short(&actual).to_owned(),
             });
         }
-        let m = mandate::from_yaml(&text)?;
+        // The same text passed the same schema at its approval: its typing and rules are
+        // checked again, the schema's pass is not (an approval by a build with another
+        // schema, or older than the record, gets the whole check).
+        let m = if approved.schema_sha256.as_deref() == Some(schema_sha256()) {
+            mandate::from_yaml_shape_known(&text)?
+        } else {
+            mandate::from_yaml(&text)?
+        };
         Ok(Some((v, text, m)))
     }
+}
+
+/// The SHA-256 of this build's job mandate schema (`schema/holon-job-mandate.schema.json`).
+pub(super) fn schema_sha256() -> &'static str {
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST.get_or_init(|| sha256_hex(crate::doc::schema::JOB_MANDATE_SCHEMA))
 }
 
 fn short(hex: &str) -> &str {
