@@ -1,8 +1,11 @@
-//! Reading `commands.txt`, the option table (its header describes the format).
+//! The option table: `commands.txt` (its header describes the format), read and looked up.
 
 use smallvec::SmallVec;
 
-use super::options::{Class, Entry, Mark, Operands, Opt, Parser, Spec, Table, build};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use super::options::{Class, Mark, Operands, Opt, Parser, Spec};
 
 fn parser(word: &str) -> Option<Parser> {
     Some(match word {
@@ -212,9 +215,99 @@ pub(super) fn options_of(entry: &Entry) -> Result<Spec, String> {
     }
 }
 
+/// The table: `commands.txt`. Its headers are read once, when it is first used; a
+/// command's options when the command is first looked up (a `holon job check` of one call
+/// reads two or three of its hundred entries: reading all of them was half its work).
+pub struct Table {
+    entries: Vec<Entry>,
+    by_name: BTreeMap<String, usize>,
+}
+
+/// One command of the table: its header read, its options' lines kept for later.
+pub(super) struct Entry {
+    /// The header's spec, with no options.
+    pub(super) head: Spec,
+    /// The option lines after the header, up to the next one, and the number of the first.
+    pub(super) body: &'static str,
+    pub(super) first_line: usize,
+    spec: OnceLock<Result<Spec, String>>,
+}
+
+impl Entry {
+    pub(super) fn new(head: Spec, body: &'static str, first_line: usize) -> Entry {
+        Entry { head, body, first_line, spec: OnceLock::new() }
+    }
+
+    /// The whole spec, or the line of its options that is wrong.
+    fn spec(&self) -> Result<&Spec, &str> {
+        self.spec.get_or_init(|| options_of(self)).as_ref().map_err(String::as_str)
+    }
+}
+
+/// What the table says of a command.
+#[derive(Debug, Clone, Copy)]
+pub enum Lookup<'a> {
+    Found(&'a Spec),
+    /// Not in the table.
+    Absent,
+    /// In the table, with an option line that cannot be read (our bug; the call is opaque).
+    Unreadable(&'a str),
+}
+
+impl Table {
+    /// The spec of `head` (its directory ignored) with subcommand `sub`, else of `head`
+    /// alone; `None` also for an entry that cannot be read ([`Table::lookup`] tells them
+    /// apart).
+    pub fn get(&self, head: &str, sub: Option<&str>) -> Option<&Spec> {
+        match self.lookup(head, sub) {
+            Lookup::Found(s) => Some(s),
+            Lookup::Absent | Lookup::Unreadable(_) => None,
+        }
+    }
+    /// [`Table::get`], saying whether an entry that gives no spec is absent or unreadable.
+    pub fn lookup(&self, head: &str, sub: Option<&str>) -> Lookup<'_> {
+        let base = head.rsplit('/').next().unwrap_or(head);
+        let key = sub.map(|s| format!("{base} {s}"));
+        let found = key.and_then(|k| self.by_name.get(&k)).or_else(|| self.by_name.get(base));
+        match found.and_then(|i| self.entries.get(*i)).map(Entry::spec) {
+            None => Lookup::Absent,
+            Some(Ok(s)) => Lookup::Found(s),
+            Some(Err(e)) => Lookup::Unreadable(e),
+        }
+    }
+    /// Whether a spec exists for exactly `head sub`.
+    pub fn has(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+    /// Every spec, each read now if it was not yet, or the first line that is wrong.
+    pub fn specs(&self) -> Result<Vec<&Spec>, String> {
+        self.entries.iter().map(|e| e.spec().map_err(str::to_owned)).collect()
+    }
+}
+
+/// The table, or why the headers of `commands.txt` cannot be read (then every command of
+/// the table is opaque: fail closed; a command whose option lines cannot be read is
+/// opaque alone; `tests/option_grammar.rs` keeps every line readable).
+pub fn table() -> Result<&'static Table, &'static str> {
+    static TABLE: OnceLock<Result<Table, String>> = OnceLock::new();
+    TABLE.get_or_init(|| read(include_str!("commands.txt"))).as_ref().map_err(String::as_str)
+}
+
+fn build(entries: Vec<Entry>) -> Result<Table, String> {
+    let mut by_name = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        for name in &entry.head.names {
+            if by_name.insert(name.clone(), i).is_some() {
+                return Err(format!("`{name}` is described twice"));
+            }
+        }
+    }
+    Ok(Table { entries, by_name })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::options::Lookup;
+    use super::Lookup;
 
     #[test]
     fn the_table_reads_and_bad_lines_name_themselves() {
