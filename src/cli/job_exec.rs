@@ -279,20 +279,14 @@ fn process_start(pid: u32) -> Option<u64> {
 fn run_command(argv: &[String]) -> u8 {
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]).env_remove("POSIXLY_CORRECT");
-    status_code(cmd.status(), &argv[0])
-}
-
-/// A started command's exit code (128 + the signal that ended it, as a shell answers), or
-/// [`NOT_STARTED`] with a sentence when it could not be started.
-fn status_code(status: std::io::Result<std::process::ExitStatus>, program: &str) -> u8 {
-    match status {
+    match cmd.status() {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
             (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
             (None, None) => 1,
         },
         Err(e) => {
-            errln!("holon: {}: {e}", printable(program));
+            errln!("holon: {}: {e}", printable(&argv[0]));
             NOT_STARTED
         }
     }

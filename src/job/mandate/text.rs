@@ -202,18 +202,19 @@ pub enum ReadError {
 /// approval recorded the schema's SHA-256, and the text's own SHA-256 was checked): the
 /// limits, the typing and the rules, without the schema's pass.
 pub fn from_yaml_shape_known(text: &str) -> Result<JobMandate, ReadError> {
-    let value = doc::yaml::parse(text, &doc::Limits::default())?;
-    if doc::detect_kind(&value)? != DocKind::JobMandate {
-        return Err(ReadError::NotAJobMandate);
-    }
-    doc::validated_shape_known(&value, super::validate).map_err(ReadError::Invalid)
+    doc::validated_shape_known(&job_mandate_value(text)?, super::validate).map_err(ReadError::Invalid)
 }
 
 /// Parses a job mandate's YAML through the document layer (limits, schema, rules).
 pub fn from_yaml(text: &str) -> Result<JobMandate, ReadError> {
+    doc::validated(DocKind::JobMandate, &job_mandate_value(text)?, super::validate).map_err(ReadError::Invalid)
+}
+
+/// The YAML of `text` within the document limits, when it is a job mandate.
+fn job_mandate_value(text: &str) -> Result<serde_json::Value, ReadError> {
     let value = doc::yaml::parse(text, &doc::Limits::default())?;
     if doc::detect_kind(&value)? != DocKind::JobMandate {
         return Err(ReadError::NotAJobMandate);
     }
-    doc::validated(DocKind::JobMandate, &value, super::validate).map_err(ReadError::Invalid)
+    Ok(value)
 }

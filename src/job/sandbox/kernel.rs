@@ -86,9 +86,8 @@ pub enum KernelError {
     Moved(String, String),
 }
 
-/// The ruleset of a plan, built and checked but not yet applied: [`prepare`] in the
-/// process that starts the command, [`Prepared::restrict_self`] in its child, between
-/// `fork` and `exec`.
+/// The ruleset of a plan, built and checked but not yet applied: [`prepare`], then
+/// [`Prepared::restrict_self`] right before the process becomes the command.
 #[derive(Debug)]
 pub struct Prepared(RulesetCreated);
 
@@ -117,10 +116,9 @@ pub fn prepare(plan: &Plan, temp: &Path, level: u8) -> Result<Prepared, KernelEr
 impl Prepared {
     /// Restricts the calling process, and every process it starts, to the ruleset;
     /// `no_new_privs` is set, so a set-user-id program gains nothing. Irreversible: call it
-    /// right before the command starts. It allocates nothing and takes no lock on its way
-    /// (two system calls, `prctl` and `landlock_restrict_self`), so it may run in a forked
-    /// child (`CommandExt::pre_exec`). The ruleset's descriptor is close-on-exec (the
-    /// kernel makes it so): the command does not inherit it.
+    /// right before the command starts (two system calls, `prctl` and
+    /// `landlock_restrict_self`). The ruleset's descriptor is close-on-exec (the kernel
+    /// makes it so): the command does not inherit it.
     pub fn restrict_self(self) -> Result<(), KernelError> {
         let status = self.0.restrict_self()?;
         match status.ruleset {

@@ -259,15 +259,15 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
 /// head's entry is its subcommand's (`git log`), never the head's alone. `None` when there
 /// is none or it cannot be read ([`kind`] makes the latter opaque).
 pub fn spec_of(head: &str, sub: Option<&str>) -> Option<&'static Spec> {
-    match lookup(head, sub) {
-        Lookup::Found(s) => Some(s),
-        Lookup::Absent | Lookup::Unreadable(_) => None,
-    }
+    lookup(head, sub).spec()
 }
 
 fn lookup(head: &str, sub: Option<&str>) -> Lookup<'static> {
     let base = base(head);
-    let Ok(table) = options::table() else { return Lookup::Unreadable("commands.txt cannot be read") };
+    let table = match options::table() {
+        Ok(t) => t,
+        Err(e) => return Lookup::Unreadable(e),
+    };
     if SUBCOMMAND_HEADS.contains(&base) {
         match sub.filter(|s| table.has(&format!("{base} {s}"))) {
             Some(s) => table.lookup(base, Some(s)),

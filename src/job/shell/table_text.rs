@@ -154,7 +154,7 @@ fn option(line: &'static str, n: usize) -> Result<Opt, String> {
 /// The table from its text: the headers now, each command's option lines when it is
 /// first looked up ([`options_of`]); `Err` names the line that is wrong. The text is
 /// compiled in (`'static`): spellings are borrowed from it.
-pub(super) fn read(text: &'static str) -> Result<Table, String> {
+fn read(text: &'static str) -> Result<Table, String> {
     let mut entries: Vec<Entry> = Vec::new();
     let mut at = 0;
     // The header being read: its spec, where its body starts (byte and line).
@@ -171,8 +171,11 @@ pub(super) fn read(text: &'static str) -> Result<Table, String> {
                 entries.push(Entry::new(head, text.get(from..start).unwrap_or_default(), first));
             }
             open = Some((header(rest, n)?, at, n + 1));
-        } else if open.is_none() && !uncommented(raw).is_empty() && !uncommented(raw).starts_with('#') {
-            return Err(format!("line {n}: an option before any command"));
+        } else if open.is_none() {
+            let line = uncommented(raw);
+            if !line.is_empty() && !line.starts_with('#') {
+                return Err(format!("line {n}: an option before any command"));
+            }
         }
     }
     if let Some((head, from, first)) = open {
@@ -189,7 +192,7 @@ fn uncommented(raw: &str) -> &str {
 
 /// The whole spec of `entry`: its header's and its option lines', or the line that is
 /// wrong (an unknown word, a spelling listed twice for the command).
-pub(super) fn options_of(entry: &Entry) -> Result<Spec, String> {
+fn options_of(entry: &Entry) -> Result<Spec, String> {
     let mut spec = entry.head.clone();
     // The spellings with their lines, sorted to find one listed twice (git and curl have
     // hundreds: a scan of every earlier option per spelling was most of a check's time).
@@ -224,17 +227,17 @@ pub struct Table {
 }
 
 /// One command of the table: its header read, its options' lines kept for later.
-pub(super) struct Entry {
+struct Entry {
     /// The header's spec, with no options.
-    pub(super) head: Spec,
+    head: Spec,
     /// The option lines after the header, up to the next one, and the number of the first.
-    pub(super) body: &'static str,
-    pub(super) first_line: usize,
+    body: &'static str,
+    first_line: usize,
     spec: OnceLock<Result<Spec, String>>,
 }
 
 impl Entry {
-    pub(super) fn new(head: Spec, body: &'static str, first_line: usize) -> Entry {
+    fn new(head: Spec, body: &'static str, first_line: usize) -> Entry {
         Entry { head, body, first_line, spec: OnceLock::new() }
     }
 
@@ -254,15 +257,22 @@ pub enum Lookup<'a> {
     Unreadable(&'a str),
 }
 
+impl<'a> Lookup<'a> {
+    /// The spec found; `None` also for an entry that cannot be read.
+    pub fn spec(self) -> Option<&'a Spec> {
+        match self {
+            Lookup::Found(s) => Some(s),
+            Lookup::Absent | Lookup::Unreadable(_) => None,
+        }
+    }
+}
+
 impl Table {
     /// The spec of `head` (its directory ignored) with subcommand `sub`, else of `head`
     /// alone; `None` also for an entry that cannot be read ([`Table::lookup`] tells them
     /// apart).
     pub fn get(&self, head: &str, sub: Option<&str>) -> Option<&Spec> {
-        match self.lookup(head, sub) {
-            Lookup::Found(s) => Some(s),
-            Lookup::Absent | Lookup::Unreadable(_) => None,
-        }
+        self.lookup(head, sub).spec()
     }
     /// [`Table::get`], saying whether an entry that gives no spec is absent or unreadable.
     pub fn lookup(&self, head: &str, sub: Option<&str>) -> Lookup<'_> {
