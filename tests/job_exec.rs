@@ -539,6 +539,55 @@ fn a_tool_whose_command_is_not_judged_does_not_run() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
 }
 
+/// `holon job sandboxed` (what `exec` starts) with a hand-written plan.
+fn sandboxed(f: &Fixture, plan: &Value, sha: Option<&str>, line: &str) -> (i32, String, String) {
+    let text = plan.to_string();
+    let file = f.base.join("tmp/plan.json");
+    std::fs::write(&file, &text).unwrap();
+    let sha = sha.map_or_else(|| holon::job::state::sha256_hex(&text), str::to_owned);
+    let mut c = Command::new(holon_bin());
+    c.args(["job", "sandboxed", "--plan"]).arg(&file).args(["--plan-sha256", &sha, "--", "bash", "-c", line]);
+    f.run(c, "", &[])
+}
+
+fn plan_writing(f: &Fixture, dir: &Path) -> Value {
+    serde_json::json!({
+        "plan": {"read": [{"path": "/usr", "why": "system"}, {"path": "/etc", "why": "system"}],
+                 "write": [{"path": dir, "why": "paths.write[0]"}],
+                 "devices": [[{"path": "/dev/null", "why": "device"}, true]],
+                 "tcp_connect": null, "skipped": [], "state": f.state},
+        "temp": f.base.join("tmp"),
+        "level": 6
+    })
+}
+
+/// A write grant swapped for a link after the plan was compiled (a confined command's
+/// `rename(RENAME_EXCHANGE)` race) is refused when the ruleset is built; a changed plan
+/// file (beneath a `/tmp/**` grant another job may write) is refused by its hash.
+#[test]
+fn a_grant_moved_or_a_plan_changed_after_the_check_is_refused() {
+    require_landlock();
+    let f = Fixture::new("moved");
+    let target = f.out.join("target.txt");
+    let attack = format!("echo pwned > {}", target.display());
+    // The real directory: the plan holds, and writes beneath it work.
+    let (code, _, err) = sandboxed(&f, &plan_writing(&f, &f.out), None, &attack);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "pwned\n");
+    std::fs::write(&target, "target\n").unwrap();
+    // The same grant reached through a link (reports -> outside): refused, nothing written.
+    std::os::unix::fs::symlink(&f.out, f.work.join("reports/link")).unwrap();
+    let (code, _, err) = sandboxed(&f, &plan_writing(&f, &f.work.join("reports/link")), None, &attack);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not where the plan found it"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
+    // A plan whose text is not what exec hashed: refused.
+    let (code, _, err) = sandboxed(&f, &plan_writing(&f, &f.out), Some(&"0".repeat(64)), &attack);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("changed"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
+}
+
 /// A confined run that replaces a write directory by a link (`mv reports x; ln -s
 /// OUTSIDE reports`) does not widen the next run's grant.
 #[test]
@@ -631,32 +680,18 @@ fn a_linked_holon_beside_a_write_grant_is_refused() {
     assert!(err.contains("hard links"), "{err}");
 }
 
-/// The command's private temporary directory lies in the state directory, where no
-/// confined command can plant a link for `exec` to follow. `exec` becomes the command, so
-/// it cannot remove it afterwards: the next `exec` removes those of ended commands, and
-/// leaves those of running ones and names it did not give.
+/// The command's private temporary directory (and the plan `exec` writes there) lies in
+/// the state directory, where no confined command can plant a link for `exec` to follow.
 #[test]
-fn the_private_temporary_directory_is_in_the_state_and_the_next_exec_removes_it() {
+fn the_private_temporary_directory_is_in_the_state() {
     require_landlock();
     let f = Fixture::new("temp");
     f.approve(SCRIPT_MANDATE);
     std::fs::write(f.work.join("attack.sh"), "echo \"$TMPDIR\"; echo x > \"$TMPDIR/own\" && echo wrote\n").unwrap();
     let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
     assert_eq!(code, 0, "{err}");
-    let tmp = out.lines().next().unwrap().to_owned();
+    let tmp = out.lines().next().unwrap();
     assert!(tmp.starts_with(&format!("{}/tmp/holon-exec-", f.state.display())), "{out}");
     assert!(out.contains("wrote"), "the command writes its own temporary directory: {out}");
-    assert!(Path::new(&tmp).join("own").exists(), "kept until the next exec");
-    // A running process's directory (this test's own), and one holon did not name, stay.
-    let start = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let start = start.rsplit_once(')').unwrap().1.split_whitespace().nth(19).unwrap().to_owned();
-    let running = f.state.join(format!("tmp/holon-exec-{}-{start}", std::process::id()));
-    let foreign = f.state.join("tmp/someone-else");
-    std::fs::create_dir(&running).unwrap();
-    std::fs::create_dir(&foreign).unwrap();
-    let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
-    assert_eq!(code, 0, "{err}");
-    assert!(!Path::new(&tmp).exists(), "the ended command's directory was removed by the next exec");
-    assert!(Path::new(out.lines().next().unwrap()).exists(), "the new command's own is kept");
-    assert!(running.exists() && foreign.exists(), "a running process's and a foreign directory stay");
+    assert!(!Path::new(tmp).exists(), "removed after the command");
 }

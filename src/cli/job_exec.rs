@@ -3,7 +3,7 @@
 //! shell calls to `exec`). docs/job.md "What the kernel enforces".
 
 use std::io::Read;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,7 @@ use holon::job::mandate::JobMandate;
 use holon::job::redact::printable;
 use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
 use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT};
-use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
+use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN, sha256_hex};
 use serde_json::{Value, json};
 
 use super::exit;
@@ -193,20 +193,88 @@ fn confined(
         Ok(t) => t,
         Err(e) => return refuse(format!("no private temporary directory ({e})")),
     };
-    // The ruleset is built here, every granted path opened and held to be the one the plan
-    // found; then this process restricts itself and becomes the command (no second process,
-    // no plan handed on). The temporary directory outlives it: the next `exec` of any job
-    // of this state directory removes it (`private_temp`).
-    let confined = kernel::prepare(&plan, &temp, level).and_then(kernel::Prepared::restrict_self);
-    if let Err(e) = confined {
-        let _ = std::fs::remove_dir_all(&temp);
-        return refuse(e.to_string());
+    // The command runs in a child that confines itself (`holon job sandboxed`) and then
+    // becomes the command: this process stays outside, to remove the temporary directory
+    // the confined command cannot remove. The plan goes in a file in that directory, and
+    // its SHA-256 on the child's command line: the directory may lie beneath a write grant
+    // (`/tmp/**`), where another job's command could rewrite the file before it is read.
+    let plan_file = temp.join(HANDOFF_FILE);
+    let written = serde_json::to_string(&Handoff { plan, temp: temp.clone(), level })
+        .map_err(|e| e.to_string())
+        .and_then(|text| write_new(&plan_file, &text).map(|()| sha256_hex(&text)).map_err(|e| e.to_string()));
+    let code = match written {
+        Ok(sha) => {
+            let mut child = vec![holon.display().to_string(), "job".to_owned(), "sandboxed".to_owned()];
+            child.extend(["--plan".to_owned(), plan_file.display().to_string(), "--plan-sha256".to_owned(), sha]);
+            child.push("--".to_owned());
+            child.extend(argv.iter().cloned());
+            run_command(&child)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            return refuse(format!("the plan cannot be handed on ({e})"));
+        }
+    };
+    let _ = std::fs::remove_dir_all(&temp);
+    Ok(code)
+}
+
+/// Writes `text` to a file that must not exist yet (no link followed, none replaced).
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+/// What `holon job exec` hands the child that confines itself.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Handoff {
+    plan: Plan,
+    temp: PathBuf,
+    level: u8,
+}
+
+/// The file, in the command's private temporary directory, the plan is handed on in
+/// (removed before the command starts).
+const HANDOFF_FILE: &str = ".holon-sandbox-plan.json";
+/// Most bytes of a handed-on plan.
+const HANDOFF_BYTES_MAX: u64 = 64 << 20;
+
+/// `holon job sandboxed -- COMMAND…` (started by `exec`, hidden): confines this process to
+/// the plan handed on and becomes COMMAND. Confinement only narrows: started by anyone
+/// else, it can take nothing away from a sandbox it is already in.
+pub(super) fn sandboxed(plan_file: &Path, plan_sha256: &str, argv: &[String]) -> anyhow::Result<u8> {
+    let mut text = String::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(plan_file)
+        .and_then(|f| f.take(HANDOFF_BYTES_MAX).read_to_string(&mut text))
+        .map_err(|e| {
+            anyhow::anyhow!("holon job sandboxed is started by holon job exec only ({}: {e})", plan_file.display())
+        })?;
+    let _ = std::fs::remove_file(plan_file);
+    if sha256_hex(&text) != plan_sha256 {
+        errln!("holon: refused: the sandbox's plan was changed after holon job exec wrote it; the command did not run");
+        return Ok(exit::BAD_INPUT);
     }
-    let mut cmd = std::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..]).env_remove("POSIXLY_CORRECT").env("TMPDIR", &temp);
+    let h: Handoff = serde_json::from_str(&text)?;
+    let Some((program, args)) = argv.split_first() else { anyhow::bail!("no command to run") };
+    if let Err(e) = kernel::restrict(&h.plan, &h.temp, h.level) {
+        errln!("holon: refused: {e}; the command did not run");
+        return Ok(exit::BAD_INPUT);
+    }
+    let mut cmd = std::process::Command::new(program);
+    // (POSIXLY_CORRECT is already gone: `run_command` started this process without it.)
+    cmd.args(args).env("TMPDIR", &h.temp);
     // exec returns only when the command could not be started.
     let e = std::os::unix::process::CommandExt::exec(&mut cmd);
-    errln!("holon: {}: {e}", printable(&argv[0]));
+    errln!("holon: {}: {e}", printable(program));
     Ok(NOT_STARTED)
 }
 
@@ -221,56 +289,17 @@ fn missing_kernel(level: u8) -> String {
     }
 }
 
-/// A directory only this command writes in (its TMPDIR), named after the process that
-/// becomes the command (`holon-exec-PID-START`, START the process's start time in clock
-/// ticks since boot, from `/proc/self/stat`). Those of commands that have ended are
-/// removed first: a process that became its command cannot remove its own.
+/// A directory only this command writes in (its TMPDIR), removed after it.
 /// It lies in the state directory's `tmp/`, which no confined command of its jobs can
 /// write: one beneath another job's `/tmp/**` grant could be raced (a link planted where
-/// this unconfined process creates it).
+/// `exec` writes the plan would make this unconfined process overwrite its target).
 fn private_temp(root: &Path) -> std::io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let parent = root.join("tmp");
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&parent)?;
-    sweep_ended(&parent);
-    let me = std::process::id();
-    let start = process_start(me).ok_or_else(|| std::io::Error::other("/proc/self/stat cannot be read"))?;
-    let dir = parent.join(format!("{TEMP_PREFIX}{me}-{start}"));
+    let dir = parent.join(format!("holon-exec-{}-{nanos}", std::process::id()));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     std::fs::canonicalize(&dir)
-}
-
-const TEMP_PREFIX: &str = "holon-exec-";
-/// Most ended commands' directories one `exec` removes (the rest wait for the next).
-const SWEEP_DIRS_MAX: usize = 64;
-
-/// Removes the temporary directories of `tmp` whose process has ended (no process of that
-/// PID, or one started at another time). One whose name holon did not give is left.
-fn sweep_ended(tmp: &Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else { return };
-    let ended = entries.flatten().filter(|e| {
-        let name = e.file_name();
-        let Some((pid, start)) =
-            name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)).and_then(|r| r.split_once('-'))
-        else {
-            return false;
-        };
-        match (pid.parse::<u32>(), start.parse::<u64>()) {
-            (Ok(pid), Ok(start)) => process_start(pid) != Some(start),
-            _ => false,
-        }
-    });
-    for e in ended.take(SWEEP_DIRS_MAX) {
-        let _ = std::fs::remove_dir_all(e.path());
-    }
-}
-
-/// When process `pid` started, in clock ticks since boot (field 22 of `/proc/PID/stat`),
-/// or `None` when there is no such process.
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The name (field 2) is in parentheses and may hold anything: count after the last.
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Starts `argv`, waits for it and answers its exit code (128 + the signal that ended it,

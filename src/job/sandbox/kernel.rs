@@ -86,15 +86,10 @@ pub enum KernelError {
     Moved(String, String),
 }
 
-/// The ruleset of a plan, built and checked but not yet applied: [`prepare`], then
-/// [`Prepared::restrict_self`] right before the process becomes the command.
-#[derive(Debug)]
-pub struct Prepared(RulesetCreated);
-
-/// Builds the ruleset of `plan` plus `temp` (a private directory made for the command) at
-/// `level`: every granted path is opened once here and held to be the path the plan found
-/// ([`KernelError::Moved`] otherwise). Applies nothing.
-pub fn prepare(plan: &Plan, temp: &Path, level: u8) -> Result<Prepared, KernelError> {
+/// Restricts this process, and every process it starts, to `plan` plus `temp` (a private
+/// directory made for the command), at `level`. `no_new_privs` is set: a set-user-id
+/// program gains nothing. Irreversible: call it right before starting the command.
+pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> {
     let a = abi(level);
     let read = plan.read.iter().map(|g| (g.path.as_path(), AccessFs::from_read(a)));
     let write =
@@ -110,21 +105,10 @@ pub fn prepare(plan: &Plan, temp: &Path, level: u8) -> Result<Prepared, KernelEr
             created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
         }
     }
-    Ok(Prepared(created))
-}
-
-impl Prepared {
-    /// Restricts the calling process, and every process it starts, to the ruleset;
-    /// `no_new_privs` is set, so a set-user-id program gains nothing. Irreversible: call it
-    /// right before the command starts (two system calls, `prctl` and
-    /// `landlock_restrict_self`). The ruleset's descriptor is close-on-exec (the kernel
-    /// makes it so): the command does not inherit it.
-    pub fn restrict_self(self) -> Result<(), KernelError> {
-        let status = self.0.restrict_self()?;
-        match status.ruleset {
-            RulesetStatus::FullyEnforced => Ok(()),
-            other => Err(KernelError::Partial(other)),
-        }
+    let status = created.restrict_self()?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok(()),
+        other => Err(KernelError::Partial(other)),
     }
 }
 
