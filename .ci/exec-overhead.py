@@ -5,8 +5,8 @@
 
 A job approved for `true` in a fresh state under a temporary directory, then RUNS
 (default 40) alternating runs of `true`, `holon job exec j -- true` (confined, cron
-scope) and `holon job check` of the same call; prints the medians in ms. HOLON is
-copied first (exec refuses a program with a second hard link beside a write grant,
+scope) and `holon job check` of the same call; prints the medians in ms. HOLON and the
+holon-sandbox beside it are copied first (exec refuses a program with a second hard link beside a write grant,
 which cargo's target/*/holon has).
 """
 import tempfile
@@ -17,6 +17,9 @@ for d in ["w/reports", "state", "tmp", "home", "bin"]:
     os.makedirs(f"{base}/{d}")
 holon = f"{base}/bin/holon"
 shutil.copy(holon_src, holon)  # a single-link copy (exec refuses a linked program beside a write grant)
+helper = os.path.join(os.path.dirname(holon_src), "holon-sandbox")
+if os.path.exists(helper):  # its helper (builds before it had none)
+    shutil.copy(helper, f"{base}/bin/holon-sandbox")
 env = dict(os.environ, NO_COLOR="1", TMPDIR=f"{base}/tmp", HOME=f"{base}/home")
 for k in ["HOLON_SCOPE", "HOLON_RUN", "HOLON_STATE", "HOLON_TEST_LANDLOCK_ABI"]:
     env.pop(k, None)

@@ -21,26 +21,39 @@ use common::job_state::output_of;
 
 const JOB: &str = "j";
 
-/// holon as a file of its own: cargo's `target/debug/holon` is a second hard link of
-/// `deps/holon-<hash>`, and `exec` refuses a linked program beside a write grant on its
-/// file system. One copy per build, replaced when the build changes.
+/// The two programs of a build, holon and the helper it confines each command with.
+const BUILT: [&str; 2] = [env!("CARGO_BIN_EXE_holon"), env!("CARGO_BIN_EXE_holon-sandbox")];
+
+/// holon (and its helper beside it) as files of their own: cargo's `target/debug/holon` is
+/// a second hard link of `deps/holon-<hash>`, and `exec` refuses a linked program beside a
+/// write grant on its file system. One copy per build, replaced when the build changes.
 fn holon_bin() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
-        let built = Path::new(env!("CARGO_BIN_EXE_holon"));
-        let meta = std::fs::metadata(built).unwrap();
-        let stamp = format!("{}-{:?}", meta.len(), meta.modified().unwrap());
+        let stamp: Vec<String> = BUILT
+            .iter()
+            .map(|b| std::fs::metadata(b).unwrap())
+            .map(|m| format!("{}-{:?}", m.len(), m.modified().unwrap()))
+            .collect();
+        let stamp = stamp.join(" ");
         let dir = std::env::temp_dir().join("holon-exec-test-bin");
-        let bin = dir.join("holon");
         if std::fs::read_to_string(dir.join("stamp")).ok().as_deref() != Some(stamp.as_str()) {
             std::fs::create_dir_all(&dir).unwrap();
-            let fresh = dir.join(format!("holon-{}", std::process::id()));
-            std::fs::copy(built, &fresh).unwrap();
-            std::fs::rename(&fresh, &bin).unwrap();
+            install_programs(&dir);
             std::fs::write(dir.join("stamp"), &stamp).unwrap();
         }
-        bin
+        dir.join("holon")
     })
+}
+
+/// Copies holon and its helper into `dir` (each replaced whole, never half-written).
+fn install_programs(dir: &Path) {
+    for built in BUILT {
+        let built = Path::new(built);
+        let fresh = dir.join(format!(".fresh-{}", std::process::id()));
+        std::fs::copy(built, &fresh).unwrap();
+        std::fs::rename(&fresh, dir.join(built.file_name().unwrap())).unwrap();
+    }
 }
 
 struct Fixture {
@@ -362,10 +375,14 @@ fn the_kernel_holds_where_the_check_is_fooled() {
     ));
     // One confined shell runs every line through `holon job exec`, its answers kept in tmp/
     // (it changes into the workdir again: the one it inherits is the read-only mount).
+    // Some lines wait for a network the kernel refuses (npm retrying a registry, ssh waiting
+    // on a proxy shell that waits on it): each is cut after 10 s. A cut line has run confined
+    // (its record is written before it starts) and what it did is in the comparison; a slow
+    // machine can only make it do less, never make the test fail.
     let list = f.base.join("lines");
     std::fs::write(&list, lines.iter().map(|(_, l)| format!("{l}\0")).collect::<String>()).unwrap();
     let driver = format!(
-        "cd {} && while IFS= read -r -d '' line; do timeout 60 {} job --state {} exec {JOB} --run r1 --scope cron --shell \"$line\" </dev/null >/dev/null 2>>{}/tmp/answers || true; done < {}",
+        "cd {} && while IFS= read -r -d '' line; do timeout 10 {} job --state {} exec {JOB} --run r1 --scope cron --shell \"$line\" </dev/null >/dev/null 2>>{}/tmp/answers || true; done < {}",
         f.work.display(),
         holon_bin().display(),
         f.state.display(),
@@ -539,14 +556,14 @@ fn a_tool_whose_command_is_not_judged_does_not_run() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "target\n");
 }
 
-/// `holon job sandboxed` (what `exec` starts) with a hand-written plan.
+/// `holon-sandbox` (what `exec` starts) with a hand-written plan.
 fn sandboxed(f: &Fixture, plan: &Value, sha: Option<&str>, line: &str) -> (i32, String, String) {
     let text = plan.to_string();
     let file = f.base.join("tmp/plan.json");
     std::fs::write(&file, &text).unwrap();
     let sha = sha.map_or_else(|| holon::job::state::sha256_hex(&text), str::to_owned);
-    let mut c = Command::new(holon_bin());
-    c.args(["job", "sandboxed", "--plan"]).arg(&file).args(["--plan-sha256", &sha, "--", "bash", "-c", line]);
+    let mut c = Command::new(holon_bin().with_file_name("holon-sandbox"));
+    c.arg("--plan").arg(&file).args(["--plan-sha256", &sha, "--", "bash", "-c", line]);
     f.run(c, "", &[])
 }
 
@@ -639,12 +656,34 @@ fn another_terminal_cannot_be_opened() {
 fn holon_beneath_a_write_grant_is_refused() {
     let f = Fixture::new("exe");
     f.approve(SCRIPT_MANDATE);
-    let copy = f.work.join("reports/holon");
-    std::fs::copy(env!("CARGO_BIN_EXE_holon"), &copy).unwrap();
+    install_programs(&f.work.join("reports"));
     std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
-    let (code, _, err) = f.exec_as(&copy, "bash ./attack.sh");
+    let (code, _, err) = f.exec_as(&f.work.join("reports/holon"), "bash ./attack.sh");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holon's own program"), "{err}");
+    // The helper alone beneath the grant (holon outside it): refused as well.
+    std::fs::create_dir_all(f.base.join("bin")).unwrap();
+    std::fs::copy(holon_bin(), f.base.join("bin/holon")).unwrap();
+    std::os::unix::fs::symlink(f.work.join("reports/holon-sandbox"), f.base.join("bin/holon-sandbox")).unwrap();
+    let (code, _, err) = f.exec_as(&f.base.join("bin/holon"), "bash ./attack.sh");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holon-sandbox") && err.contains("reports"), "{err}");
+}
+
+/// Without its helper beside it, holon confines nothing and runs nothing: the refusal
+/// says how to install both.
+#[test]
+fn a_missing_helper_refuses_the_command() {
+    let f = Fixture::new("nohelper");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::create_dir_all(f.base.join("bin")).unwrap();
+    let alone = f.base.join("bin/holon");
+    std::fs::copy(holon_bin(), &alone).unwrap();
+    std::fs::write(f.work.join("attack.sh"), "echo ran > reports/ran.txt\n").unwrap();
+    let (code, _, err) = f.exec_as(&alone, "bash ./attack.sh");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holon-sandbox") && err.contains("cargo install --locked --path ."), "{err}");
+    assert!(!f.work.join("reports/ran.txt").exists(), "nothing ran");
 }
 
 /// The test variable can only make `exec` refuse: a level it names at or above the
@@ -671,8 +710,8 @@ fn a_linked_holon_beside_a_write_grant_is_refused() {
     let f = Fixture::new("linked");
     f.approve(SCRIPT_MANDATE);
     std::fs::create_dir_all(f.base.join("bin")).unwrap();
+    install_programs(&f.base.join("bin"));
     let own = f.base.join("bin/holon");
-    std::fs::copy(holon_bin(), &own).unwrap();
     std::fs::hard_link(&own, f.base.join("bin/second-link")).unwrap();
     std::fs::write(f.work.join("attack.sh"), "true\n").unwrap();
     let (code, _, err) = f.exec_as(&own, "bash ./attack.sh");
@@ -694,4 +733,42 @@ fn the_private_temporary_directory_is_in_the_state() {
     assert!(tmp.starts_with(&format!("{}/tmp/holon-exec-", f.state.display())), "{out}");
     assert!(out.contains("wrote"), "the command writes its own temporary directory: {out}");
     assert!(!Path::new(tmp).exists(), "removed after the command");
+}
+
+/// A command cannot keep its temporary directory on disk: not with a tree deeper than the
+/// remover's descriptors (std's recursive `remove_dir_all` ran out of them at this depth
+/// under `ulimit -n 256`, and a deeper tree overflowed its stack), not with a link out of
+/// it, not with an immutable file (CAP_LINUX_IMMUTABLE is taken from the command, root
+/// included).
+#[test]
+fn a_command_cannot_keep_its_temporary_directory() {
+    require_landlock();
+    let f = Fixture::new("keep-temp");
+    f.approve(SCRIPT_MANDATE);
+    let script = concat!(
+        "echo \"$TMPDIR\"\n",
+        "ln -s \"$OUTSIDE\" \"$TMPDIR/out-link\"\n",
+        "touch \"$TMPDIR/pinned\"\n",
+        "if chattr +i \"$TMPDIR/pinned\" 2>/dev/null; then echo immutable; fi\n",
+        "/usr/bin/python3 -c 'import os\nos.chdir(os.environ[\"TMPDIR\"])\nfor _ in range(3000):\n    os.mkdir(\"d\"); os.chdir(\"d\")\nopen(\"leaf\", \"w\").write(\"x\")\nprint(\"deep\")'\n",
+    );
+    std::fs::write(f.work.join("attack.sh"), script).unwrap();
+    let mut c = Command::new("bash");
+    c.args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\""]).arg(holon_bin()).args(["job", "--state"]).arg(&f.state);
+    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    let (code, out, err) = f.run(c, "", &[("OUTSIDE", &f.out.display().to_string())]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("deep"), "the tree was made: {out} {err}");
+    assert!(!out.contains("immutable"), "chattr +i must fail under holon-sandbox: {out}");
+    let tmp = out.lines().next().unwrap();
+    assert!(!Path::new(tmp).exists(), "{tmp} was left: {err}");
+    assert!(!err.contains("left on disk"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(f.out.join("target.txt")).unwrap(),
+        "target\n",
+        "the link was removed, never followed"
+    );
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: chattr +i fails without CAP_LINUX_IMMUTABLE anyway; run as root to test the drop");
+    }
 }

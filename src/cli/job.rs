@@ -358,23 +358,6 @@ pub(super) enum JobCommand {
         after_help = "EXIT CODES: 0 allow (for a shell call, the wrapped command on standard output), 2 block (the reason on standard error), and 2 whenever the call or the job cannot be read: fail closed.\n\nEXAMPLES:\n  holon job hook nightly-report --scope cron < payload.json\n  (in .claude/settings.json: see docs/job.md \"Hooks\")"
     )]
     Hook(super::job_exec::HookArgs),
-    /// Started by `holon job exec` only: confines itself to the plan handed on, then runs
-    /// the command.
-    #[command(
-        hide = true,
-        after_help = "EXIT CODES: the command's own exit code; 2 when the ruleset cannot be applied or the plan cannot be read (nothing ran); 127 when the command could not be started.\n\nEXAMPLES:\n  holon job sandboxed --plan /tmp/holon-exec-1-2/.holon-sandbox-plan.json --plan-sha256 HEX -- true   (as holon job exec starts it; by hand it has no plan to read)"
-    )]
-    Sandboxed {
-        /// The plan `exec` wrote.
-        #[arg(long)]
-        plan: PathBuf,
-        /// The plan's SHA-256, which `exec` computed when it wrote it.
-        #[arg(long)]
-        plan_sha256: String,
-        /// The command and its arguments, after `--`.
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
     /// Print the active version, the pending one, or the diff between them.
     #[command(
         after_help = "EXIT CODES: 0 printed, 2 bad input (no such version, an unreadable or invalid file, a bad flag, a closed output pipe).\n\nThe version's number and file go to standard error, its text to standard output.\n\nEXAMPLES:\n  holon job show nightly-report\n  holon job show nightly-report --pending\n  holon job show nightly-report --diff"

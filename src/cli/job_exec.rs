@@ -2,25 +2,23 @@
 //! the approved version) and `holon job hook` (a runtime's PreToolUse hook that hands its
 //! shell calls to `exec`). docs/job.md "What the kernel enforces".
 
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
 use holon::job::call::{self, CALL_BYTES_MAX, EXEMPT_TOOL, shell_quote};
 use holon::job::mandate::JobMandate;
 use holon::job::redact::printable;
+use holon::job::sandbox::handoff::{EXIT_NOT_STARTED, HELPER_NAME, Handoff};
 use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
-use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT};
-use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN, sha256_hex};
+use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT, temp};
+use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
 use serde_json::{Value, json};
 
 use super::exit;
 use super::job::scope_of;
 use super::out::{errln, outln};
-
-/// The exit code of a command that could not be started (as a shell answers).
-const NOT_STARTED: u8 = 127;
 
 #[derive(clap::Args)]
 pub(super) struct ExecArgs {
@@ -156,11 +154,13 @@ fn confined(
         let _ = job.record_exec(ExecRecord::new(run, Some(version), 0, &format!("refused: {why}"), line));
         Ok(exit::BAD_INPUT)
     };
-    let holon = match std::env::current_exe() {
-        Ok(h) => h,
-        Err(e) => return refuse(format!("holon's own executable cannot be found ({e})")),
+    let (holon, helper) = match programs() {
+        Ok(p) => p,
+        Err(why) => return refuse(why),
     };
-    let plan = match Plan::compile(mandate, &job.root()).and_then(|p| p.refuse_writable_program(&holon).map(|()| p)) {
+    let plan = match Plan::compile(mandate, &job.root())
+        .and_then(|p| p.refuse_writable_program(&holon).and_then(|()| p.refuse_writable_program(&helper)).map(|()| p))
+    {
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),
     };
@@ -189,93 +189,53 @@ fn confined(
             "holon: warning: the confinement could not be recorded ({e}); `holon job status` will not show this command"
         );
     }
-    let temp = match private_temp(&job.root()) {
+    let temp = match temp::create(&job.root()) {
         Ok(t) => t,
         Err(e) => return refuse(format!("no private temporary directory ({e})")),
     };
-    // The command runs in a child that confines itself (`holon job sandboxed`) and then
-    // becomes the command: this process stays outside, to remove the temporary directory
-    // the confined command cannot remove. The plan goes in a file in that directory, and
-    // its SHA-256 on the child's command line: the directory may lie beneath a write grant
-    // (`/tmp/**`), where another job's command could rewrite the file before it is read.
-    let plan_file = temp.join(HANDOFF_FILE);
-    let written = serde_json::to_string(&Handoff { plan, temp: temp.clone(), level })
-        .map_err(|e| e.to_string())
-        .and_then(|text| write_new(&plan_file, &text).map(|()| sha256_hex(&text)).map_err(|e| e.to_string()));
-    let code = match written {
-        Ok(sha) => {
-            let mut child = vec![holon.display().to_string(), "job".to_owned(), "sandboxed".to_owned()];
-            child.extend(["--plan".to_owned(), plan_file.display().to_string(), "--plan-sha256".to_owned(), sha]);
-            child.push("--".to_owned());
-            child.extend(argv.iter().cloned());
+    // The command runs in a child that confines itself (`holon-sandbox`) and then becomes
+    // the command: this process stays outside, to remove the temporary directory the
+    // confined command cannot remove. The plan goes in a file in that directory, and its
+    // SHA-256 on the child's command line (`handoff`).
+    let code = match (Handoff { plan, temp: temp.clone(), level }).write() {
+        Ok(args) => {
+            let mut child: Vec<OsString> = vec![helper.into_os_string()];
+            child.extend(args);
+            child.extend(argv.iter().map(OsString::from));
             run_command(&child)
         }
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&temp);
+            remove_temp(&temp);
             return refuse(format!("the plan cannot be handed on ({e})"));
         }
     };
-    let _ = std::fs::remove_dir_all(&temp);
+    remove_temp(&temp);
     Ok(code)
 }
 
-/// Writes `text` to a file that must not exist yet (no link followed, none replaced).
-fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())
+/// Removes the command's temporary directory, or says what was left.
+fn remove_temp(temp: &Path) {
+    if let Err(e) = temp::remove(temp) {
+        errln!(
+            "holon: warning: the command's temporary directory {} was left on disk ({e}); remove it by hand",
+            temp.display()
+        );
+    }
 }
 
-/// What `holon job exec` hands the child that confines itself.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Handoff {
-    plan: Plan,
-    temp: PathBuf,
-    level: u8,
-}
-
-/// The file, in the command's private temporary directory, the plan is handed on in
-/// (removed before the command starts).
-const HANDOFF_FILE: &str = ".holon-sandbox-plan.json";
-/// Most bytes of a handed-on plan.
-const HANDOFF_BYTES_MAX: u64 = 64 << 20;
-
-/// `holon job sandboxed -- COMMAND…` (started by `exec`, hidden): confines this process to
-/// the plan handed on and becomes COMMAND. Confinement only narrows: started by anyone
-/// else, it can take nothing away from a sandbox it is already in.
-pub(super) fn sandboxed(plan_file: &Path, plan_sha256: &str, argv: &[String]) -> anyhow::Result<u8> {
-    let mut text = String::new();
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(plan_file)
-        .and_then(|f| f.take(HANDOFF_BYTES_MAX).read_to_string(&mut text))
-        .map_err(|e| {
-            anyhow::anyhow!("holon job sandboxed is started by holon job exec only ({}: {e})", plan_file.display())
-        })?;
-    let _ = std::fs::remove_file(plan_file);
-    if sha256_hex(&text) != plan_sha256 {
-        errln!("holon: refused: the sandbox's plan was changed after holon job exec wrote it; the command did not run");
-        return Ok(exit::BAD_INPUT);
+/// holon's own program and the helper beside it, or why a command cannot be confined.
+fn programs() -> Result<(PathBuf, PathBuf), String> {
+    let holon = std::env::current_exe().map_err(|e| format!("holon's own executable cannot be found ({e})"))?;
+    let helper = holon.with_file_name(HELPER_NAME);
+    // The very file that was checked is the one started (a link beside holon is resolved).
+    match std::fs::canonicalize(&helper).and_then(|h| std::fs::metadata(&h).map(|m| (h, m))) {
+        Ok((h, m)) if m.is_file() => Ok((holon, h)),
+        Ok(_) => Err(format!("{} is not a program", helper.display())),
+        Err(e) => Err(format!(
+            "{HELPER_NAME}, the program that confines each command, is not beside holon ({}: {e}). Install both (cargo install --locked --path . installs holon and {HELPER_NAME}), or copy {HELPER_NAME} from the same build next to holon",
+            helper.display()
+        )),
     }
-    let h: Handoff = serde_json::from_str(&text)?;
-    let Some((program, args)) = argv.split_first() else { anyhow::bail!("no command to run") };
-    if let Err(e) = kernel::restrict(&h.plan, &h.temp, h.level) {
-        errln!("holon: refused: {e}; the command did not run");
-        return Ok(exit::BAD_INPUT);
-    }
-    let mut cmd = std::process::Command::new(program);
-    // (POSIXLY_CORRECT is already gone: `run_command` started this process without it.)
-    cmd.args(args).env("TMPDIR", &h.temp);
-    // exec returns only when the command could not be started.
-    let e = std::os::unix::process::CommandExt::exec(&mut cmd);
-    errln!("holon: {}: {e}", printable(program));
-    Ok(NOT_STARTED)
 }
 
 fn missing_kernel(level: u8) -> String {
@@ -289,25 +249,14 @@ fn missing_kernel(level: u8) -> String {
     }
 }
 
-/// A directory only this command writes in (its TMPDIR), removed after it.
-/// It lies in the state directory's `tmp/`, which no confined command of its jobs can
-/// write: one beneath another job's `/tmp/**` grant could be raced (a link planted where
-/// `exec` writes the plan would make this unconfined process overwrite its target).
-fn private_temp(root: &Path) -> std::io::Result<PathBuf> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let parent = root.join("tmp");
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&parent)?;
-    let dir = parent.join(format!("holon-exec-{}-{nanos}", std::process::id()));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    std::fs::canonicalize(&dir)
-}
-
 /// Starts `argv`, waits for it and answers its exit code (128 + the signal that ended it,
 /// as a shell does). The option grammar is getopt's with permutation: POSIXLY_CORRECT,
 /// which turns permutation off, is not passed on.
-fn run_command(argv: &[String]) -> u8 {
-    let mut cmd = std::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..]).env_remove("POSIXLY_CORRECT");
+fn run_command<S: AsRef<OsStr>>(argv: &[S]) -> u8 {
+    let Some((program, args)) = argv.split_first() else { return EXIT_NOT_STARTED };
+    let program = program.as_ref();
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).env_remove("POSIXLY_CORRECT");
     match cmd.status() {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => u8::try_from(c).unwrap_or(1),
@@ -315,8 +264,8 @@ fn run_command(argv: &[String]) -> u8 {
             (None, None) => 1,
         },
         Err(e) => {
-            errln!("holon: {}: {e}", printable(&argv[0]));
-            NOT_STARTED
+            errln!("holon: {}: {e}", printable(&program.to_string_lossy()));
+            EXIT_NOT_STARTED
         }
     }
 }

@@ -297,9 +297,6 @@ pub(crate) fn run() -> ExitCode {
             job::JobCommand::Status { job: j } => job_review::status(state, &j, &style),
             job::JobCommand::Exec(args) => job_exec::exec(state, args),
             job::JobCommand::Hook(args) => job_exec::hook(state, args),
-            job::JobCommand::Sandboxed { plan, plan_sha256, command } => {
-                job_exec::sandboxed(&plan, &plan_sha256, &command)
-            }
             job::JobCommand::Show { job: j, pending, diff } => job::show(state, &j, pending, diff, &style),
             job::JobCommand::Drift { job: j, json } => job_review::drift(state, &j, json, &style),
             job::JobCommand::Widen { job: j, drift_id, pattern, json } => {

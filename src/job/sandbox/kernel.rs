@@ -84,6 +84,10 @@ pub enum KernelError {
     Partial(RulesetStatus),
     #[error("{0} is not where the plan found it ({1}): it was moved or replaced by a link since")]
     Moved(String, String),
+    #[error(
+        "CAP_LINUX_IMMUTABLE cannot be taken from the command ({0}): it could make its temporary files unremovable"
+    )]
+    Capability(String),
 }
 
 /// Restricts this process, and every process it starts, to `plan` plus `temp` (a private
@@ -110,6 +114,29 @@ pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> 
         RulesetStatus::FullyEnforced => Ok(()),
         other => Err(KernelError::Partial(other)),
     }
+}
+
+/// Takes `CAP_LINUX_IMMUTABLE` away from this process and every program it starts (the
+/// bounding set, so that not even root gets it back at exec): Landlock does not hold
+/// inode flags, and a confined root command could otherwise make files in its temporary
+/// directory immutable, which `holon job exec` could then not remove. A process that lacks
+/// the capability and is not root has nothing to drop (no_new_privs keeps file
+/// capabilities from granting it); one that has it and cannot drop it is refused.
+pub fn drop_capabilities() -> Result<(), KernelError> {
+    use rustix::thread::{self, CapabilitySet};
+    let refuse = |e: rustix::io::Errno| KernelError::Capability(std::io::Error::from(e).to_string());
+    let mut sets = thread::capabilities(None).map_err(refuse)?;
+    let held = (sets.permitted | sets.effective | sets.inheritable).contains(CapabilitySet::LINUX_IMMUTABLE);
+    if !held && !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    if thread::capability_is_in_bounding_set(CapabilitySet::LINUX_IMMUTABLE).map_err(refuse)? {
+        thread::remove_capability_from_bounding_set(CapabilitySet::LINUX_IMMUTABLE).map_err(refuse)?;
+    }
+    sets.effective.remove(CapabilitySet::LINUX_IMMUTABLE);
+    sets.permitted.remove(CapabilitySet::LINUX_IMMUTABLE);
+    sets.inheritable.remove(CapabilitySet::LINUX_IMMUTABLE);
+    thread::set_capabilities(None, sets).map_err(refuse)
 }
 
 /// The rule for `path`, opened once and held to be that very path (its descriptor's own

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::mandate::JobMandate;
 
+pub mod handoff;
 pub mod kernel;
+pub mod temp;
 
 /// Directories outside the workdir a command may read and run programs from, when the
 /// mandate's `sandbox.system_read` does not say otherwise.
