@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{read_json, write_json};
+use super::store::{Durability, read_json, write_json_as};
 use super::{Job, StateError};
 use crate::job::redact::redact;
 use crate::time::Timestamp;
@@ -61,7 +61,8 @@ impl Job {
         records.push(record);
         let over = records.len().saturating_sub(EXEC_RECORDS_MAX);
         records.drain(..over);
-        write_json(&path, &records)
+        // Shown to a person, never decided on: atomic, not synced (store::Durability).
+        write_json_as(&path, &records, Durability::Unsynced)
     }
 
     /// The recorded commands, oldest first.
