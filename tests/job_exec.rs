@@ -17,7 +17,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::job_state::output_of;
+use common::job_state::output_of_job;
 
 const JOB: &str = "j";
 
@@ -87,18 +87,8 @@ impl Fixture {
     }
 
     fn run(&self, mut cmd: Command, stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-        cmd.current_dir(&self.work)
-            .env("NO_COLOR", "1")
-            .env("TMPDIR", self.base.join("tmp"))
-            .env("HOME", self.base.join("home"))
-            .env_remove("HOLON_SCOPE")
-            .env_remove("HOLON_RUN")
-            .env_remove("HOLON_STATE")
-            .env_remove("HOLON_TEST_LANDLOCK_ABI");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        output_of(cmd, stdin)
+        cmd.current_dir(&self.work).env("TMPDIR", self.base.join("tmp")).env("HOME", self.base.join("home"));
+        output_of_job(cmd, stdin, env)
     }
 
     /// Approves `body` (the mandate after its `workdir:` line) as the job's first version.

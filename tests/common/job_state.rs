@@ -20,6 +20,19 @@ pub(crate) fn output_of(mut cmd: Command, stdin: &str) -> (i32, String, String) 
     )
 }
 
+/// Runs a `holon job` command with `stdin`, in an environment without the job variables
+/// (the caller's `HOLON_*` must not choose the run, scope or state) except `env`.
+pub(crate) fn output_of_job(mut cmd: Command, stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    cmd.env("NO_COLOR", "1");
+    for k in ["HOLON_SCOPE", "HOLON_RUN", "HOLON_STATE", "HOLON_TEST_LANDLOCK_ABI"] {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    output_of(cmd, stdin)
+}
+
 impl State {
     /// Every file under the state directory, as (path, text).
     pub(crate) fn files(&self) -> Vec<(String, String)> {
@@ -49,18 +62,8 @@ impl State {
     /// variables except `env`: (exit code, stdout, stderr).
     pub(crate) fn holon_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_holon"));
-        cmd.arg("job")
-            .arg("--state")
-            .arg(&self.0)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("HOLON_SCOPE")
-            .env_remove("HOLON_RUN")
-            .env_remove("HOLON_STATE");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        output_of(cmd, stdin)
+        cmd.arg("job").arg("--state").arg(&self.0).args(args);
+        output_of_job(cmd, stdin, env)
     }
 
     pub(crate) fn holon(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
