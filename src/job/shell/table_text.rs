@@ -153,53 +153,35 @@ fn option(line: &'static str, n: usize) -> Result<Opt, String> {
 
 /// The table from its text: the headers now, each command's option lines when it is
 /// first looked up ([`options_of`]); `Err` names the line that is wrong. The text is
-/// compiled in (`'static`): spellings are borrowed from it. A header is a line whose first
-/// non-blank characters are `==`: found by searching the text for `==` (a hundred or so)
-/// instead of reading each of its two thousand lines (that reading was a quarter of a
-/// `holon job check` process's instructions).
+/// compiled in (`'static`): spellings are borrowed from it.
 fn read(text: &'static str) -> Result<Table, String> {
     let mut entries: Vec<Entry> = Vec::new();
+    let mut at = 0;
     // The header being read: its spec, where its body starts (byte and line).
     let mut open: Option<(Spec, usize, usize)> = None;
-    // Lines counted up to `counted` (the start of line `line`).
-    let (mut counted, mut line) = (0, 1);
-    for at in memchr::memmem::find_iter(text.as_bytes(), b"==") {
-        let start = text.get(..at).and_then(|before| before.rfind('\n')).map_or(0, |i| i + 1);
-        if !text.get(start..at).is_some_and(|blanks| blanks.trim().is_empty()) {
-            continue;
-        }
-        line += newlines(text.get(counted..start).unwrap_or_default());
-        counted = start;
-        let end = text.get(start..).and_then(|rest| rest.find('\n')).map_or(text.len(), |i| start + i + 1);
-        match open.take() {
-            Some((head, from, first)) => {
-                entries.push(Entry::new(head, text.get(from..start).unwrap_or_default(), first))
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
+        let n = i + 1;
+        let start = at;
+        at += raw.len();
+        // Only a header, or a line before the first one, is looked at now (a comment
+        // cannot start with `==`).
+        if raw.trim_start().starts_with("==") {
+            let rest = uncommented(raw).strip_prefix("==").unwrap_or_default();
+            if let Some((head, from, first)) = open.take() {
+                entries.push(Entry::new(head, text.get(from..start).unwrap_or_default(), first));
             }
-            None => before_any_command(text.get(..start).unwrap_or_default())?,
+            open = Some((header(rest, n)?, at, n + 1));
+        } else if open.is_none() {
+            let line = uncommented(raw);
+            if !line.is_empty() && !line.starts_with('#') {
+                return Err(format!("line {n}: an option before any command"));
+            }
         }
-        let rest = uncommented(text.get(start..end).unwrap_or_default()).strip_prefix("==").unwrap_or_default();
-        open = Some((header(rest, line)?, end, line + 1));
     }
-    match open {
-        Some((head, from, first)) => entries.push(Entry::new(head, text.get(from..).unwrap_or_default(), first)),
-        None => before_any_command(text)?,
+    if let Some((head, from, first)) = open {
+        entries.push(Entry::new(head, text.get(from..).unwrap_or_default(), first));
     }
     build(entries)
-}
-
-fn newlines(text: &str) -> usize {
-    text.bytes().filter(|b| *b == b'\n').count()
-}
-
-/// The lines before the first header: comments and blank lines only.
-fn before_any_command(text: &str) -> Result<(), String> {
-    for (i, raw) in text.split_inclusive('\n').enumerate() {
-        let line = uncommented(raw);
-        if !line.is_empty() && !line.starts_with('#') {
-            return Err(format!("line {}: an option before any command", i + 1));
-        }
-    }
-    Ok(())
 }
 
 /// A line without its end, its comment (` #` on) and the blanks around it.
@@ -360,11 +342,11 @@ mod tests {
         assert!(matches!(t.lookup("c", None), Lookup::Absent));
     }
 
-    /// The header search against the plainest reading: every line whose trimmed start is
+    /// The table's reader against the plainest reading: every line whose trimmed start is
     /// `==` is a header, its body the lines up to the next one. The compiled-in table and
     /// texts with `==` in comments, in option lines and at odd places.
     #[test]
-    fn the_header_search_finds_what_reading_each_line_finds() {
+    fn the_reader_finds_the_headers_a_plain_reading_finds() {
         let odd = "# a == b\n\n   == a | b : gnu words # c == d\n-x ==x\n\t==c : gnu words\n==== d : gnu words\n== e : gnu words";
         for text in [include_str!("commands.txt"), odd, "== a : gnu words\n", "\n\n== a : gnu words\n-y\n"] {
             let t = super::read(text).unwrap();
