@@ -6,8 +6,8 @@
 A job approved for `true` in a fresh state under a temporary directory, then RUNS
 (default 40) alternating runs of `true`, `holon job exec j -- true` (confined, cron
 scope) and `holon job check` of the same call; prints the medians in ms. HOLON and the
-holon-sandbox beside it are copied first (exec refuses a program with a second hard link beside a write grant,
-which cargo's target/*/holon has).
+holon-sandbox beside it are copied first (exec refuses a program with a second hard link
+beside a write grant, which cargo's target/*/holon has).
 """
 import tempfile
 import os, subprocess, shutil, json, time, statistics, sys

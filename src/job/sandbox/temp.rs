@@ -45,11 +45,13 @@ pub enum RemoveError {
     Io(#[from] std::io::Error),
 }
 
+/// How every directory of a removal is opened: to read, never through a link.
+const DIRECTORY: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
 /// Removes `dir` and everything in it, bounded (see the module). An error leaves what
 /// could not be removed and says why; the caller says so to the user.
 pub fn remove(dir: &Path) -> Result<(), RemoveError> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let top = rustix::fs::openat(CWD, dir, flags, Mode::empty()).map_err(std::io::Error::from)?;
+    let top = rustix::fs::openat(CWD, dir, DIRECTORY, Mode::empty()).map_err(std::io::Error::from)?;
     let mut removal = Removal { top, pending: vec![None], moved: 0, entries: 0 };
     while let Some(name) = removal.pending.pop() {
         removal.empty(name.as_deref())?;
@@ -73,11 +75,8 @@ impl Removal {
     /// is the top, removes it: files are unlinked, subdirectories moved up to the top and
     /// emptied later.
     fn empty(&mut self, name: Option<&CStr>) -> Result<(), RemoveError> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = match name {
-            Some(n) => rustix::fs::openat(&self.top, n, flags, Mode::empty()).map_err(std::io::Error::from)?,
-            None => rustix::fs::openat(&self.top, c".", flags, Mode::empty()).map_err(std::io::Error::from)?,
-        };
+        let dir = rustix::fs::openat(&self.top, name.unwrap_or(c"."), DIRECTORY, Mode::empty())
+            .map_err(std::io::Error::from)?;
         // Names first, then changes: a directory is not changed while it is being read.
         let mut names = Vec::new();
         for entry in Dir::read_from(&dir).map_err(std::io::Error::from)? {
