@@ -3,7 +3,7 @@
 //! The gate runs it under callgrind with `N = 0` and with `N = 20000`; the difference
 //! divided by 20000 is the instructions of one admit+settle, independent of machine load.
 //!
-//! `cargo build --release --example icount && ./target/release/examples/icount 20000`
+//! `cargo build --release -p holon-bench-gate --bin icount && ./target/release/icount 20000`
 
 use std::sync::Arc;
 
