@@ -106,8 +106,15 @@ fn a_key_still_in_flight_is_a_409_and_then_its_answer() {
     // The digest as the server makes it (its method, path and body): the same request.
     let digest = digest(&[b"POST", b"/v1/admit", body.to_string().as_bytes()]);
     let now = holon::time::Timestamp::now().unix();
-    let claim =
-        KeyClaim { scope: "gateway", key: "busy", digest: &digest, node: "elsewhere", now_unix: now, keep_s: 600 };
+    let claim = KeyClaim {
+        scope: "gateway",
+        key: "busy",
+        digest: &digest,
+        node: "elsewhere",
+        now_unix: now,
+        keep_s: 600,
+        keys_max: u64::MAX,
+    };
     assert_eq!(store.claim_key(&claim).unwrap(), holon::store::KeyState::Claimed);
     let (code, _, busy) = s.post_keyed("/v1/admit", &s.gateway, &body, "busy", LONG).unwrap();
     assert_eq!(code, 409, "{busy}");

@@ -412,8 +412,15 @@ fn keys_claimed_at_once_by_eight_handles_go_to_one(url: &str) {
                 let store = PostgresStore::connect(&url).unwrap();
                 barrier.wait();
                 let node = format!("n{n}");
-                let claim =
-                    KeyClaim { scope: "gateway", key: "race", digest: "d", node: &node, now_unix: 1, keep_s: 60 };
+                let claim = KeyClaim {
+                    scope: "gateway",
+                    key: "race",
+                    digest: "d",
+                    node: &node,
+                    now_unix: 1,
+                    keep_s: 60,
+                    keys_max: u64::MAX,
+                };
                 store.claim_key(&claim).unwrap()
             })
         })

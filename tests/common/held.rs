@@ -53,6 +53,7 @@ pub(crate) fn idempotency_keys_are_claimed_once_and_replayed(store: &dyn LedgerS
         node,
         now_unix,
         keep_s: 100,
+        keys_max: u64::MAX,
     };
     assert_eq!(store.claim_key(&claim("k1", "d1", "a", 10)).unwrap(), KeyState::Claimed);
     assert_eq!(other.claim_key(&claim("k1", "d1", "b", 11)).unwrap(), KeyState::InFlight, "on another node too");
