@@ -99,13 +99,18 @@ impl ExtAuthz {
         }
         let asked = self.admit_request(headers);
         let field = |h: &str| headers.get(h).map_or(&b""[..], |v| v.as_bytes());
-        let digest = idempotency::digest(&[
-            b"CHECK",
-            field(&self.headers.mandate),
-            field(&self.headers.agent),
-            field(&self.headers.max_cost),
-            field(&self.headers.capability),
-        ]);
+        let digest = key
+            .as_ref()
+            .map(|_| {
+                idempotency::digest(&[
+                    b"CHECK",
+                    field(&self.headers.mandate),
+                    field(&self.headers.agent),
+                    field(&self.headers.max_cost),
+                    field(&self.headers.capability),
+                ])
+            })
+            .unwrap_or_default();
         svc.keyed(super::auth::Role::Gateway.name(), key, digest, async move {
             match asked {
                 Err(message) => Answer::refusal(super::service::Refusal::new(400, message)),

@@ -161,7 +161,8 @@ pub(crate) fn digest(parts: &[&[u8]]) -> String {
 }
 
 impl Service {
-    /// Runs `run` under `key` (of the principal `scope`), or plainly without a key.
+    /// Runs `run` under `key` (of the principal `scope`; `digest` is what the request was,
+    /// empty when it has no key), or plainly without a key.
     pub(crate) async fn keyed<F>(&'static self, scope: String, key: Option<String>, digest: String, run: F) -> Answered
     where
         F: Future<Output = Answer> + Send + 'static,
