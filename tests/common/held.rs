@@ -80,7 +80,10 @@ pub(crate) fn idempotency_keys_are_claimed_once_and_replayed(store: &dyn LedgerS
         store.claim_key(&claim(key, "d", "a", 201 + n as i64)).unwrap();
         store.answer_key("gateway", key, &KeyAnswer { status: 200, body: "{}".into() }).unwrap();
     }
-    assert_eq!(store.prune_keys(150, 2).unwrap(), 4, "two expired, then the two oldest answered");
+    // The `memory` store's claims drop expired keys as they come (`TRIM_PER_CLAIM`): its
+    // claims of p1 to p3 dropped the two expired ones already.
+    let expired_left = if store.in_process() { 0 } else { 2 };
+    assert_eq!(store.prune_keys(150, 2).unwrap(), expired_left + 2, "the expired, then the two oldest answered");
     assert_eq!(
         other.claim_key(&claim("p3", "d", "b", 210)).unwrap(),
         KeyState::Answered(KeyAnswer { status: 200, body: "{}".into() })
