@@ -160,9 +160,9 @@ impl KeyBook {
         Ok(state)
     }
 
-    /// Drops at most [`TRIM_PER_CLAIM`] of the oldest keys, each one a prune would drop
-    /// (expired, or answered while the book is past `keys_max`), and stops at the first it
-    /// would keep. A prune that dropped a second's worth of keys at once (40,000 at the
+    /// Looks at most [`TRIM_PER_CLAIM`] of the oldest claims: drops each key a prune would
+    /// drop (expired, or answered while the book is past `keys_max`), sends one in flight
+    /// past the bound to the back, and stops at the first it would keep. A prune that dropped a second's worth of keys at once (40,000 at the
     /// rate of `.ci/serve-bench`) took the server's core for tens of ms: its p99 was 20 ms.
     fn trim(&mut self, now_unix: i64, keys_max: u64) {
         let max = usize::try_from(keys_max).unwrap_or(usize::MAX);
