@@ -436,6 +436,29 @@ fn a_kernel_without_enough_landlock_refuses_a_cron_run() {
     assert!(status.contains("0 of the last"), "{status}");
 }
 
+/// The command holds no capability, even run as root (found by an attack round: with
+/// `CAP_MKNOD` a confined root command made a block device node in its `TMPDIR` and wrote
+/// the disk beneath every grant; with `CAP_NET_RAW` it sent ICMP with `hosts: []`).
+#[test]
+fn a_confined_command_holds_no_capability_even_as_root() {
+    require_landlock();
+    let f = Fixture::new("caps");
+    f.approve("tools: [\"terminal\"]\npaths:\n  read: [\"**\"]\n  write: [\"reports/*.md\"]\ncommands: [\"=bash caps.sh\"]\nhosts: []\n");
+    std::fs::write(
+        f.work.join("caps.sh"),
+        "while read -r name value; do case $name in Cap*) echo \"$name $value\";; esac; done </proc/self/status >reports/caps.md\n",
+    )
+    .unwrap();
+    let (code, _, err) = f.exec(&["--", "bash", "caps.sh"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let caps = std::fs::read_to_string(f.work.join("reports/caps.md")).unwrap();
+    for set in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+        let line = caps.lines().find(|l| l.starts_with(set)).unwrap_or_else(|| panic!("no {set} in {caps}"));
+        let bits = u64::from_str_radix(line[set.len()..].trim(), 16).unwrap();
+        assert_eq!(bits, 0, "the command holds capabilities: {caps}");
+    }
+}
+
 #[test]
 fn a_state_directory_inside_a_writable_one_is_refused() {
     let f = Fixture::new("statein");

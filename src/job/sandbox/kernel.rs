@@ -85,7 +85,7 @@ pub enum KernelError {
     #[error("{0} is not where the plan found it ({1}): it was moved or replaced by a link since")]
     Moved(String, String),
     #[error(
-        "CAP_LINUX_IMMUTABLE cannot be taken from the command ({0}): it could make its temporary files unremovable"
+        "the capabilities cannot be taken from the command ({0}): with one it could reach past its grants (a device node, a raw socket) or make its temporary files unremovable"
     )]
     Capability(String),
 }
@@ -116,27 +116,33 @@ pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> 
     }
 }
 
-/// Takes `CAP_LINUX_IMMUTABLE` away from this process and every program it starts (the
-/// bounding set, so that not even root gets it back at exec): Landlock does not hold
-/// inode flags, and a confined root command could otherwise make files in its temporary
-/// directory immutable, which `holon job exec` could then not remove. A process that lacks
-/// the capability and is not root has nothing to drop (no_new_privs keeps file
-/// capabilities from granting it); one that has it and cannot drop it is refused.
+/// Takes every capability away from this process and every program it starts (the
+/// bounding set too, so that not even root gets one back at exec). Landlock holds paths,
+/// not what a capability opens beside them: an attack round (2026-12-03) found a confined
+/// root command making a block device node in its temporary directory with `CAP_MKNOD`
+/// and writing the disk beneath every grant through it, and sending ICMP with `hosts: []`
+/// through a raw socket (`CAP_NET_RAW`); `CAP_LINUX_IMMUTABLE` would make its temporary
+/// files unremovable. A process that holds none and is not root has nothing to drop
+/// (no_new_privs keeps file capabilities from granting any); one that cannot drop them is
+/// refused.
 pub fn drop_capabilities() -> Result<(), KernelError> {
-    use rustix::thread::{self, CapabilitySet};
+    use rustix::thread::{self, CapabilitySet, CapabilitySets};
     let refuse = |e: rustix::io::Errno| KernelError::Capability(std::io::Error::from(e).to_string());
-    let mut sets = thread::capabilities(None).map_err(refuse)?;
-    let held = (sets.permitted | sets.effective | sets.inheritable).contains(CapabilitySet::LINUX_IMMUTABLE);
+    let sets = thread::capabilities(None).map_err(refuse)?;
+    let held = !(sets.permitted | sets.effective | sets.inheritable).is_empty();
     if !held && !rustix::process::geteuid().is_root() {
         return Ok(());
     }
-    if thread::capability_is_in_bounding_set(CapabilitySet::LINUX_IMMUTABLE).map_err(refuse)? {
-        thread::remove_capability_from_bounding_set(CapabilitySet::LINUX_IMMUTABLE).map_err(refuse)?;
+    for cap in CapabilitySet::all().iter() {
+        // EINVAL: a capability this kernel does not know, so none to hold.
+        if thread::capability_is_in_bounding_set(cap).unwrap_or(false) {
+            thread::remove_capability_from_bounding_set(cap).map_err(refuse)?;
+        }
     }
-    sets.effective.remove(CapabilitySet::LINUX_IMMUTABLE);
-    sets.permitted.remove(CapabilitySet::LINUX_IMMUTABLE);
-    sets.inheritable.remove(CapabilitySet::LINUX_IMMUTABLE);
-    thread::set_capabilities(None, sets).map_err(refuse)
+    thread::clear_ambient_capability_set().map_err(refuse)?;
+    let none = CapabilitySet::empty();
+    thread::set_capabilities(None, CapabilitySets { effective: none, permitted: none, inheritable: none })
+        .map_err(refuse)
 }
 
 /// The rule for `path`, opened once and held to be that very path (its descriptor's own

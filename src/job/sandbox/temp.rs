@@ -8,7 +8,7 @@
 //! time (a deep tree made it run out of them), every step relative to a descriptor with
 //! no link followed, and at most [`TEMP_ENTRIES_MAX`] entries. A subdirectory is first
 //! moved up to the top of the tree, so depth costs nothing. Immutable files (`chattr +i`)
-//! cannot be made: `holon-sandbox` drops `CAP_LINUX_IMMUTABLE` before the command
+//! cannot be made: `holon-sandbox` drops every capability before the command
 //! (`kernel::drop_capabilities`).
 
 use std::ffi::{CStr, CString};
