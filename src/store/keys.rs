@@ -131,6 +131,28 @@ pub(crate) struct KeyBook {
 /// book past its bound comes back to it.
 pub const TRIM_PER_CLAIM: usize = 2;
 
+/// What a walk from the oldest claim (a prune's, or a claim's trim) does with a live one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Expired, or answered while the book is past its bound.
+    Drop,
+    /// In flight while the book is past its bound: never dropped, stepped over.
+    StepOver,
+    /// Within the bound and not expired: the walk ends here.
+    Keep,
+}
+
+/// The rule of both walks, once.
+fn fate(row: &KeyRow, now_unix: i64, over: bool) -> Fate {
+    if row.expires_unix < now_unix || (over && row.answer.is_some()) {
+        Fate::Drop
+    } else if over {
+        Fate::StepOver
+    } else {
+        Fate::Keep
+    }
+}
+
 /// Stale claims the order may hold beyond as many as there are rows before a prune sweeps
 /// them all at once.
 const STALE_SLACK: usize = 1_024;
@@ -162,26 +184,27 @@ impl KeyBook {
 
     /// Looks at most [`TRIM_PER_CLAIM`] of the oldest claims: drops each key a prune would
     /// drop (expired, or answered while the book is past `keys_max`), sends one in flight
-    /// past the bound to the back, and stops at the first it would keep. A prune that dropped a second's worth of keys at once (40,000 at the
-    /// rate of `.ci/serve-bench`) took the server's core for tens of ms: its p99 was 20 ms.
+    /// past the bound to the back, and stops at the first it would keep ([`fate`]). A prune
+    /// that dropped a second's worth of keys at once (40,000 at the rate of
+    /// `.ci/serve-bench`) took the server's core for tens of ms: its p99 was 20 ms.
     fn trim(&mut self, now_unix: i64, keys_max: u64) {
         let max = usize::try_from(keys_max).unwrap_or(usize::MAX);
         for _ in 0..TRIM_PER_CLAIM {
             let Some((id, number)) = self.order.pop_front() else { return };
             // A stale claim (its key forgotten, or claimed again since) just goes.
             let Some((_, row)) = self.rows.get(&id).filter(|(n, _)| *n == number) else { continue };
-            let over = self.rows.len() > max;
-            let (expired, answered) = (row.expires_unix < now_unix, row.answer.is_some());
-            if expired || (over && answered) {
-                self.rows.remove(&id);
-            } else if over {
-                // In flight: never dropped, and it must not hold back the answered ones
-                // behind it, so it goes to the back (to a prune, its expiry then waits for
-                // the claims before it, as [`KeyBook::prune_slice`] says).
-                self.order.push_back((id, number));
-            } else {
-                self.order.push_front((id, number));
-                return;
+            match fate(row, now_unix, self.rows.len() > max) {
+                Fate::Drop => {
+                    self.rows.remove(&id);
+                }
+                // In flight: it must not hold back the answered ones behind it, so it goes
+                // to the back (to a prune, its expiry then waits for the claims before it,
+                // as [`KeyBook::prune_slice`] says).
+                Fate::StepOver => self.order.push_back((id, number)),
+                Fate::Keep => {
+                    self.order.push_front((id, number));
+                    return;
+                }
             }
         }
     }
@@ -232,18 +255,19 @@ impl KeyBook {
         for _ in 0..PRUNE_SLICE {
             let Some((id, number)) = self.order.pop_front() else { return true };
             let Some((_, row)) = self.rows.get(&id).filter(|(n, _)| *n == number) else { continue };
-            let over = self.rows.len() > max;
-            if row.expires_unix < now_unix || (over && row.answer.is_some()) {
-                if let Some(row) = self.rows.remove(&id) {
-                    pruning.dropped.push(row);
-                    pruning.pruned += 1;
+            match fate(row, now_unix, self.rows.len() > max) {
+                Fate::Drop => {
+                    if let Some(row) = self.rows.remove(&id) {
+                        pruning.dropped.push(row);
+                        pruning.pruned += 1;
+                    }
                 }
-            } else if over {
                 // In flight: never dropped; the walk goes on past it.
-                pruning.aside.push((id, number));
-            } else {
-                self.order.push_front((id, number));
-                return true;
+                Fate::StepOver => pruning.aside.push((id, number)),
+                Fate::Keep => {
+                    self.order.push_front((id, number));
+                    return true;
+                }
             }
         }
         false
