@@ -122,8 +122,7 @@ pub fn enter(args: &[OsString]) -> u8 {
             Ok(h) => h,
             Err(e) => return refused(&e),
         };
-    let confined =
-        kernel::drop_capabilities().and_then(|()| kernel::restrict(&handoff.plan, &handoff.temp, handoff.level));
+    let confined = kernel::restrict(&handoff.plan, &handoff.temp, handoff.level);
     if let Err(e) = confined {
         return refused(&HandoffError::Kernel(e));
     }

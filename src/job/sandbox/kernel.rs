@@ -109,6 +109,10 @@ pub fn restrict(plan: &Plan, temp: &Path, level: u8) -> Result<(), KernelError> 
             created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
         }
     }
+    // The capabilities go once every rule's path is open (a confined root command may
+    // have taken its own directories' permissions away; the refusal would then be
+    // `holon job exec`'s, not the kernel's), and before the ruleset holds.
+    drop_capabilities()?;
     let status = created.restrict_self()?;
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(()),
