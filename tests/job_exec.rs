@@ -587,7 +587,8 @@ fn plan_writing(f: &Fixture, dir: &Path) -> Value {
                  "devices": [[{"path": "/dev/null", "why": "device"}, true]],
                  "tcp_connect": null, "skipped": [], "state": f.state},
         "temp": f.base.join("tmp"),
-        "level": 6
+        "level": 6,
+        "exec_pid": std::process::id()
     })
 }
 
@@ -784,4 +785,152 @@ fn a_command_cannot_keep_its_temporary_directory() {
     if !rustix::process::geteuid().is_root() {
         eprintln!("not root: chattr +i fails without CAP_LINUX_IMMUTABLE anyway; run as root to test the drop");
     }
+}
+
+/// A process the command leaves running (`setsid`, out of its session and process group)
+/// ends with it: `exec` is its subreaper, kills it and reaps it before removing the
+/// temporary directory it keeps writing in. Before, it lived on (reparented to init) and
+/// raced the removal.
+#[test]
+fn a_process_the_command_leaves_running_ends_with_it() {
+    require_landlock();
+    let f = Fixture::new("leftover");
+    f.approve(SCRIPT_MANDATE);
+    let script = concat!(
+        "echo \"$TMPDIR\"\n",
+        "setsid sleep 600 </dev/null >/dev/null 2>&1 &\n",
+        "echo $!\n",
+        "setsid bash -c 'while :; do mkdir -p \"$TMPDIR/a/b\"; touch \"$TMPDIR/a/f\"; done' </dev/null >/dev/null 2>&1 &\n",
+        "echo $!\n",
+    );
+    std::fs::write(f.work.join("attack.sh"), script).unwrap();
+    let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
+    assert_eq!(code, 0, "{out} {err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let [tmp, sleeper, writer] = lines[..] else { panic!("{out}") };
+    for pid in [sleeper, writer] {
+        // Reaped by exec: no process, not even a zombie, has the number (unless it was
+        // reused since, by something that is not the command's).
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(!cmdline.contains("sleep") && !cmdline.contains("mkdir"), "{pid} still runs: {cmdline}");
+    }
+    assert!(err.contains("2 process(es) the command left running were killed"), "{err}");
+    assert!(!Path::new(tmp).exists(), "{tmp} was left: {err}");
+}
+
+/// A command that stops itself is continued: nothing else would (no job control in a
+/// cron run), and `exec` waited for it forever. `timeout` bounds the test, far above what
+/// it takes.
+#[test]
+fn a_command_that_stops_itself_is_continued() {
+    require_landlock();
+    let f = Fixture::new("stopped");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::write(f.work.join("attack.sh"), "kill -STOP $$\necho resumed\n").unwrap();
+    let mut c = Command::new("timeout");
+    c.arg("600").arg(holon_bin()).args(["job", "--state"]).arg(&f.state);
+    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    let (code, out, err) = f.run(c, "", &[]);
+    assert_eq!((code, out.as_str()), (0, "resumed\n"), "{err}");
+}
+
+/// A command without root's capabilities cannot keep its temporary directory by taking
+/// its owner's permissions away (`chmod 000` on a subdirectory, `chmod 500` on the
+/// directory itself): the removal gives them back first. As root the test runs `exec` as
+/// the user nobody (setpriv), where the permissions hold.
+#[test]
+fn a_command_cannot_lock_its_temporary_directory_by_its_permissions() {
+    require_landlock();
+    let f = Fixture::new("locked-temp");
+    f.approve(SCRIPT_MANDATE);
+    let script = concat!(
+        "echo \"$TMPDIR\"\n",
+        "mkdir -p \"$TMPDIR/sub/inner\" && touch \"$TMPDIR/sub/inner/f\" \"$TMPDIR/sub/g\"\n",
+        "chmod 000 \"$TMPDIR/sub/inner\" && chmod 000 \"$TMPDIR/sub\" && chmod 500 \"$TMPDIR\" && echo locked\n",
+    );
+    std::fs::write(f.work.join("attack.sh"), script).unwrap();
+    let mut c;
+    if rustix::process::geteuid().is_root() {
+        // The copy of holon, the fixture and the state become nobody's.
+        let chown = |p: &Path| Command::new("chown").args(["-R", "65534:65534"]).arg(p).status().unwrap().success();
+        assert!(chown(&f.base));
+        c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(holon_bin());
+    } else {
+        c = Command::new(holon_bin());
+    }
+    c.args(["job", "--state"]).arg(&f.state);
+    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    let (code, out, err) = f.run(c, "", &[]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("locked"), "{out} {err}");
+    let tmp = out.lines().next().unwrap();
+    assert!(!Path::new(tmp).exists(), "{tmp} was left: {err}");
+    assert!(!err.contains("left on disk"), "{err}");
+}
+
+/// What `/proc` shows of processes outside the sandbox that only a tracer may read (their
+/// environment, memory maps and memory, what their descriptors are) is closed to the
+/// command (the numbers of their descriptors can be listed, as the kernel allows anyone of
+/// the same user): Landlock denies a
+/// confined process ptrace access to any process outside its domain, `exec` itself (its
+/// parent, unconfined, holding the caller's environment) included. `/proc` is in the
+/// system list, so the denial is the kernel's ptrace rule, not a missing grant.
+#[test]
+fn processes_outside_the_sandbox_cannot_be_read_through_proc() {
+    require_landlock();
+    let f = Fixture::new("proc");
+    f.approve(SCRIPT_MANDATE);
+    let script = concat!(
+        "for what in environ maps mem; do\n",
+        "  if head -c 1 /proc/$PPID/$what >/dev/null 2>&1; then echo \"read parent $what\"; fi\n",
+        "done\n",
+        "for n in $(ls /proc/$PPID/fd/); do\n",
+        "  if readlink /proc/$PPID/fd/$n >/dev/null 2>&1; then echo \"followed parent fd $n\"; fi\n",
+        "done\n",
+        "if head -c 1 /proc/1/environ >/dev/null 2>&1; then echo 'read init environ'; fi\n",
+        "if head -c 1 /proc/$$/environ >/dev/null 2>&1; then echo 'read own environ'; fi\n",
+        "cat /proc/$PPID/comm\n",
+    );
+    std::fs::write(f.work.join("attack.sh"), script).unwrap();
+    let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[("HOLON_SECRET", "s3cret")]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert_eq!(out, "read own environ\nholon\n", "{err}");
+}
+
+/// A scheduler that kills `holon job exec` (SIGKILL, which `exec` cannot pass on) ends the
+/// command with it: the helper asks the kernel for SIGKILL when its parent ends, before it
+/// becomes the command. Before, the command lived on, unwatched, its temporary directory
+/// never removed.
+#[test]
+fn the_command_ends_when_exec_is_killed() {
+    require_landlock();
+    let f = Fixture::new("killed");
+    f.approve(SCRIPT_MANDATE);
+    std::fs::write(f.work.join("attack.sh"), "echo $$\nexec sleep 600\n").unwrap();
+    let mut c = Command::new(holon_bin());
+    c.args(["job", "--state"]).arg(&f.state);
+    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    c.current_dir(&f.work).env("TMPDIR", f.base.join("tmp")).env_remove("HOLON_TEST_LANDLOCK_ABI");
+    let mut exec = c.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(exec.stdout.take().unwrap()), &mut line).unwrap();
+    let pid = line.trim().to_owned();
+    assert!(!pid.is_empty(), "the command printed its number");
+    exec.kill().unwrap();
+    exec.wait().unwrap();
+    // The signal is sent as exec ends; the command is then a zombie or gone. The bound is
+    // for a machine that does not run the test at all, far above what it takes.
+    let ended = |pid: &str| match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            !stat.contains("(sleep)") || stat.rsplit_once(')').is_some_and(|(_, s)| s.trim_start().starts_with('Z'))
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !ended(&pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ended(&pid), "the command {pid} outlived exec");
 }

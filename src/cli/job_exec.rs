@@ -12,7 +12,7 @@ use holon::job::mandate::JobMandate;
 use holon::job::redact::printable;
 use holon::job::sandbox::handoff::{EXIT_NOT_STARTED, HELPER_NAME, Handoff};
 use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
-use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT, temp};
+use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT, reap, temp};
 use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
 use serde_json::{Value, json};
 
@@ -197,29 +197,66 @@ fn confined(
     // the command: this process stays outside, to remove the temporary directory the
     // confined command cannot remove. The plan goes in a file in that directory, and its
     // SHA-256 on the child's command line (`handoff`).
-    let code = match (Handoff { plan, temp: temp.clone(), level }).write() {
+    let code = match (Handoff { plan, temp: temp.clone(), level, exec_pid: std::process::id() }).write() {
         Ok(args) => {
             let mut child: Vec<OsString> = vec![helper.into_os_string()];
             child.extend(args);
             child.extend(argv.iter().map(OsString::from));
-            run_command(&child)
+            run_held(&child)
         }
         Err(e) => {
             remove_temp(&temp);
             return refuse(format!("the plan cannot be handed on ({e})"));
         }
     };
-    remove_temp(&temp);
-    Ok(code)
+    // A command that succeeded but left what holon cannot remove does not answer success:
+    // a scheduler would never read the warning.
+    Ok(if remove_temp(&temp) { code } else { code.max(exit::FAILED) })
 }
 
-/// Removes the command's temporary directory, or says what was left.
-fn remove_temp(temp: &Path) {
-    if let Err(e) = temp::remove(temp) {
-        errln!(
-            "holon: warning: the command's temporary directory {} was left on disk ({e}); remove it by hand",
-            temp.display()
-        );
+/// Removes the command's temporary directory, or says what was left (and answers false).
+fn remove_temp(temp: &Path) -> bool {
+    match temp::remove(temp) {
+        Ok(()) => true,
+        Err(e) => {
+            errln!(
+                "holon: warning: the command's temporary directory {} was left on disk ({e}); remove it by hand",
+                temp.display()
+            );
+            false
+        }
+    }
+}
+
+/// Runs `argv` as [`run_command`] does, holding every process it starts (`reap`): a
+/// stopped command is continued, and what it leaves running when it ends is killed and
+/// reaped before this answers.
+fn run_held(argv: &[OsString]) -> u8 {
+    let Some((program, args)) = argv.split_first() else { return EXIT_NOT_STARTED };
+    if let Err(e) = reap::become_subreaper() {
+        errln!("holon: refused: the command's processes cannot be held ({e}); the command did not run");
+        return exit::BAD_INPUT;
+    }
+    let started = std::process::Command::new(program).args(args).env_remove("POSIXLY_CORRECT").spawn();
+    let ended = match started {
+        Ok(child) => reap::wait_for(child),
+        Err(e) => {
+            errln!("holon: {}: {e}", printable(&program.to_string_lossy()));
+            return EXIT_NOT_STARTED;
+        }
+    };
+    match reap::end_leftovers() {
+        Ok(0) => {}
+        Ok(n) => errln!("holon: {n} process(es) the command left running were killed"),
+        Err(e) => errln!("holon: warning: processes the command left running may remain ({e})"),
+    }
+    match ended {
+        Ok(reap::Ended::Code(c)) => u8::try_from(c).unwrap_or(1),
+        Ok(reap::Ended::Signal(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        Err(e) => {
+            errln!("holon: the command could not be waited for ({e})");
+            exit::FAILED
+        }
     }
 }
 

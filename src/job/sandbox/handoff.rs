@@ -43,6 +43,9 @@ pub struct Handoff {
     pub temp: PathBuf,
     /// The Landlock level the ruleset is built for.
     pub level: u8,
+    /// The `holon job exec` process that waits for the command: the command is killed when
+    /// it ends (a scheduler that kills `exec` ends the command with it).
+    pub exec_pid: u32,
 }
 
 impl Handoff {
@@ -94,14 +97,16 @@ fn parse(args: &[OsString]) -> Result<Parsed<'_>, HandoffError> {
     Ok((PathBuf::from(plan), sha.to_owned(), (program, rest)))
 }
 
-/// Reads the plan `file` (no link followed, at most [`HANDOFF_BYTES_MAX`]), removes it and
-/// holds it to `sha256`.
+/// Reads the plan `file` (a regular file, no link followed, at most
+/// [`HANDOFF_BYTES_MAX`]), removes it and holds it to `sha256`. Opened without blocking: a
+/// FIFO named as the plan is refused, never waited on.
 fn read(file: &Path, sha256: &str) -> Result<Handoff, HandoffError> {
     let mut text = String::new();
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(file)
+        .and_then(|f| if f.metadata()?.is_file() { Ok(f) } else { Err(std::io::Error::other("not a regular file")) })
         .and_then(|f| f.take(HANDOFF_BYTES_MAX).read_to_string(&mut text))
         .map_err(|e| HandoffError::Unreadable(file.display().to_string(), e))?;
     let _ = std::fs::remove_file(file);
@@ -126,12 +131,27 @@ pub fn enter(args: &[OsString]) -> u8 {
     if let Err(e) = confined {
         return refused(&HandoffError::Kernel(e));
     }
+    if let Err(e) = die_with(handoff.exec_pid) {
+        return refused(&e);
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest).env("TMPDIR", &handoff.temp);
     // exec returns only when the command could not be started.
     let e = std::os::unix::process::CommandExt::exec(&mut cmd);
     let _ = writeln!(std::io::stderr(), "holon: {}: {e}", printable(&program.to_string_lossy()));
     EXIT_NOT_STARTED
+}
+
+/// Makes this process (and the command it becomes) end when `exec_pid`, its parent,
+/// ends. Set before the parent is checked: a parent that ended just before is seen.
+fn die_with(exec_pid: u32) -> Result<(), HandoffError> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .map_err(|e| HandoffError::Unreadable("the parent-death signal".to_owned(), e.into()))?;
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    if parent.and_then(|p| u32::try_from(p).ok()) != Some(exec_pid) {
+        return Err(HandoffError::Usage("the holon job exec that wrote the plan is not its parent"));
+    }
+    Ok(())
 }
 
 fn refused(e: &HandoffError) -> u8 {
@@ -178,6 +198,10 @@ mod tests {
         assert!(!file.exists(), "the plan file is removed once read");
         std::fs::write(&file, "{}").unwrap();
         assert!(matches!(read(&file, &sha256_hex("{}")), Err(HandoffError::Malformed(_))));
+        // A FIFO is refused at once (before, the helper waited for a writer forever).
+        let fifo = dir.join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::RWXU, 0).unwrap();
+        assert!(matches!(read(&fifo, &sha256_hex("{}")), Err(HandoffError::Unreadable(..))));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -17,6 +17,7 @@ use super::mandate::JobMandate;
 
 pub mod handoff;
 pub mod kernel;
+pub mod reap;
 pub mod temp;
 
 /// Directories outside the workdir a command may read and run programs from, when the

@@ -1,26 +1,33 @@
 //! The command's private temporary directory (its `TMPDIR`): made in the state
 //! directory's `tmp/` before the command, removed after it by `holon job exec`, which
-//! stays outside the sandbox for that (docs/job.md "What the kernel enforces").
+//! stays outside the sandbox for that (docs/job.md "What the kernel enforces"). By then
+//! every process of the command has ended (`reap`): nothing changes the tree while it is
+//! removed.
 //!
 //! The confined command owns everything in the directory and may try to make it
 //! unremovable. The removal is therefore bounded and cannot be crashed: no recursion (a
-//! 30,000-deep tree overflowed the stack of `std::fs::remove_dir_all`), two descriptors at a
-//! time (a deep tree made it run out of them), every step relative to a descriptor with
-//! no link followed, and at most [`TEMP_ENTRIES_MAX`] entries. A subdirectory is first
-//! moved up to the top of the tree, so depth costs nothing. Immutable files (`chattr +i`)
-//! cannot be made: `holon-sandbox` drops every capability before the command
+//! 30,000-deep tree overflowed the stack of `std::fs::remove_dir_all`), a few descriptors
+//! at a time (a deep tree made it run out of them), names held [`TEMP_BATCH_NAMES`] at a
+//! time, every step relative to a descriptor with no link followed, and at most
+//! [`TEMP_ENTRIES_MAX`] entries. A subdirectory is first moved up to the top of the tree,
+//! so depth costs nothing. A directory the command took its owner's permissions from
+//! (`chmod 000`) is given them back first. Immutable files (`chattr +i`) cannot be made:
+//! `holon-sandbox` drops every capability before the command
 //! (`kernel::drop_capabilities`).
 
 use std::ffi::{CStr, CString};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags};
 
-/// Most entries (files, links and directories, at any depth) a removal takes on; a
-/// directory holding more is left, and said.
+/// Most entries (files, links and directories, at any depth) a removal takes on; the
+/// rest is left, and said.
 pub const TEMP_ENTRIES_MAX: usize = 1_000_000;
+/// Most names of one directory held in memory at a time.
+pub const TEMP_BATCH_NAMES: usize = 1_024;
 
 /// Makes a directory only this command writes in, in `root`'s `tmp/` (mode 0700), and
 /// answers its resolved path. It lies in the state directory, which no confined command
@@ -39,95 +46,182 @@ pub fn create(root: &Path) -> std::io::Result<PathBuf> {
 /// Why a temporary directory was left on disk.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoveError {
-    #[error("it holds more than {TEMP_ENTRIES_MAX} entries")]
+    #[error(
+        "it holds more than {TEMP_ENTRIES_MAX} entries (a directory counts twice: where the command made it and at the top, where it is moved to be emptied); the rest is left"
+    )]
     TooMany,
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
 
-/// How every directory of a removal is opened: to read, never through a link.
+/// Opens a directory to read, never through a link.
 const DIRECTORY: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+/// Opens a directory without reading it (only its parent's search permission needed).
+const DIRECTORY_PATH: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// Removes `dir` and everything in it, bounded (see the module). An error leaves what
 /// could not be removed and says why; the caller says so to the user.
 pub fn remove(dir: &Path) -> Result<(), RemoveError> {
-    let top = rustix::fs::openat(CWD, dir, DIRECTORY, Mode::empty()).map_err(std::io::Error::from)?;
-    let mut removal = Removal { top, pending: vec![None], moved: 0, entries: 0 };
-    while let Some(name) = removal.pending.pop() {
-        removal.empty(name.as_deref())?;
-    }
+    remove_at_most(dir, TEMP_ENTRIES_MAX)
+}
+
+fn remove_at_most(dir: &Path, entries_max: usize) -> Result<(), RemoveError> {
+    let top = open_owned(CWD, dir)?;
+    let mut removal = Removal { top, moved: 0, entries: 0, entries_max };
+    // Each pass takes on what the top holds; emptying a directory moves its
+    // subdirectories up to the top, which the next pass finds (a listing need not show
+    // names added while it is read).
+    while removal.pass()? {}
     drop(removal);
     std::fs::remove_dir(dir)?;
     Ok(())
 }
 
-/// One removal: the top directory's descriptor, the directories at the top still to be
-/// emptied (`None`: the top itself), and the counts that bound it.
+/// Opens the directory `name` of `parent` to read, having given its owner read, write
+/// and search permission (the command owns it and may have taken them away): through a
+/// descriptor that needs none of them, changed by its `/proc/self/fd` name, which is that
+/// very directory whatever its path now names.
+fn open_owned<Fd: AsFd, P: rustix::path::Arg + Copy>(parent: Fd, name: P) -> std::io::Result<OwnedFd> {
+    if let Ok(fd) = rustix::fs::openat(parent.as_fd(), name, DIRECTORY, Mode::empty()) {
+        rustix::fs::fchmod(&fd, Mode::RWXU)?;
+        return Ok(fd);
+    }
+    let path = own(parent, name)?;
+    Ok(rustix::fs::openat(&path, c".", DIRECTORY, Mode::empty())?)
+}
+
+/// Gives the owner of the directory `name` of `parent` read, write and search permission
+/// back (moving a directory to another parent writes its `..`), and answers a descriptor
+/// of it that can only name it.
+fn own<Fd: AsFd, P: rustix::path::Arg>(parent: Fd, name: P) -> std::io::Result<OwnedFd> {
+    let path = rustix::fs::openat(parent.as_fd(), name, DIRECTORY_PATH, Mode::empty())?;
+    rustix::fs::chmod(format!("/proc/self/fd/{}", path.as_raw_fd()), Mode::RWXU)?;
+    Ok(path)
+}
+
+/// One removal: the top directory's descriptor and the counts that bound it.
 struct Removal {
     top: OwnedFd,
-    pending: Vec<Option<CString>>,
     moved: u64,
     entries: usize,
+    entries_max: usize,
 }
 
 impl Removal {
-    /// Empties the directory `name` at the top (the top itself for `None`) and, unless it
-    /// is the top, removes it: files are unlinked, subdirectories moved up to the top and
-    /// emptied later.
-    fn empty(&mut self, name: Option<&CStr>) -> Result<(), RemoveError> {
-        let dir = rustix::fs::openat(&self.top, name.unwrap_or(c"."), DIRECTORY, Mode::empty())
-            .map_err(std::io::Error::from)?;
-        // Names first, then changes: a directory is not changed while it is being read.
-        let mut names = Vec::new();
-        for entry in Dir::read_from(&dir).map_err(std::io::Error::from)? {
+    /// Takes on what the top holds now: files are unlinked, directories emptied and
+    /// removed. Answers whether there was anything.
+    fn pass(&mut self) -> Result<bool, RemoveError> {
+        let mut any = false;
+        let mut names = Dir::read_from(&self.top).map_err(std::io::Error::from)?;
+        loop {
+            let batch = self.batch(&mut names)?;
+            if batch.is_empty() {
+                return Ok(any);
+            }
+            any = true;
+            for (n, kind) in batch {
+                match is_dir(&self.top, &n, kind) {
+                    Ok(true) => {
+                        if self.empty(&n)? {
+                            unlink(&self.top, &n, AtFlags::REMOVEDIR)?;
+                        }
+                    }
+                    Ok(false) => unlink(&self.top, &n, AtFlags::empty())?,
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Empties the directory `name` at the top: files are unlinked, subdirectories moved
+    /// up to the top (emptied by a later pass). Read again until a reading finds nothing.
+    /// Answers false for a name that is gone (a listing may show a name twice).
+    fn empty(&mut self, name: &CStr) -> Result<bool, RemoveError> {
+        let dir = match open_owned(&self.top, name) {
+            Ok(d) => d,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        loop {
+            let mut names = Dir::read_from(&dir).map_err(std::io::Error::from)?;
+            let mut any = false;
+            loop {
+                let batch = self.batch(&mut names)?;
+                if batch.is_empty() {
+                    break;
+                }
+                any = true;
+                for (n, kind) in batch {
+                    match is_dir(&dir, &n, kind) {
+                        Ok(true) => self.move_up(&dir, &n)?,
+                        Ok(false) => unlink(&dir, &n, AtFlags::empty())?,
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            if !any {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The next names of a listing (at most [`TEMP_BATCH_NAMES`]; none at its end), each
+    /// counted against the bound ([`TEMP_ENTRIES_MAX`]). Names first, then changes: a directory is not
+    /// changed while a batch of it is read.
+    fn batch(&mut self, names: &mut Dir) -> Result<Vec<(CString, FileType)>, RemoveError> {
+        let mut batch = Vec::new();
+        while batch.len() < TEMP_BATCH_NAMES {
+            let Some(entry) = names.read() else { break };
             let entry = entry.map_err(std::io::Error::from)?;
             let n = entry.file_name();
             if n == c"." || n == c".." {
                 continue;
             }
+            // At the bound, what was listed is still removed; the next listing says so.
+            if self.entries == self.entries_max {
+                return if batch.is_empty() { Err(RemoveError::TooMany) } else { Ok(batch) };
+            }
             self.entries += 1;
-            if self.entries > TEMP_ENTRIES_MAX {
-                return Err(RemoveError::TooMany);
-            }
-            names.push((n.to_owned(), entry.file_type()));
+            batch.push((n.to_owned(), entry.file_type()));
         }
-        for (n, kind) in names {
-            if is_dir(&dir, &n, kind)? {
-                self.move_up(&dir, n, name.is_none())?;
-            } else {
-                rustix::fs::unlinkat(&dir, &n, AtFlags::empty()).map_err(std::io::Error::from)?;
-            }
-        }
-        if let Some(n) = name {
-            rustix::fs::unlinkat(&self.top, n, AtFlags::REMOVEDIR).map_err(std::io::Error::from)?;
-        }
-        Ok(())
+        Ok(batch)
     }
 
-    /// Queues the subdirectory `n` of `dir`, moved to the top first unless `dir` is the top.
-    fn move_up(&mut self, dir: &OwnedFd, n: CString, at_top: bool) -> Result<(), RemoveError> {
-        if at_top {
-            self.pending.push(Some(n));
-            return Ok(());
-        }
+    /// Moves the subdirectory `n` of `dir` to the top, under a name of holon's.
+    fn move_up(&mut self, dir: &OwnedFd, n: &CStr) -> Result<(), RemoveError> {
+        let mut owned = false;
         loop {
             self.moved += 1;
             // Each number is tried once: a command that made every name gets no more tries
             // than entries it may hold.
-            if self.moved > 2 * TEMP_ENTRIES_MAX as u64 {
+            if self.moved > 2 * self.entries_max as u64 {
                 return Err(RemoveError::TooMany);
             }
             let up = CString::new(format!(".holon-removing-{}", self.moved)).map_err(std::io::Error::other)?;
-            match rustix::fs::renameat_with(dir, &n, &self.top, &up, rustix::fs::RenameFlags::NOREPLACE) {
-                Ok(()) => {
-                    self.pending.push(Some(up));
-                    return Ok(());
-                }
+            match rustix::fs::renameat_with(dir, n, &self.top, &up, rustix::fs::RenameFlags::NOREPLACE) {
+                Ok(()) => return Ok(()),
                 // A name the command made itself: the next number.
                 Err(rustix::io::Errno::EXIST) => {}
+                Err(rustix::io::Errno::NOENT) => return Ok(()),
+                // Its owner's write permission was taken away: given back, tried again.
+                Err(rustix::io::Errno::ACCESS) if !owned => {
+                    own(dir, n)?;
+                    owned = true;
+                    self.moved -= 1;
+                }
                 Err(e) => return Err(std::io::Error::from(e).into()),
             }
         }
+    }
+}
+
+/// Unlinks `n` of `dir`; one already gone is no error (a listing may show a name twice).
+fn unlink(dir: &OwnedFd, n: &CStr, flags: AtFlags) -> std::io::Result<()> {
+    match rustix::fs::unlinkat(dir, n, flags) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -199,5 +293,31 @@ mod tests {
         assert!(target.join("keep").exists());
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(&target).unwrap();
+    }
+
+    #[test]
+    fn at_the_bound_what_was_counted_is_removed_and_the_rest_said() {
+        let dir = scratch("bound");
+        for i in 0..10 {
+            std::fs::write(dir.join(format!("f{i}")), "x").unwrap();
+        }
+        assert!(matches!(remove_at_most(&dir, 4), Err(RemoveError::TooMany)));
+        // Before, nothing was removed when the bound was passed.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+        remove(&dir).unwrap();
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn more_names_than_a_batch_in_one_directory_and_wide_trees_are_removed() {
+        let dir = scratch("wide");
+        for i in 0..(TEMP_BATCH_NAMES * 2 + 7) {
+            std::fs::write(dir.join(format!("f{i}")), "x").unwrap();
+        }
+        for i in 0..(TEMP_BATCH_NAMES + 3) {
+            std::fs::create_dir_all(dir.join(format!("d/e{i}/g"))).unwrap();
+        }
+        remove(&dir).unwrap();
+        assert!(!dir.exists());
     }
 }
