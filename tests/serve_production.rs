@@ -247,6 +247,44 @@ fn start_up_errors_say_what_to_give_and_a_piped_log_has_no_colour() {
     assert!(log.contains("serving") && !log.contains('\u{1b}'), "{log:?}");
 }
 
+/// A signal sent the moment the server says where it listens is handled, never the
+/// signal's default action: SIGHUP reloads (the server keeps serving) and SIGTERM shuts it
+/// down in order (exit 0, "shutting down" logged). Before, the handlers were installed
+/// after the line (SIGHUP after the file watcher, SIGTERM in a task not yet run), and a
+/// loaded CI machine saw a server killed by SIGTERM with an empty log.
+#[test]
+fn signals_sent_as_soon_as_the_port_is_printed_are_handled() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let holon = env!("CARGO_BIN_EXE_holon");
+    let made =
+        std::process::Command::new(holon).args(["token", "new", "--role", "gateway", "--tokens"]).arg(&tokens).output();
+    assert!(made.unwrap().status.success());
+    for round in 0..10 {
+        let mut child = std::process::Command::new(holon)
+            .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0", "--documents", "examples", "--tokens"])
+            .arg(&tokens)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(line.contains("listening on"), "{line}");
+        let signal = |name: &str| std::process::Command::new("kill").arg(name).arg(child.id().to_string()).status();
+        signal("-HUP").unwrap();
+        let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+        let ready = ureq::get(format!("{url}/healthz")).call().map(|r| r.status().as_u16());
+        assert_eq!(ready.ok(), Some(200), "round {round}: the server answers after SIGHUP");
+        signal("-TERM").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "round {round}: {log}");
+        assert!(log.contains("shutting down"), "round {round}: {log}");
+    }
+}
+
 /// `--no-color` turns the log's colour off on a terminal too (only `NO_COLOR` did): the
 /// server runs on a pseudo-terminal (util-linux's `script`), once without the flag (its log
 /// is coloured there, so this test sees escapes when they are written) and once with it.

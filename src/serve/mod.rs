@@ -256,13 +256,18 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listeners.http)?;
     let addr = listener.local_addr()?;
+    // Every signal the server handles is taken before it says where it listens: a
+    // supervisor that reads the line and at once sends SIGTERM (or SIGHUP to reload)
+    // would otherwise end it by the signal's default action, with nothing logged.
+    use tokio::signal::unix::{SignalKind, signal};
+    let stop_signals = (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
+    let mut hangup = signal(SignalKind::hangup())?;
     // The one line a supervisor (or a test) reads to find the port.
     println!("holon serve: listening on http://{addr}");
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, documents = %options.documents.display(), store = svc.store_kind, "serving");
 
     let _watcher = watch(svc)?;
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
             let _ = tokio::task::spawn_blocking(move || svc.reload()).await;
@@ -285,7 +290,7 @@ async fn serve(
         }
     };
     tokio::spawn(async move {
-        shutdown(svc, grace).await;
+        shutdown(svc, grace, stop_signals).await;
         let _ = stop_tx.send(true);
     });
     conn::serve(listener, http::router(svc, limits), gate, true, stop_rx).await;
@@ -302,13 +307,14 @@ pub(super) async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
 
 /// Resolves when the server should stop: after SIGTERM or SIGINT, admissions are refused
 /// (`/readyz` 503) while open reservations get up to `grace` to settle.
-async fn shutdown(svc: &'static Service, grace: Duration) {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
-        return;
-    };
+async fn shutdown(
+    svc: &'static Service,
+    grace: Duration,
+    (mut term, mut interrupt): (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+) {
     tokio::select! {
         _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = interrupt.recv() => {}
     }
     // Release: `/readyz` and admissions read it with Acquire (a flag, nothing else ordered).
     svc.ready.store(false, Ordering::Release);
