@@ -9,6 +9,8 @@ pub mod delegation;
 pub mod doc;
 pub mod documents;
 pub mod engine;
+pub mod files;
+pub mod hex;
 #[cfg(feature = "job")]
 pub mod job;
 pub mod lookup;

@@ -178,6 +178,8 @@ const ORDERINGS_PENDING: [&str; 0] = [];
 
 /// The one module that imports `serde_yaml`.
 const YAML_MODULE: &str = "src/doc/yaml.rs";
+/// The one module that writes bytes as hex.
+const HEX_MODULE: &str = "src/hex.rs";
 /// The one library module that imports atomics, thread-locals and the snapshot cell.
 const SYNC_MODULE: &str = "src/sync.rs";
 /// Code-map rows that may name a directory for every file under it (the binary's modules
@@ -211,6 +213,13 @@ fn code_mentions(files: &[(String, String)], word: &str, except: &[&str]) -> Vec
 
 fn yaml_outside_its_module(files: &[(String, String)]) -> Vec<String> {
     code_mentions(files, "serde_yaml", &[YAML_MODULE])
+}
+
+/// Hex written anywhere but [`HEX_MODULE`]: a `{:02x}` format, or a table of the digits.
+fn hex_outside_its_module(files: &[(String, String)]) -> Vec<String> {
+    let mut found = code_mentions(files, ":02x}", &[HEX_MODULE]);
+    found.extend(code_mentions(files, "b\"0123456789abcdef\"", &[HEX_MODULE]));
+    found
 }
 
 /// The library's files (the binary, `src/cli/`, `src/serve/` and `src/main.rs`, is not the
@@ -311,6 +320,16 @@ fn only_the_yaml_module_imports_serde_yaml() {
 }
 
 #[test]
+fn only_the_hex_module_writes_hex() {
+    let found = hex_outside_its_module(&sources("src"));
+    assert!(
+        found.is_empty(),
+        "write hex with holon::hex::lower (or hex::sha256), the one encoding:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
 fn only_the_sync_module_imports_atomics_thread_locals_and_the_snapshot_cell() {
     let found = sync_outside_its_module(&sources("src"));
     assert!(
@@ -364,6 +383,8 @@ fn the_architecture_checks_catch_offenders() {
     assert_eq!(yaml_outside_its_module(&f("src/x.rs", "use serde_yaml::Value;")).len(), 1);
     assert!(yaml_outside_its_module(&f(YAML_MODULE, "use serde_yaml::Value;")).is_empty());
     assert!(yaml_outside_its_module(&f("src/x.rs", "// serde_yaml is not used here")).is_empty());
+    assert_eq!(hex_outside_its_module(&f("src/x.rs", "let h = format!(\"{b:02x}\");")).len(), 1);
+    assert!(hex_outside_its_module(&f(HEX_MODULE, "let h = format!(\"{b:02x}\");")).is_empty());
 
     assert_eq!(sync_outside_its_module(&f("src/engine/x.rs", "use std::sync::atomic::AtomicU64;")).len(), 1);
     assert_eq!(sync_outside_its_module(&f("src/x.rs", "thread_local! { static A: u8 = 0; }")).len(), 1);

@@ -85,27 +85,10 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| path.display().to_string())
 }
 
-/// Replaces `path` atomically (a temporary file with a random name beside it, then a
-/// rename), keeping the old file's permissions.
+/// Replaces `path` atomically, keeping the old file's permissions (`holon::files`).
 fn write_replacing(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut nonce = [0u8; 8];
-    getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("the operating system's random source: {e}"))?;
-    let tmp = dir.join(format!(".{name}.tmp-{}", u64::from_le_bytes(nonce)));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        options.custom_flags(libc::O_NOFOLLOW);
-        if let Ok(old) = std::fs::metadata(path) {
-            options.mode(old.permissions().mode() & 0o777);
-        }
-    }
-    let mut f = options.open(&tmp).with_context(|| tmp.display().to_string())?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| tmp.display().to_string())?;
-    std::fs::rename(&tmp, path).with_context(|| path.display().to_string())
+    holon::files::replace(path, bytes, holon::files::Durability::Synced, holon::files::Mode::KeepOld)
+        .with_context(|| path.display().to_string())
 }
 
 pub(super) fn load_private(path: &Path) -> anyhow::Result<PrivateKey> {

@@ -9,8 +9,6 @@
 //! original word, so a masked word still pins its value (a different value never
 //! matches) while the secret is never written.
 
-use sha2::{Digest, Sha256};
-
 /// Names that mark a value as secret (matched case-insensitively as substrings).
 const SECRET_WORDS: &[&str] =
     &["token", "secret", "password", "passwd", "pass", "pwd", "key", "auth", "sig", "credential", "session", "cookie"];
@@ -246,8 +244,7 @@ fn password_masked(word: &str) -> String {
 
 /// The first [`PIN_HASH_HEX_CHARS`] hex characters of the SHA-256 of `word`.
 fn pin_hash(word: &str) -> String {
-    let digest = Sha256::digest(word.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::sha256(word.as_bytes());
     hex.get(..PIN_HASH_HEX_CHARS).unwrap_or(&hex).to_owned()
 }
 

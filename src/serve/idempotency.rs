@@ -157,7 +157,7 @@ pub(crate) fn digest(parts: &[&[u8]]) -> String {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part);
     }
-    super::auth::hex(&hash.finalize())
+    holon::hex::lower(&hash.finalize())
 }
 
 impl Service {

@@ -135,7 +135,7 @@ impl Digest {
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(DIGEST_PREFIX)?;
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        f.write_str(&crate::hex::lower(&self.0))
     }
 }
 

@@ -7,7 +7,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::{
     Drift, Job, Meta, OBSERVATION_LINE_BYTES_MAX, OBSERVATIONS_BYTES_MAX, OBSERVATIONS_MAX, STATE_BYTES_MAX,
@@ -21,43 +20,10 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     replace(path, bytes, Durability::Synced)
 }
 
-/// Whether a replaced file must be on disk before the write returns.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Durability {
-    /// fsync of the file and of its directory: what a decision rests on (versions, the
-    /// mode, write counts, drift).
-    Synced,
-    /// Atomic for readers (the rename), without the two fsyncs: a record only shown to a
-    /// person (`exec.json`), where a crash may lose the newest entries but never leaves a
-    /// torn file. The fsyncs were about 0.8 ms of each `holon job exec`.
-    Unsynced,
-}
+pub(super) use crate::files::Durability;
 
 fn replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<(), StateError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let tmp = dir.join(format!(".{name}.tmp-{}-{nonce}", std::process::id()));
-    {
-        // Created exclusively: never through a symlink or over another file.
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc_nofollow())
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        f.write_all(bytes).map_err(io(&tmp))?;
-        if durability == Durability::Synced {
-            f.sync_all().map_err(io(&tmp))?;
-        }
-    }
-    fs::rename(&tmp, path).map_err(io(path))?;
-    if durability == Durability::Synced
-        && let Ok(d) = File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::files::replace(path, bytes, durability, crate::files::Mode::New).map_err(io(path))
 }
 
 /// Longest wait for the job's lock, in milliseconds.
@@ -116,7 +82,7 @@ pub(super) fn write_json_as<T: Serialize>(path: &Path, value: &T, durability: Du
 }
 
 pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::sha256(text.as_bytes())
 }
 
 /// A held lock on a job; released when dropped.
