@@ -347,3 +347,22 @@ fn a_version_approved_under_this_schema_skips_only_the_schema_pass() {
         assert!(err.contains("/workdir"), "{err}");
     }
 }
+
+/// An empty `HOLON_RUN` (or `--run ""`) names no run, for `observe` as for `check`: the
+/// call's own `session_id` decides. Before, `observe` recorded the run as `""` where
+/// `check` took the session's, so the same call was counted in two different runs.
+#[test]
+fn an_empty_run_id_names_no_run_for_every_verb() {
+    let s = State::new("empty-run");
+    let call = r#"{"tool":"terminal","args":{"command":"ls"},"session_id":"s-7"}"#;
+    let (code, _, err) = s.holon_env(&["observe", JOB, "--workdir", "/w"], &format!("{call}\n"), &[("HOLON_RUN", "")]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.holon(&["observe", JOB, "--run", "", "--workdir", "/w"], &format!("{call}\n"));
+    assert_eq!(code, 0, "{err}");
+    let log = std::fs::read_to_string(s.0.join("jobs").join(JOB).join("observations.jsonl")).unwrap();
+    let runs: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["run"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(runs, ["s-7", "s-7"], "{log}");
+}

@@ -52,7 +52,7 @@ pub(super) fn observe(
             Some(p) => Box::new(std::io::BufReader::new(regular_file(p)?)),
             None => Box::new(std::io::BufReader::new(std::io::stdin())),
         };
-        let run = run.or_else(|| std::env::var("HOLON_RUN").ok());
+        let run = run_of(run);
         let default_workdir =
             workdir.or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string())).unwrap_or_default();
         let (mut observations, mut skipped, mut lines, mut anonymous) = (Vec::new(), 0usize, 0usize, 0usize);
@@ -209,7 +209,7 @@ pub(super) fn check(
     json_out: bool,
 ) -> anyhow::Result<u8> {
     let scope = scope_of(scope);
-    let run = run.or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
+    let run = run_of(run);
     let mut text = String::new();
     let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
     let decision = match (read, Job::open(&state::root(state_dir), name)) {
@@ -246,6 +246,13 @@ pub(super) fn check(
 }
 
 /// `--scope`, else HOLON_SCOPE: cron, interactive, or unknown (treated as cron).
+/// The run a call is given (`--run`, else `HOLON_RUN`), the one rule for every verb: an
+/// empty value names no run (the call's own `run` or `session_id` then decide), whether
+/// it comes from the flag or the environment.
+pub(super) fn run_of(flag: Option<String>) -> Option<String> {
+    flag.filter(|r| !r.is_empty()).or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()))
+}
+
 pub(super) fn scope_of(flag: Option<String>) -> Scope {
     match flag.or_else(|| std::env::var("HOLON_SCOPE").ok()).as_deref() {
         Some("cron") => Scope::Cron,

@@ -17,7 +17,7 @@ use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
 use serde_json::{Value, json};
 
 use super::exit;
-use super::job::scope_of;
+use super::job::{run_of, scope_of};
 use super::out::{errln, outln};
 
 #[derive(clap::Args)]
@@ -111,7 +111,7 @@ pub(super) fn exec(state_dir: Option<PathBuf>, a: ExecArgs) -> anyhow::Result<u8
     }
     let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
     let call = json!({"tool": a.tool, "args": {"command": line}, "cwd": cwd}).to_string();
-    let run = a.run.clone().or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
+    let run = run_of(a.run.clone());
     let judged = job.check_for_exec(&call, run.as_deref(), scope);
     if let Some(w) = &judged.decision.warning {
         errln!("holon: warning: {w}");
@@ -356,7 +356,7 @@ pub(super) fn system_read_of(text: &str) -> Option<String> {
 pub(super) fn hook(state_dir: Option<PathBuf>, a: HookArgs) -> anyhow::Result<u8> {
     let root = state::root(state_dir);
     let scope = scope_of(a.scope.clone());
-    let run = a.run.clone().or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()));
+    let run = run_of(a.run.clone());
     let mut text = String::new();
     let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
     let job = match (read, Job::open(&root, &a.job)) {
