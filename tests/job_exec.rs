@@ -815,7 +815,13 @@ fn a_process_the_command_leaves_running_ends_with_it() {
         let cmdline = String::from_utf8_lossy(&cmdline);
         assert!(!cmdline.contains("sleep") && !cmdline.contains("mkdir"), "{pid} still runs: {cmdline}");
     }
-    assert!(err.contains("2 process(es) the command left running were killed"), "{err}");
+    // The two, and a child the writer had running when it was killed (how many depends on
+    // the moment).
+    let killed = err
+        .lines()
+        .find_map(|l| l.strip_prefix("holon: ")?.strip_suffix(" process(es) the command left running were killed"))
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(killed.is_some_and(|n| n >= 2), "{err}");
     assert!(!Path::new(tmp).exists(), "{tmp} was left: {err}");
 }
 
