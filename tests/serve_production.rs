@@ -548,3 +548,33 @@ fn a_shadowed_server_allows_what_it_would_deny_and_says_so() {
     });
     assert_eq!((&real["decision"], &real["codes"]), (&json!("allowed"), &json!([])), "{real}");
 }
+
+/// A refusal sent before the body was read (no token, a wrong role, a body too large, a
+/// bad idempotency key) says `Connection: close`, as the server then closes the
+/// connection: a client that pooled it sent its next request into a closed connection
+/// ("peer disconnected", seen once in four runs of `serve_http`).
+#[test]
+fn a_refusal_before_the_body_is_read_closes_the_connection_and_says_so() {
+    use std::io::{Read, Write};
+    let s = Server::start();
+    let address = s.url.trim_start_matches("http://").to_owned();
+    let head = |extra: &str| {
+        format!(
+            "POST /v1/admit HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n{extra}\r\n"
+        )
+    };
+    let gateway = format!("authorization: Bearer {}\r\n", s.gateway);
+    let alice = format!("authorization: Bearer {}\r\n", s.alice);
+    let bad_key = format!("{gateway}idempotency-key: a b\r\n");
+    for (what, request) in [("no token", head("")), ("an account token", head(&alice)), ("a bad key", head(&bad_key))] {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = Vec::new();
+        // The server closes the connection after its answer: the read ends.
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer).to_lowercase();
+        assert!(answer.starts_with("http/1.1 4"), "{what}: {answer}");
+        assert!(answer.contains("\r\nconnection: close\r\n"), "{what}: {answer}");
+    }
+}

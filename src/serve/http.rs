@@ -94,23 +94,32 @@ fn authenticate(svc: Svc, headers: &HeaderMap) -> Result<Role, Refusal> {
     }
 }
 
+/// A response sent before the request's body was read to its end: the connection closes
+/// after it, and says so (`Connection: close`), so that a client does not send its next
+/// request on a connection the server is closing (seen: a pooled connection reused after a
+/// 401 failed with "peer disconnected").
+fn body_unread(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
+
 /// Who is asking (from the headers, borrowed: no copy of the header map), then the body,
 /// read only for an authenticated caller and at most [`wire::BODY_BYTES_MAX`] bytes.
 async fn caller(svc: Svc, request: Request, gateway_only: bool) -> Result<(Role, Bytes), Response> {
     let (parts, body) = request.into_parts();
-    let role = authenticate(svc, &parts.headers).map_err(refused)?;
+    let role = authenticate(svc, &parts.headers).map_err(|r| body_unread(refused(r)))?;
     if gateway_only && role != Role::Gateway {
-        return Err(refused(Refusal::new(
+        return Err(body_unread(refused(Refusal::new(
             403,
             "this endpoint is the gateway's; an account token may only approve, refuse and read",
-        )));
+        ))));
     }
     match axum::body::to_bytes(body, wire::BODY_BYTES_MAX).await {
         Ok(bytes) => Ok((role, bytes)),
-        Err(_) => Err(json(
+        Err(_) => Err(body_unread(json(
             StatusCode::PAYLOAD_TOO_LARGE,
             &ErrorBody::new(format!("the body is larger than {} bytes, or was cut short", wire::BODY_BYTES_MAX)),
-        )),
+        ))),
     }
 }
 
@@ -124,7 +133,7 @@ where
     let path = request.uri().path().to_owned();
     let key = match idempotency::key_of(request.headers(), idempotency::KEY_HEADER) {
         Ok(key) => key,
-        Err(r) => return refused(r),
+        Err(r) => return body_unread(refused(r)),
     };
     let (role, body) = match caller(svc, request, gateway_only).await {
         Ok(caller) => caller,
@@ -136,14 +145,13 @@ where
     if answered.replayed {
         svc.metrics.idempotent_replays.inc();
     }
-    answered_response(&answered)
+    answered_response(answered)
 }
 
 /// An answer (kept or fresh) as a response; a replayed one says so.
-fn answered_response(answered: &Answered) -> Response {
+fn answered_response(answered: Answered) -> Response {
     let status = StatusCode::from_u16(answered.answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response =
-        (status, [(header::CONTENT_TYPE, "application/json")], answered.answer.body.clone()).into_response();
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], answered.answer.body).into_response();
     if answered.replayed {
         response.headers_mut().insert(idempotency::REPLAYED_HEADER, axum::http::HeaderValue::from_static("true"));
     }
