@@ -13,6 +13,10 @@
 //!
 //!   cargo run --release --example serve_floor --features serve -- HTTP_ADDR GRPC_ADDR [--json]
 
+/// The allocator `holon serve` has (Cargo.toml, `mimalloc`): the floor is the same stack.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write;
 
 use axum::http::header;

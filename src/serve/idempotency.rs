@@ -185,23 +185,25 @@ impl Service {
     where
         F: Future<Output = Answer> + Send + 'static,
     {
-        let (claim_scope, claim_key) = (scope.clone(), key.clone());
-        let (node, keep_s, keys_max) = (self.node_name.clone(), self.keys.keep_s, self.keys.keys_max);
-        let claimed = self
-            .store_step(move |store| {
-                let now_unix = Timestamp::now().unix();
-                let claim = KeyClaim {
-                    scope: &claim_scope,
-                    key: &claim_key,
-                    digest: &digest,
-                    node: &node,
-                    now_unix,
-                    keep_s,
-                    keys_max,
-                };
-                store.claim_key(&claim)
-            })
-            .await;
+        let claim = |store: &dyn holon::store::LedgerStore, scope: &str, key: &str, digest: &str| {
+            let claim = KeyClaim {
+                scope,
+                key,
+                digest,
+                node: &self.node_name,
+                now_unix: Timestamp::now().unix(),
+                keep_s: self.keys.keep_s,
+                keys_max: self.keys.keys_max,
+            };
+            store.claim_key(&claim)
+        };
+        // A store in this process is asked in place, with what the request holds (no copy).
+        let claimed = if self.store.in_process() {
+            claim(&*self.store, &scope, &key, &digest)
+        } else {
+            let (scope, key) = (scope.clone(), key.clone());
+            self.store_step(move |store| claim(store, &scope, &key, &digest)).await
+        };
         let refused =
             |status: u16, why: String| Answered { answer: Answer::refusal(Refusal::new(status, why)), replayed: false };
         match claimed {
@@ -229,6 +231,16 @@ impl Service {
     async fn settle_key(&'static self, scope: String, key: String, answer: &Answer) {
         let kept = KeyAnswer { status: answer.status, body: answer.body.clone() };
         let keep = answer.keep && holon::store::keys::keepable(&kept).is_ok();
+        // A store in this process cannot be busy or away: one step, in place, no copies.
+        if self.store.in_process() {
+            let done =
+                if keep { self.store.answer_key(&scope, &key, &kept) } else { self.store.forget_key(&scope, &key) };
+            if let Err(e) = done {
+                self.metrics.idempotency_store_errors.inc();
+                tracing::error!(key = %key, error = %e, "the answer of a keyed request could not be kept in the store; its retries get 409 until the key expires");
+            }
+            return;
+        }
         for attempt in 1..=ANSWER_TRIES {
             let (scope, owned, kept) = (scope.clone(), key.clone(), kept.clone());
             let done = self
