@@ -802,26 +802,36 @@ fn a_process_the_command_leaves_running_ends_with_it() {
         "echo $!\n",
         "setsid bash -c 'while :; do mkdir -p \"$TMPDIR/a/b\"; touch \"$TMPDIR/a/f\"; done' </dev/null >/dev/null 2>&1 &\n",
         "echo $!\n",
+        // A program whose name is not UTF-8: /proc/PID/stat shows it raw (a scan that read
+        // the file as text skipped the process, and exec then waited for it forever).
+        "odd=\"$TMPDIR/$(printf 'x\\377')\"; cp /usr/bin/sleep \"$odd\"\n",
+        "setsid \"$odd\" 600 </dev/null >/dev/null 2>&1 &\n",
+        "echo $!\n",
     );
     std::fs::write(f.work.join("attack.sh"), script).unwrap();
     let (code, out, err) = f.exec(&["--shell", "bash ./attack.sh"], &[]);
     assert_eq!(code, 0, "{out} {err}");
     let lines: Vec<&str> = out.lines().collect();
-    let [tmp, sleeper, writer] = lines[..] else { panic!("{out}") };
-    for pid in [sleeper, writer] {
+    let [tmp, sleeper, writer, odd] = lines[..] else { panic!("{out}") };
+    for pid in [sleeper, writer, odd] {
         // Reaped by exec: no process, not even a zombie, has the number (unless it was
         // reused since, by something that is not the command's).
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline);
-        assert!(!cmdline.contains("sleep") && !cmdline.contains("mkdir"), "{pid} still runs: {cmdline}");
+        assert!(
+            !cmdline.contains("sleep") && !cmdline.contains("mkdir") && !cmdline.contains("600"),
+            "{pid} still runs: {cmdline}"
+        );
     }
     // The two, and a child the writer had running when it was killed (how many depends on
     // the moment).
     let killed = err
         .lines()
-        .find_map(|l| l.strip_prefix("holon: ")?.strip_suffix(" process(es) the command left running were killed"))
+        .find_map(|l| {
+            l.strip_prefix("holon: ")?.strip_suffix(" process(es) the command left behind were ended and reaped")
+        })
         .and_then(|n| n.parse::<u32>().ok());
-    assert!(killed.is_some_and(|n| n >= 2), "{err}");
+    assert!(killed.is_some_and(|n| n >= 3), "{err}");
     assert!(!Path::new(tmp).exists(), "{tmp} was left: {err}");
 }
 
@@ -939,4 +949,36 @@ fn the_command_ends_when_exec_is_killed() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(ended(&pid), "the command {pid} outlived exec");
+}
+
+/// A SIGTERM sent to `holon job exec` (a scheduler stopping the job) is passed on to the
+/// command, which may end in its own way; `exec` then ends what it left, removes its
+/// temporary directory and answers the command's exit code. Before, `exec` died of the
+/// signal, the command was killed by its parent-death signal, and its children lived on.
+#[test]
+fn a_sigterm_to_exec_is_passed_on_and_exec_still_cleans_up() {
+    require_landlock();
+    let f = Fixture::new("sigterm");
+    f.approve(SCRIPT_MANDATE);
+    let script = "echo \"$TMPDIR\"\ntrap 'echo got-term; exit 7' TERM\nsleep 600 &\nwait\n";
+    std::fs::write(f.work.join("attack.sh"), script).unwrap();
+    let mut c = Command::new(holon_bin());
+    c.args(["job", "--state"]).arg(&f.state);
+    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    c.current_dir(&f.work).env("TMPDIR", f.base.join("tmp")).env_remove("HOLON_TEST_LANDLOCK_ABI");
+    let mut exec = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stdout = std::io::BufReader::new(exec.stdout.take().unwrap());
+    let mut tmp = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut tmp).unwrap();
+    let tmp = tmp.trim().to_owned();
+    assert!(Path::new(&tmp).exists(), "{tmp}");
+    // The command has printed, so its trap is set; exec took the signal before it started.
+    assert!(Command::new("kill").arg("-TERM").arg(exec.id().to_string()).status().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = exec.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut exec.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!((status.code(), rest.as_str()), (Some(7), "got-term\n"), "{err}");
+    assert!(!Path::new(&tmp).exists(), "{tmp} was left: {err}");
 }

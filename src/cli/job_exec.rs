@@ -202,7 +202,16 @@ fn confined(
             let mut child: Vec<OsString> = vec![helper.into_os_string()];
             child.extend(args);
             child.extend(argv.iter().map(OsString::from));
-            run_held(&child)
+            let (code, all_ended) = run_held(&child);
+            if !all_ended {
+                // Fail closed: a process of the command may still write in it.
+                errln!(
+                    "holon: warning: the command's temporary directory {} was left on disk, as a process of the command may remain; remove it once none runs",
+                    temp.display()
+                );
+                return Ok(code.max(exit::FAILED));
+            }
+            code
         }
         Err(e) => {
             remove_temp(&temp);
@@ -229,35 +238,64 @@ fn remove_temp(temp: &Path) -> bool {
 }
 
 /// Runs `argv` as [`run_command`] does, holding every process it starts (`reap`): a
-/// stopped command is continued, and what it leaves running when it ends is killed and
-/// reaped before this answers.
-fn run_held(argv: &[OsString]) -> u8 {
-    let Some((program, args)) = argv.split_first() else { return EXIT_NOT_STARTED };
+/// stopped command is continued, a SIGTERM sent to `exec` is passed on to it (so that a
+/// scheduler's stop ends the command and `exec` still cleans up after it), and what it
+/// leaves running when it ends is killed and reaped before this answers. Also answers
+/// whether every process of the command is known to have ended.
+fn run_held(argv: &[OsString]) -> (u8, bool) {
+    let Some((program, args)) = argv.split_first() else { return (EXIT_NOT_STARTED, true) };
     if let Err(e) = reap::become_subreaper() {
         errln!("holon: refused: the command's processes cannot be held ({e}); the command did not run");
-        return exit::BAD_INPUT;
+        return (exit::BAD_INPUT, true);
     }
     let started = std::process::Command::new(program).args(args).env_remove("POSIXLY_CORRECT").spawn();
     let ended = match started {
-        Ok(child) => reap::wait_for(child),
+        Ok(child) => {
+            // A SIGTERM is passed on to the command; a SIGINT or SIGHUP (a terminal sends it
+            // to the command as well) only keeps `exec` alive to clean up. Taken once the
+            // command has a handle: before, `exec` ends by the signal, and the helper's
+            // parent-death signal ends the command.
+            let target = reap::Target::of(&child);
+            let signals = target.as_ref().ok().map(|_| {
+                use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+                signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+            });
+            if let (Some(Ok(mut signals)), Ok(target)) = (signals, target) {
+                std::thread::spawn(move || {
+                    for sig in signals.forever() {
+                        if sig == signal_hook::consts::SIGTERM {
+                            target.terminate();
+                        }
+                    }
+                });
+            }
+            reap::wait_for(child)
+        }
         Err(e) => {
             errln!("holon: {}: {e}", printable(&program.to_string_lossy()));
-            return EXIT_NOT_STARTED;
+            return (EXIT_NOT_STARTED, true);
         }
     };
-    match reap::end_leftovers() {
-        Ok(0) => {}
-        Ok(n) => errln!("holon: {n} process(es) the command left running were killed"),
-        Err(e) => errln!("holon: warning: processes the command left running may remain ({e})"),
-    }
-    match ended {
+    let all_ended = match reap::end_leftovers() {
+        Ok(0) => true,
+        Ok(n) => {
+            errln!("holon: {n} process(es) the command left behind were ended and reaped");
+            true
+        }
+        Err(e) => {
+            errln!("holon: warning: processes the command left running may remain ({e})");
+            false
+        }
+    };
+    let code = match ended {
         Ok(reap::Ended::Code(c)) => u8::try_from(c).unwrap_or(1),
         Ok(reap::Ended::Signal(sig)) => u8::try_from(128 + sig).unwrap_or(255),
         Err(e) => {
             errln!("holon: the command could not be waited for ({e})");
             exit::FAILED
         }
-    }
+    };
+    (code, all_ended)
 }
 
 /// holon's own program and the helper beside it, or why a command cannot be confined.

@@ -11,9 +11,15 @@ use std::process::Child;
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
-/// Most rounds of killing the processes left behind. Each round kills every child of
-/// `exec` alive at the time and reaps one; a round that finds none ends the work.
-pub const LEFTOVER_ROUNDS_MAX: usize = 100_000;
+/// Most rounds of killing the processes left behind. Each round reaps every child that has
+/// ended, then kills every child alive (a scan of `/proc`); a round that finds none ends
+/// the work. Reaping is not a round: a command that leaves 100,000 zombies does not use
+/// up the rounds before a live process is scanned.
+pub const LEFTOVER_ROUNDS_MAX: usize = 10_000;
+/// Longest pause before continuing a command that stopped again, in ms (doubling from 1):
+/// a command stopped by terminal job control (SIGTTIN in the background) stops at once
+/// again, and continuing it without a pause would spin.
+const CONTINUE_PAUSE_MS_MAX: u64 = 1_000;
 
 /// How the command ended: its exit code, or the signal that ended it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,15 +33,21 @@ pub fn become_subreaper() -> io::Result<()> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(io::Error::from)
 }
 
-/// Waits for `child` to end, continuing it each time it stops.
+/// Waits for `child` to end, continuing it each time it stops. Reaps every other child
+/// that ends meanwhile (an orphan of the command, handed to this subreaper), so that a
+/// long command leaves no zombies to use up the process table.
 pub fn wait_for(child: Child) -> io::Result<Ended> {
     let pid = pid_of(child.id())?;
+    let mut pause_ms = 0;
     loop {
-        let status = match rustix::process::waitpid(Some(pid), WaitOptions::UNTRACED) {
-            Ok(Some((_, status))) => status,
+        let (who, status) = match rustix::process::wait(WaitOptions::UNTRACED) {
+            Ok(Some(found)) => found,
             Ok(None) | Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         };
+        if who != pid {
+            continue;
+        }
         if let Some(code) = status.exit_status() {
             return Ok(Ended::Code(code));
         }
@@ -43,6 +55,10 @@ pub fn wait_for(child: Child) -> io::Result<Ended> {
             return Ok(Ended::Signal(sig));
         }
         if status.stopped() {
+            if pause_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+            }
+            pause_ms = (pause_ms * 2).clamp(1, CONTINUE_PAUSE_MS_MAX);
             rustix::process::kill_process(pid, Signal::CONT)?;
         }
     }
@@ -57,17 +73,17 @@ pub fn end_leftovers() -> io::Result<usize> {
     let me = rustix::process::getpid();
     let mut ended = 0;
     for _ in 0..LEFTOVER_ROUNDS_MAX {
-        // No child at all (the common case): one system call. Any child (`wait`, pid -1),
-        // not only those of this process group (`waitpid(None)`, pid 0): a command's
-        // `setsid` leaves it.
-        match rustix::process::wait(WaitOptions::NOHANG) {
-            Err(rustix::io::Errno::CHILD) => return Ok(ended),
-            Err(e) => return Err(e.into()),
-            Ok(Some(_)) => {
-                ended += 1;
-                continue;
+        // Every child that has ended, reaped; no child at all (the common case) is one
+        // system call. Any child (`wait`, pid -1), not only those of this process group
+        // (`waitpid(None)`, pid 0): a command's `setsid` leaves it.
+        loop {
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Err(rustix::io::Errno::CHILD) => return Ok(ended),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+                Ok(Some(_)) => ended += 1,
+                Ok(None) => break,
             }
-            Ok(None) => {}
         }
         for pid in children_of(me)? {
             // Already gone (a zombie waiting to be reaped): nothing to kill.
@@ -85,6 +101,24 @@ pub fn end_leftovers() -> io::Result<usize> {
     )))
 }
 
+/// A handle on the command that signals it and only it: a pidfd, taken before the command
+/// can have been reaped, so a signal sent after it ended reaches nothing (a number could
+/// by then be another process's).
+pub struct Target(std::os::fd::OwnedFd);
+
+impl Target {
+    /// The handle of `child`, taken before anything waits for it.
+    pub fn of(child: &Child) -> io::Result<Target> {
+        let fd = rustix::process::pidfd_open(pid_of(child.id())?, rustix::process::PidfdFlags::empty())?;
+        Ok(Target(fd))
+    }
+
+    /// Sends SIGTERM to the command; nothing when it has ended.
+    pub fn terminate(&self) {
+        let _ = rustix::process::pidfd_send_signal(&self.0, Signal::TERM);
+    }
+}
+
 fn pid_of(id: u32) -> io::Result<Pid> {
     i32::try_from(id).ok().and_then(Pid::from_raw).ok_or_else(|| io::Error::other(format!("no process number {id}")))
 }
@@ -97,8 +131,10 @@ fn children_of(me: Pid) -> io::Result<Vec<Pid>> {
         let Ok(entry) = entry else { continue };
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()).and_then(Pid::from_raw) else { continue };
-        // A process that ended since the listing has no stat left.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // A process that ended since the listing has no stat left. Read as bytes: the
+        // command name in it is the program's, any bytes (a name that is not UTF-8 hid
+        // its process from a scan that read text).
+        let Ok(stat) = std::fs::read(entry.path().join("stat")) else { continue };
         if parent_in_stat(&stat) == Some(me.as_raw_nonzero().get()) {
             found.push(pid);
         }
@@ -107,9 +143,10 @@ fn children_of(me: Pid) -> io::Result<Vec<Pid>> {
 }
 
 /// The parent's number in a `/proc/PID/stat` line: the second field after the command
-/// name, which is in parentheses and may itself hold spaces and parentheses.
-fn parent_in_stat(stat: &str) -> Option<i32> {
-    let (_, after_name) = stat.rsplit_once(')')?;
+/// name, which is in parentheses and may itself hold spaces, parentheses and any byte.
+fn parent_in_stat(stat: &[u8]) -> Option<i32> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let after_name = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
     after_name.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -119,8 +156,9 @@ mod tests {
 
     #[test]
     fn the_parent_is_read_after_the_last_parenthesis() {
-        assert_eq!(parent_in_stat("42 (sleep) S 7 42 42 0"), Some(7));
-        assert_eq!(parent_in_stat("42 (a) b) S 9 1"), Some(9));
-        assert_eq!(parent_in_stat("42 (x"), None);
+        assert_eq!(parent_in_stat(b"42 (sleep) S 7 42 42 0"), Some(7));
+        assert_eq!(parent_in_stat(b"42 (a) b) S 9 1"), Some(9));
+        assert_eq!(parent_in_stat(b"42 (x\xff\xfe) S 11 1"), Some(11), "a name that is not UTF-8");
+        assert_eq!(parent_in_stat(b"42 (x"), None);
     }
 }

@@ -50,6 +50,10 @@ pub enum RemoveError {
         "it holds more than {TEMP_ENTRIES_MAX} entries (a directory counts twice: where the command made it and at the top, where it is moved to be emptied); the rest is left"
     )]
     TooMany,
+    #[error(
+        "it holds a directory of another user (uid {0}), which only a process with capabilities could remove: holon does not remove what the command itself could not"
+    )]
+    OtherOwner(u32),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -66,8 +70,10 @@ pub fn remove(dir: &Path) -> Result<(), RemoveError> {
 }
 
 fn remove_at_most(dir: &Path, entries_max: usize) -> Result<(), RemoveError> {
-    let top = open_owned(CWD, dir)?;
-    let mut removal = Removal { top, moved: 0, entries: 0, entries_max };
+    // The directory is this process's (`create`); so must be every directory in it.
+    let owner = rustix::process::geteuid().as_raw();
+    let top = open_owned(CWD, dir, owner)?;
+    let mut removal = Removal { top, moved: 0, entries: 0, entries_max, owner };
     // Each pass takes on what the top holds; emptying a directory moves its
     // subdirectories up to the top, which the next pass finds (a listing need not show
     // names added while it is read).
@@ -80,23 +86,33 @@ fn remove_at_most(dir: &Path, entries_max: usize) -> Result<(), RemoveError> {
 /// Opens the directory `name` of `parent` to read, having given its owner read, write
 /// and search permission (the command owns it and may have taken them away): through a
 /// descriptor that needs none of them, changed by its `/proc/self/fd` name, which is that
-/// very directory whatever its path now names.
-fn open_owned<Fd: AsFd, P: rustix::path::Arg + Copy>(parent: Fd, name: P) -> std::io::Result<OwnedFd> {
+/// very directory whatever its path now names. A directory not of `owner` is refused
+/// before anything is changed: a command run as root without capabilities can move
+/// another user's directory into its TMPDIR, and root's `exec` could then empty it.
+fn open_owned<Fd: AsFd, P: rustix::path::Arg + Copy>(parent: Fd, name: P, owner: u32) -> Result<OwnedFd, RemoveError> {
     if let Ok(fd) = rustix::fs::openat(parent.as_fd(), name, DIRECTORY, Mode::empty()) {
-        rustix::fs::fchmod(&fd, Mode::RWXU)?;
+        owned_by(&fd, owner)?;
+        rustix::fs::fchmod(&fd, Mode::RWXU).map_err(std::io::Error::from)?;
         return Ok(fd);
     }
-    let path = own(parent, name)?;
-    Ok(rustix::fs::openat(&path, c".", DIRECTORY, Mode::empty())?)
+    let path = own(parent, name, owner)?;
+    Ok(rustix::fs::openat(&path, c".", DIRECTORY, Mode::empty()).map_err(std::io::Error::from)?)
 }
 
 /// Gives the owner of the directory `name` of `parent` read, write and search permission
 /// back (moving a directory to another parent writes its `..`), and answers a descriptor
-/// of it that can only name it.
-fn own<Fd: AsFd, P: rustix::path::Arg>(parent: Fd, name: P) -> std::io::Result<OwnedFd> {
-    let path = rustix::fs::openat(parent.as_fd(), name, DIRECTORY_PATH, Mode::empty())?;
-    rustix::fs::chmod(format!("/proc/self/fd/{}", path.as_raw_fd()), Mode::RWXU)?;
+/// of it that can only name it. Refused for a directory not of `owner`.
+fn own<Fd: AsFd, P: rustix::path::Arg>(parent: Fd, name: P, owner: u32) -> Result<OwnedFd, RemoveError> {
+    let path = rustix::fs::openat(parent.as_fd(), name, DIRECTORY_PATH, Mode::empty()).map_err(std::io::Error::from)?;
+    owned_by(&path, owner)?;
+    rustix::fs::chmod(format!("/proc/self/fd/{}", path.as_raw_fd()), Mode::RWXU).map_err(std::io::Error::from)?;
     Ok(path)
+}
+
+/// Refuses a directory whose owner is not `owner`.
+fn owned_by(fd: &OwnedFd, owner: u32) -> Result<(), RemoveError> {
+    let uid = rustix::fs::fstat(fd).map_err(std::io::Error::from)?.st_uid;
+    if uid == owner { Ok(()) } else { Err(RemoveError::OtherOwner(uid)) }
 }
 
 /// One removal: the top directory's descriptor and the counts that bound it.
@@ -105,6 +121,8 @@ struct Removal {
     moved: u64,
     entries: usize,
     entries_max: usize,
+    /// Whose every directory in the tree must be.
+    owner: u32,
 }
 
 impl Removal {
@@ -138,10 +156,10 @@ impl Removal {
     /// up to the top (emptied by a later pass). Read again until a reading finds nothing.
     /// Answers false for a name that is gone (a listing may show a name twice).
     fn empty(&mut self, name: &CStr) -> Result<bool, RemoveError> {
-        let dir = match open_owned(&self.top, name) {
+        let dir = match open_owned(&self.top, name, self.owner) {
             Ok(d) => d,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
-            Err(e) => return Err(e.into()),
+            Err(RemoveError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+            Err(e) => return Err(e),
         };
         loop {
             let mut names = Dir::read_from(&dir).map_err(std::io::Error::from)?;
@@ -207,7 +225,7 @@ impl Removal {
                 Err(rustix::io::Errno::NOENT) => return Ok(()),
                 // Its owner's write permission was taken away: given back, tried again.
                 Err(rustix::io::Errno::ACCESS) if !owned => {
-                    own(dir, n)?;
+                    own(dir, n, self.owner)?;
                     owned = true;
                     self.moved -= 1;
                 }
@@ -319,5 +337,24 @@ mod tests {
         }
         remove(&dir).unwrap();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_directory_of_another_user_is_left_untouched() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: another user's directory cannot be made here; CI runs this as root");
+            return;
+        }
+        let dir = scratch("other-owner");
+        let theirs = dir.join("moved-in");
+        std::fs::create_dir_all(theirs.join("inner")).unwrap();
+        std::fs::write(theirs.join("inner/keep"), "theirs").unwrap();
+        for p in [&theirs, &theirs.join("inner")] {
+            rustix::fs::chown(p, Some(rustix::fs::Uid::from_raw(65534)), None).unwrap();
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        }
+        assert!(matches!(remove(&dir), Err(RemoveError::OtherOwner(65534))));
+        assert_eq!(std::fs::read_to_string(theirs.join("inner/keep")).unwrap(), "theirs");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
