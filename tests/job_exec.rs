@@ -111,10 +111,16 @@ impl Fixture {
     /// `exec --shell LINE` in cron scope, run by `program` (a copy of holon's program).
     fn exec_as(&self, program: &Path, line: &str) -> (i32, String, String) {
         let mut c = Command::new(program);
+        self.exec_args(&mut c, line);
+        self.run(c, "", &[])
+    }
+
+    /// The arguments of `holon job exec --shell LINE` in cron scope, after whatever `c`
+    /// starts with (holon's program, or a wrapper and then holon's program).
+    fn exec_args(&self, c: &mut Command, line: &str) {
         c.args(["job", "--state"])
             .arg(&self.state)
             .args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", line]);
-        self.run(c, "", &[])
     }
 
     fn exec(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
@@ -845,8 +851,8 @@ fn a_command_that_stops_itself_is_continued() {
     f.approve(SCRIPT_MANDATE);
     std::fs::write(f.work.join("attack.sh"), "kill -STOP $$\necho resumed\n").unwrap();
     let mut c = Command::new("timeout");
-    c.arg("600").arg(holon_bin()).args(["job", "--state"]).arg(&f.state);
-    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    c.arg("600").arg(holon_bin());
+    f.exec_args(&mut c, "bash ./attack.sh");
     let (code, out, err) = f.run(c, "", &[]);
     assert_eq!((code, out.as_str()), (0, "resumed\n"), "{err}");
 }
@@ -876,8 +882,7 @@ fn a_command_cannot_lock_its_temporary_directory_by_its_permissions() {
     } else {
         c = Command::new(holon_bin());
     }
-    c.args(["job", "--state"]).arg(&f.state);
-    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    f.exec_args(&mut c, "bash ./attack.sh");
     let (code, out, err) = f.run(c, "", &[]);
     assert_eq!(code, 0, "{out} {err}");
     assert!(out.contains("locked"), "{out} {err}");
@@ -926,8 +931,7 @@ fn the_command_ends_when_exec_is_killed() {
     f.approve(SCRIPT_MANDATE);
     std::fs::write(f.work.join("attack.sh"), "echo $$\nexec sleep 600\n").unwrap();
     let mut c = Command::new(holon_bin());
-    c.args(["job", "--state"]).arg(&f.state);
-    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    f.exec_args(&mut c, "bash ./attack.sh");
     c.current_dir(&f.work).env("TMPDIR", f.base.join("tmp")).env_remove("HOLON_TEST_LANDLOCK_ABI");
     let mut exec = c.stdout(std::process::Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
@@ -963,8 +967,7 @@ fn a_sigterm_to_exec_is_passed_on_and_exec_still_cleans_up() {
     let script = "echo \"$TMPDIR\"\ntrap 'echo got-term; exit 7' TERM\nsleep 600 &\nwait\n";
     std::fs::write(f.work.join("attack.sh"), script).unwrap();
     let mut c = Command::new(holon_bin());
-    c.args(["job", "--state"]).arg(&f.state);
-    c.args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    f.exec_args(&mut c, "bash ./attack.sh");
     c.current_dir(&f.work).env("TMPDIR", f.base.join("tmp")).env_remove("HOLON_TEST_LANDLOCK_ABI");
     let mut exec = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let mut stdout = std::io::BufReader::new(exec.stdout.take().unwrap());

@@ -247,6 +247,18 @@ fn start_up_errors_say_what_to_give_and_a_piped_log_has_no_colour() {
     assert!(log.contains("serving") && !log.contains('\u{1b}'), "{log:?}");
 }
 
+/// A tokens file with one gateway token, in a directory removed when the first is dropped.
+fn gateway_tokens() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["token", "new", "--role", "gateway", "--tokens"])
+        .arg(&tokens)
+        .output();
+    assert!(made.unwrap().status.success());
+    (dir, tokens)
+}
+
 /// A signal sent the moment the server says where it listens is handled, never the
 /// signal's default action: SIGHUP reloads (the server keeps serving) and SIGTERM shuts it
 /// down in order (exit 0, "shutting down" logged). Before, the handlers were installed
@@ -254,12 +266,8 @@ fn start_up_errors_say_what_to_give_and_a_piped_log_has_no_colour() {
 /// loaded CI machine saw a server killed by SIGTERM with an empty log.
 #[test]
 fn signals_sent_as_soon_as_the_port_is_printed_are_handled() {
-    let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
+    let (_dir, tokens) = gateway_tokens();
     let holon = env!("CARGO_BIN_EXE_holon");
-    let made =
-        std::process::Command::new(holon).args(["token", "new", "--role", "gateway", "--tokens"]).arg(&tokens).output();
-    assert!(made.unwrap().status.success());
     for round in 0..10 {
         let mut child = std::process::Command::new(holon)
             .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0", "--documents", "examples", "--tokens"])
@@ -290,12 +298,8 @@ fn signals_sent_as_soon_as_the_port_is_printed_are_handled() {
 /// is coloured there, so this test sees escapes when they are written) and once with it.
 #[test]
 fn no_color_turns_the_logs_colour_off_on_a_terminal() {
-    let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
+    let (_dir, tokens) = gateway_tokens();
     let holon = env!("CARGO_BIN_EXE_holon");
-    let made =
-        std::process::Command::new(holon).args(["token", "new", "--role", "gateway", "--tokens"]).arg(&tokens).output();
-    assert!(made.unwrap().status.success());
     let examples = std::fs::canonicalize("examples").unwrap();
     // The log's "serving" line as the terminal showed it.
     let serving_line = |flag: &str| {
