@@ -231,26 +231,21 @@ impl Service {
     async fn settle_key(&'static self, scope: String, key: String, answer: &Answer) {
         let kept = KeyAnswer { status: answer.status, body: answer.body.clone() };
         let keep = answer.keep && holon::store::keys::keepable(&kept).is_ok();
+        let step = move |store: &dyn holon::store::LedgerStore, scope: &str, key: &str, kept: &KeyAnswer| {
+            if keep { store.answer_key(scope, key, kept) } else { store.forget_key(scope, key) }
+        };
         // A store in this process cannot be busy or away: one step, in place, no copies.
-        if self.store.in_process() {
-            let done =
-                if keep { self.store.answer_key(&scope, &key, &kept) } else { self.store.forget_key(&scope, &key) };
-            if let Err(e) = done {
-                self.metrics.idempotency_store_errors.inc();
-                tracing::error!(key = %key, error = %e, "the answer of a keyed request could not be kept in the store; its retries get 409 until the key expires");
-            }
-            return;
-        }
-        for attempt in 1..=ANSWER_TRIES {
-            let (scope, owned, kept) = (scope.clone(), key.clone(), kept.clone());
-            let done = self
-                .store_step(move |store| {
-                    if keep { store.answer_key(&scope, &owned, &kept) } else { store.forget_key(&scope, &owned) }
-                })
-                .await;
+        let tries = if self.store.in_process() { 1 } else { ANSWER_TRIES };
+        for attempt in 1..=tries {
+            let done = if self.store.in_process() {
+                step(&*self.store, &scope, &key, &kept)
+            } else {
+                let (scope, owned, kept) = (scope.clone(), key.clone(), kept.clone());
+                self.store_step(move |store| step(store, &scope, &owned, &kept)).await
+            };
             match done {
                 Ok(()) => return,
-                Err(e) if attempt == ANSWER_TRIES => {
+                Err(e) if attempt == tries => {
                     // Fail closed: the key stays claimed, and a retry gets 409 until it expires.
                     self.metrics.idempotency_store_errors.inc();
                     tracing::error!(key = %key, error = %e, "the answer of a keyed request could not be kept in the store; its retries get 409 until the key expires");

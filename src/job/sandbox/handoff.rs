@@ -75,6 +75,8 @@ pub enum HandoffError {
     Usage(&'static str),
     #[error("{HELPER_NAME} is started by holon job exec only ({0}: {1})")]
     Unreadable(String, std::io::Error),
+    #[error("the command cannot be tied to the holon job exec that waits for it (PR_SET_PDEATHSIG: {0})")]
+    DeathSignal(std::io::Error),
     #[error("the sandbox's plan was changed after holon job exec wrote it")]
     Changed,
     #[error("the sandbox's plan cannot be read ({0})")]
@@ -146,7 +148,7 @@ pub fn enter(args: &[OsString]) -> u8 {
 /// ends. Set before the parent is checked: a parent that ended just before is seen.
 fn die_with(exec_pid: u32) -> Result<(), HandoffError> {
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-        .map_err(|e| HandoffError::Unreadable("the parent-death signal".to_owned(), e.into()))?;
+        .map_err(|e| HandoffError::DeathSignal(e.into()))?;
     let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
     if parent.and_then(|p| u32::try_from(p).ok()) != Some(exec_pid) {
         return Err(HandoffError::Usage("the holon job exec that wrote the plan is not its parent"));

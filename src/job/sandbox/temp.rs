@@ -73,12 +73,12 @@ fn remove_at_most(dir: &Path, entries_max: usize) -> Result<(), RemoveError> {
     // The directory is this process's (`create`); so must be every directory in it.
     let owner = rustix::process::geteuid().as_raw();
     let top = open_owned(CWD, dir, owner)?;
-    let mut removal = Removal { top, moved: 0, entries: 0, entries_max, owner };
+    let mut removal = Removal { moved: 0, entries: 0, entries_max, owner };
     // Each pass takes on what the top holds; emptying a directory moves its
     // subdirectories up to the top, which the next pass finds (a listing need not show
     // names added while it is read).
-    while removal.pass()? {}
-    drop(removal);
+    while removal.listing(&top, &top, Removal::remove_emptied)? {}
+    drop(top);
     std::fs::remove_dir(dir)?;
     Ok(())
 }
@@ -115,9 +115,9 @@ fn owned_by(fd: &OwnedFd, owner: u32) -> Result<(), RemoveError> {
     if uid == owner { Ok(()) } else { Err(RemoveError::OtherOwner(uid)) }
 }
 
-/// One removal: the top directory's descriptor and the counts that bound it.
+/// One removal: the counts that bound it (the top directory's descriptor is handed to each
+/// step).
 struct Removal {
-    top: OwnedFd,
     moved: u64,
     entries: usize,
     entries_max: usize,
@@ -126,11 +126,13 @@ struct Removal {
 }
 
 impl Removal {
-    /// Takes on what the top holds now: files are unlinked, directories emptied and
-    /// removed. Answers whether there was anything.
-    fn pass(&mut self) -> Result<bool, RemoveError> {
+    /// Takes on one listing of `dir` to its end, a batch at a time: files are unlinked,
+    /// each directory handed to `on_dir` (with the top and `dir`). Answers whether the
+    /// listing held anything. The one walk of both steps: a pass over the top
+    /// ([`Removal::remove_emptied`]) and the emptying of a directory ([`Removal::move_up`]).
+    fn listing(&mut self, top: &OwnedFd, dir: &OwnedFd, on_dir: OnDir) -> Result<bool, RemoveError> {
         let mut any = false;
-        let mut names = Dir::read_from(&self.top).map_err(std::io::Error::from)?;
+        let mut names = Dir::read_from(dir).map_err(std::io::Error::from)?;
         loop {
             let batch = self.batch(&mut names)?;
             if batch.is_empty() {
@@ -138,13 +140,9 @@ impl Removal {
             }
             any = true;
             for (n, kind) in batch {
-                match is_dir(&self.top, &n, kind) {
-                    Ok(true) => {
-                        if self.empty(&n)? {
-                            unlink(&self.top, &n, AtFlags::REMOVEDIR)?;
-                        }
-                    }
-                    Ok(false) => unlink(&self.top, &n, AtFlags::empty())?,
+                match is_dir(dir, &n, kind) {
+                    Ok(true) => on_dir(self, top, dir, &n)?,
+                    Ok(false) => unlink(dir, &n, AtFlags::empty())?,
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -152,37 +150,26 @@ impl Removal {
         }
     }
 
+    /// A directory at the top: emptied, then removed (unless it is gone already: a listing
+    /// may show a name twice).
+    fn remove_emptied(&mut self, top: &OwnedFd, _: &OwnedFd, name: &CStr) -> Result<(), RemoveError> {
+        if self.empty(top, name)? {
+            unlink(top, name, AtFlags::REMOVEDIR)?;
+        }
+        Ok(())
+    }
+
     /// Empties the directory `name` at the top: files are unlinked, subdirectories moved
     /// up to the top (emptied by a later pass). Read again until a reading finds nothing.
-    /// Answers false for a name that is gone (a listing may show a name twice).
-    fn empty(&mut self, name: &CStr) -> Result<bool, RemoveError> {
-        let dir = match open_owned(&self.top, name, self.owner) {
+    /// Answers false for a name that is gone.
+    fn empty(&mut self, top: &OwnedFd, name: &CStr) -> Result<bool, RemoveError> {
+        let dir = match open_owned(top, name, self.owner) {
             Ok(d) => d,
             Err(RemoveError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
             Err(e) => return Err(e),
         };
-        loop {
-            let mut names = Dir::read_from(&dir).map_err(std::io::Error::from)?;
-            let mut any = false;
-            loop {
-                let batch = self.batch(&mut names)?;
-                if batch.is_empty() {
-                    break;
-                }
-                any = true;
-                for (n, kind) in batch {
-                    match is_dir(&dir, &n, kind) {
-                        Ok(true) => self.move_up(&dir, &n)?,
-                        Ok(false) => unlink(&dir, &n, AtFlags::empty())?,
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-            if !any {
-                return Ok(true);
-            }
-        }
+        while self.listing(top, &dir, Removal::move_up)? {}
+        Ok(true)
     }
 
     /// The next names of a listing (at most [`TEMP_BATCH_NAMES`]; none at its end), each
@@ -208,7 +195,7 @@ impl Removal {
     }
 
     /// Moves the subdirectory `n` of `dir` to the top, under a name of holon's.
-    fn move_up(&mut self, dir: &OwnedFd, n: &CStr) -> Result<(), RemoveError> {
+    fn move_up(&mut self, top: &OwnedFd, dir: &OwnedFd, n: &CStr) -> Result<(), RemoveError> {
         let mut owned = false;
         loop {
             self.moved += 1;
@@ -218,7 +205,7 @@ impl Removal {
                 return Err(RemoveError::TooMany);
             }
             let up = CString::new(format!(".holon-removing-{}", self.moved)).map_err(std::io::Error::other)?;
-            match rustix::fs::renameat_with(dir, n, &self.top, &up, rustix::fs::RenameFlags::NOREPLACE) {
+            match rustix::fs::renameat_with(dir, n, top, &up, rustix::fs::RenameFlags::NOREPLACE) {
                 Ok(()) => return Ok(()),
                 // A name the command made itself: the next number.
                 Err(rustix::io::Errno::EXIST) => {}
@@ -234,6 +221,9 @@ impl Removal {
         }
     }
 }
+
+/// What a listing does with a directory it finds: (removal, top, the listed directory, name).
+type OnDir = fn(&mut Removal, &OwnedFd, &OwnedFd, &CStr) -> Result<(), RemoveError>;
 
 /// Unlinks `n` of `dir`; one already gone is no error (a listing may show a name twice).
 fn unlink(dir: &OwnedFd, n: &CStr, flags: AtFlags) -> std::io::Result<()> {
