@@ -197,30 +197,31 @@ fn confined(
     // the command: this process stays outside, to remove the temporary directory the
     // confined command cannot remove. The plan goes in a file in that directory, and its
     // SHA-256 on the child's command line (`handoff`).
-    let code = match (Handoff { plan, temp: temp.clone(), level, exec_pid: std::process::id() }).write() {
+    let (code, all_ended) = match (Handoff { plan, temp: temp.clone(), level, exec_pid: std::process::id() }).write() {
         Ok(args) => {
             let mut child: Vec<OsString> = vec![helper.into_os_string()];
             child.extend(args);
             child.extend(argv.iter().map(OsString::from));
-            let (code, all_ended) = run_held(&child);
-            if !all_ended {
-                // Fail closed: a process of the command may still write in it.
-                errln!(
-                    "holon: warning: the command's temporary directory {} was left on disk, as a process of the command may remain; remove it once none runs",
-                    temp.display()
-                );
-                return Ok(code.max(exit::FAILED));
-            }
-            code
+            run_held(&child)
         }
         Err(e) => {
             remove_temp(&temp);
             return refuse(format!("the plan cannot be handed on ({e})"));
         }
     };
+    let removed = if all_ended {
+        remove_temp(&temp)
+    } else {
+        // Fail closed: a process of the command may still write in it.
+        errln!(
+            "holon: warning: the command's temporary directory {} was left on disk, as a process of the command may remain; remove it once none runs",
+            temp.display()
+        );
+        false
+    };
     // A command that succeeded but left what holon cannot remove does not answer success:
     // a scheduler would never read the warning.
-    Ok(if remove_temp(&temp) { code } else { code.max(exit::FAILED) })
+    Ok(if removed { code } else { code.max(exit::FAILED) })
 }
 
 /// Removes the command's temporary directory, or says what was left (and answers false).
@@ -248,33 +249,33 @@ fn run_held(argv: &[OsString]) -> (u8, bool) {
         errln!("holon: refused: the command's processes cannot be held ({e}); the command did not run");
         return (exit::BAD_INPUT, true);
     }
-    let started = std::process::Command::new(program).args(args).env_remove("POSIXLY_CORRECT").spawn();
-    let ended = match started {
+    // Taken before the command starts (a SIGTERM sent the moment it runs must not end
+    // `exec` by its default action, which leaves the cleanup undone): a SIGTERM is passed on
+    // to the command; a SIGINT or SIGHUP (a terminal sends it to the command as well) only
+    // keeps `exec` alive to clean up.
+    let signals = {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+    };
+    let ended = match command(program, args).spawn() {
         Ok(child) => {
-            // A SIGTERM is passed on to the command; a SIGINT or SIGHUP (a terminal sends it
-            // to the command as well) only keeps `exec` alive to clean up. Taken once the
-            // command has a handle: before, `exec` ends by the signal, and the helper's
-            // parent-death signal ends the command.
-            let target = reap::Target::of(&child);
-            let signals = target.as_ref().ok().map(|_| {
-                use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-                signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
-            });
-            if let (Some(Ok(mut signals)), Ok(target)) = (signals, target) {
+            // Without a handle on the command (no pidfd), a SIGTERM ends `exec` as it would
+            // have, and the helper's parent-death signal ends the command.
+            let target = reap::Target::of(&child).ok();
+            if let Ok(mut signals) = signals {
                 std::thread::spawn(move || {
                     for sig in signals.forever() {
-                        if sig == signal_hook::consts::SIGTERM {
-                            target.terminate();
+                        match (&target, sig == signal_hook::consts::SIGTERM) {
+                            (Some(t), true) => t.terminate(),
+                            (None, true) => std::process::exit(128 + signal_hook::consts::SIGTERM),
+                            (_, false) => {}
                         }
                     }
                 });
             }
             reap::wait_for(child)
         }
-        Err(e) => {
-            errln!("holon: {}: {e}", printable(&program.to_string_lossy()));
-            return (EXIT_NOT_STARTED, true);
-        }
+        Err(e) => return (not_started(program, &e), true),
     };
     let all_ended = match reap::end_leftovers() {
         Ok(0) => true,
@@ -288,8 +289,8 @@ fn run_held(argv: &[OsString]) -> (u8, bool) {
         }
     };
     let code = match ended {
-        Ok(reap::Ended::Code(c)) => u8::try_from(c).unwrap_or(1),
-        Ok(reap::Ended::Signal(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        Ok(reap::Ended::Code(c)) => shell_code(Some(c), None),
+        Ok(reap::Ended::Signal(sig)) => shell_code(None, Some(sig)),
         Err(e) => {
             errln!("holon: the command could not be waited for ({e})");
             exit::FAILED
@@ -324,25 +325,37 @@ fn missing_kernel(level: u8) -> String {
     }
 }
 
-/// Starts `argv`, waits for it and answers its exit code (128 + the signal that ended it,
-/// as a shell does). The option grammar is getopt's with permutation: POSIXLY_CORRECT,
-/// which turns permutation off, is not passed on.
+/// Starts `argv`, waits for it and answers its exit code ([`shell_code`]).
 fn run_command<S: AsRef<OsStr>>(argv: &[S]) -> u8 {
     let Some((program, args)) = argv.split_first() else { return EXIT_NOT_STARTED };
-    let program = program.as_ref();
+    match command(program.as_ref(), args).status() {
+        Ok(s) => shell_code(s.code(), s.signal()),
+        Err(e) => not_started(program.as_ref(), &e),
+    }
+}
+
+/// `program args` as both runs start it. The option grammar is getopt's with permutation:
+/// POSIXLY_CORRECT, which turns permutation off, is not passed on.
+fn command<S: AsRef<OsStr>>(program: &OsStr, args: &[S]) -> std::process::Command {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).env_remove("POSIXLY_CORRECT");
-    match cmd.status() {
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => u8::try_from(c).unwrap_or(1),
-            (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
-            (None, None) => 1,
-        },
-        Err(e) => {
-            errln!("holon: {}: {e}", printable(&program.to_string_lossy()));
-            EXIT_NOT_STARTED
-        }
+    cmd
+}
+
+/// The exit code a shell answers for a command that exited with `code` or was ended by
+/// `signal` (128 + the signal).
+fn shell_code(code: Option<i32>, signal: Option<i32>) -> u8 {
+    match (code, signal) {
+        (Some(c), _) => u8::try_from(c).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        (None, None) => 1,
     }
+}
+
+/// Says that `program` could not be started, and answers [`EXIT_NOT_STARTED`].
+fn not_started(program: &OsStr, e: &std::io::Error) -> u8 {
+    errln!("holon: {}: {e}", printable(&program.to_string_lossy()));
+    EXIT_NOT_STARTED
 }
 
 fn explain(job: &Job) -> anyhow::Result<u8> {
