@@ -31,6 +31,17 @@ fn single_thread(c: &mut Criterion) {
     // The bare decision: the same engine shape with receipts discarded.
     let bare = Engine::new(EngineConfig::default());
     bare.publish(&f.net.input).unwrap();
+    // Under a depth-2 sub-mandate (`m0/s1/s2`): judged and reserved on three ledgers.
+    let mut chained =
+        synthetic::network(&synthetic::Shape { agents: 100, mandates: 10, ..Default::default() }).unwrap();
+    let deepest = synthetic::add_chain(&mut chained, 2).unwrap();
+    let chain_engine = Engine::new(EngineConfig::default());
+    chain_engine.publish(&chained.input).unwrap();
+    let under_chain =
+        Call::new(chain_engine.mandate_ix(&deepest).unwrap(), chain_engine.agent_ix("syn/a1").unwrap(), chained.at);
+    g.bench_function("allowed/admit_settle_sub_mandate_depth2", |b| {
+        b.iter(|| admit_settle(&chain_engine, black_box(&under_chain)))
+    });
     g.bench_function("allowed/admit_settle_no_sink", |b| b.iter(|| admit_settle(&bare, black_box(&allowed))));
     g.bench_function("denied/admit", |b| {
         b.iter(|| assert!(matches!(f.engine.admit(black_box(&denied)), Admission::Denied(_))))

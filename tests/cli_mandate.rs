@@ -261,3 +261,40 @@ fn a_negative_amount_and_swapped_arguments_say_what_to_give() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("swap them: holon job status nightly"), "{err}");
 }
+
+/// `mandate check --parents`: a sub-mandate judged on its chain, with the spend per level,
+/// as the engine judges it; the denial names the level that refused.
+#[test]
+fn check_judges_a_sub_mandate_on_its_chain_and_names_the_level() {
+    let child = "examples/mandates/alice-invoices.yaml";
+    let agent = "examples/agents/table-extract";
+    let (code, out) = holon(&["mandate", "check", child, agent, "--parents", ROOT, "--at", AT]);
+    assert_eq!(code, 0, "{out}");
+    // Alice's day nearly spent: the call fits the pipeline's 1.00 but not alice's 20.00.
+    let parent_spent = "alice/m-2026-11=19.997,19.997";
+    let (code, out) =
+        holon(&["mandate", "check", child, agent, "--parents", ROOT, "--parent-spent", parent_spent, "--at", AT]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("per_day_exceeded alice/m-2026-11 (an ancestor of alice/m-2026-11/invoices): spent today 19.997"),
+        "{out}"
+    );
+    // The pipeline's own day spent: denied on its own limit, no ancestor named.
+    let (code, out) =
+        holon(&["mandate", "check", child, agent, "--parents", ROOT, "--spent-today", "0.998", "--at", AT]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("per_day_exceeded spent today 0.998"), "{out}");
+    // Without its parent the chain does not hold; a spend for a mandate not given is an error.
+    let (code, out) =
+        holon(&["mandate", "check", child, agent, "--parents", "examples/mandates/alice-research.yaml", "--at", AT]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("sub_mandate_chain_broken"), "{out}");
+    let (code, out) =
+        holon(&["mandate", "check", child, agent, "--parents", ROOT, "--parent-spent", "bob/x=1", "--at", AT]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("not among the --parents"), "{out}");
+    let (code, out) =
+        holon(&["mandate", "check", child, agent, "--parents", ROOT, "--parent-spent", "alice/m-2026-11", "--at", AT]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("expected ID=TOTAL"), "{out}");
+}

@@ -424,3 +424,72 @@ fn a_file_that_breaks_the_documents_does_not_hold_up_a_revocation() {
     let status: Value = serde_json::from_str(&status).unwrap();
     assert!(!status["last_reload_error"].is_null(), "the failure is still reported: {status}");
 }
+
+/// A call under the standard's sub-mandate over HTTP, on the SQLite store: reserved and
+/// settled on both levels, the mandate's answer shows its ancestor's figures, and a call that
+/// fits the sub-mandate but not alice's remaining budget is denied naming alice's mandate.
+#[test]
+fn a_sub_mandate_admits_over_http_and_a_denial_names_the_ancestor() {
+    const CHILD: &str = "alice/m-2026-11/invoices";
+    // Small budgets so that the root's own calls nearly exhaust it: the root 0.01 in all,
+    // the child 0.01 too (a child may not exceed its parent).
+    let mut s = Server::start_with(|docs| {
+        let edit = |file: &str, from: &[(&str, &str)]| {
+            let path = docs.join("mandates").join(file);
+            let mut text = std::fs::read_to_string(&path).unwrap();
+            for (a, b) in from {
+                assert!(text.contains(a), "{file}: {a}");
+                text = text.replace(a, b);
+            }
+            std::fs::write(&path, text).unwrap();
+        };
+        let small = [
+            ("total: \"100.00\"", "total: \"0.01\""),
+            ("per_day: \"20.00\"", "per_day: \"0.01\""),
+            ("per_call: \"2.00\"", "per_call: \"0.01\""),
+            ("above: \"0.50\"", "above: \"0.01\""),
+        ];
+        edit("alice-root.yaml", &small);
+        edit(
+            "alice-invoices.yaml",
+            &[
+                ("total: \"5.00\"", "total: \"0.01\""),
+                ("per_day: \"1.00\"", "per_day: \"0.01\""),
+                ("per_call: \"0.10\"", "per_call: \"0.01\""),
+                ("above: \"0.05\"", "above: \"0.01\""),
+            ],
+        );
+        // The research sub-mandate no longer fits its shrunken parent: out of this test.
+        std::fs::remove_file(docs.join("mandates/alice-research.yaml")).unwrap();
+    });
+    let admit = |mandate: &str| {
+        let (status, answer) =
+            s.post("/v1/admit", &s.gateway, json!({ "mandate": mandate, "agent": "acme/table-extract" }));
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    let settle = |answer: &Value| {
+        let id = answer["reservation"].as_str().unwrap_or_else(|| panic!("allowed: {answer}"));
+        let (status, settled) =
+            s.post(&format!("/v1/reservations/{id}/settle"), &s.gateway, json!({ "actual": "0.004" }));
+        assert_eq!(status, 200, "{settled}");
+    };
+    settle(&admit(CHILD));
+    let path = format!("/v1/mandates/{}", CHILD.replace('/', "%2F"));
+    let (status, read) = s.get(&path, Some(&s.alice));
+    assert_eq!(status, 200, "alice, who granted the root, reads the sub-mandate: {read}");
+    let read: Value = serde_json::from_str(&read).unwrap();
+    assert_eq!(read["ancestors"][0]["id"], MANDATE, "{read}");
+    assert_eq!(read["ancestors"][0]["this_node"]["settled"], "0.004", "{read}");
+    assert_eq!(read["this_node"]["settled"], "0.004", "{read}");
+    assert_eq!(s.get(&path, Some(&s.bob)).0, 404);
+    // The assistant's own call takes alice's budget to 0.008 of 0.01.
+    settle(&admit(MANDATE));
+    let denied = admit(CHILD);
+    assert_eq!(denied["decision"], "denied", "{denied}");
+    assert_eq!(denied["limited_by"], MANDATE, "{denied}");
+    assert_eq!(denied["codes"], json!(["total_exceeded"]), "{denied}");
+    let message = denied["reasons"][0]["message"].as_str().unwrap();
+    assert!(message.starts_with("alice/m-2026-11 (an ancestor of alice/m-2026-11/invoices): "), "{denied}");
+    s.stop();
+}

@@ -290,9 +290,9 @@ fn an_engine_that_requires_signatures_bars_a_bad_chain_and_still_applies_the_res
         }
     };
     assert_eq!(fx(&engine, "alice/m-2026-11"), vec![]);
-    // A published sub-mandate never admits on a ledger of its own (its budget is its
-    // parent's), signed or not.
-    assert!(fx(&engine, "alice/m-2026-11/research").contains(&Code::PublishedSubMandate));
+    // The signed research sub-mandate's chain holds: a call under it is judged by its own
+    // rules (it allows no `finance.fx`, and containers only), not barred.
+    assert_eq!(fx(&engine, "alice/m-2026-11/research"), vec![Code::NotAllowed, Code::RuntimeNotAllowed]);
     // Unsigned; a key not trusted for the issuer; a widening child; a missing parent: each
     // is barred with the reason, and the publish itself goes through.
     let unsigned = load(&doc::to_yaml(&root).unwrap());

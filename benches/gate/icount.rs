@@ -3,6 +3,9 @@
 //! The gate runs it under callgrind with `N = 0` and with `N = 20000`; the difference
 //! divided by 20000 is the instructions of one admit+settle, independent of machine load.
 //!
+//! With a second argument `sub`, the call is under a depth-2 sub-mandate (`m0/s1/s2`:
+//! reserved on three ledgers), for docs/PERFORMANCE.md's figure (the gate counts the root).
+//!
 //! `cargo build --release -p holon-bench-gate --bin icount && ./target/release/icount 20000`
 
 use std::sync::Arc;
@@ -14,13 +17,15 @@ const WARM_UP: u64 = 1_000;
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(0);
-    let net = synthetic::network(&synthetic::Shape { agents: 100, mandates: 10, ..Default::default() })
+    let sub = std::env::args().nth(2).is_some_and(|a| a == "sub");
+    let mut net = synthetic::network(&synthetic::Shape { agents: 100, mandates: 10, ..Default::default() })
         .expect("synthetic network");
+    let mandate = if sub { synthetic::add_chain(&mut net, 2).expect("chain") } else { "m0".to_owned() };
     // Room for every receipt, so no drop path and no drain thread skew the count.
     let (sink, rx) = ChannelSink::new(usize::try_from(WARM_UP + n).expect("receipt room fits memory") + 1);
     let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
     engine.publish(&net.input).expect("publish");
-    let call = Call::new(engine.mandate_ix("m0").expect("m0"), engine.agent_ix("syn/a1").expect("a1"), net.at);
+    let call = Call::new(engine.mandate_ix(&mandate).expect("mandate"), engine.agent_ix("syn/a1").expect("a1"), net.at);
     let mut kept = 0u64;
     // The warm-up runs in both probes, so it cancels out of the difference.
     for i in 0..WARM_UP + n {

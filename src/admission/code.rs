@@ -85,10 +85,11 @@ codes! {
     /// signature, a key not trusted for its issuer, a parent missing or widened): it is
     /// published so that its revocation or removal still takes effect, and admits nothing.
     MandateUntrusted = 38 => "mandate_untrusted",
-    /// The mandate is a published sub-mandate: its budget is part of its parent's, and the
-    /// engine does not count one budget twice, so calls are admitted under root mandates
-    /// (and the sub-mandates it derives for delegated runs) only.
-    PublishedSubMandate = 39 => "published_sub_mandate",
+    /// The mandate is a published sub-mandate whose chain does not hold (a parent not
+    /// published, a link that widens its parent, a chain too long, a parent with too many
+    /// children, an ancestor that admits nothing): it admits nothing, and the publish says
+    /// why.
+    SubMandateChainBroken = 39 => "sub_mandate_chain_broken",
 }
 
 impl fmt::Display for Code {

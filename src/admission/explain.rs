@@ -199,8 +199,8 @@ fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figure
             "signatures are required and the chain of {} does not hold (the publish reported why); sign it with a trusted key",
             m.id
         ),
-        Code::PublishedSubMandate => format!(
-            "{} is a sub-mandate of {}: its budget is part of its parent's, so the engine admits calls under the root mandate (or the sub-mandates it derives for delegated runs), never under a published sub-mandate with a ledger of its own",
+        Code::SubMandateChainBroken => format!(
+            "{} is a sub-mandate of {} whose chain does not hold, so it admits nothing until its chain is fixed and published again",
             m.id,
             m.parent.as_deref().unwrap_or("its parent")
         ),

@@ -96,6 +96,7 @@ pub(crate) fn run(
     let mut ok = validate_all(examples, style)?;
     let revocations = revocations.map(documents::load_revocations).transpose()?.unwrap_or_default();
     ok &= worked_example(examples, &store, &revocations, receipts, style)?;
+    ok &= super::demo_chain::run(examples, style)?;
     // The flag is checked by clap; this guards callers of `run` (NaN would panic below).
     let (min, max) = (super::range::DEMO_LOAD_S_MIN, super::range::DEMO_LOAD_S_MAX);
     anyhow::ensure!((min..=max).contains(&seconds), "--seconds must be a finite number from {min} to {max}");
@@ -103,7 +104,7 @@ pub(crate) fn run(
     let progress = loadtest::progress_wanted();
     for (title, opts) in [
         (
-            "3. load: 2 threads on distinct mandates (1,000 mandates, 1,000 agents; budgets in memory)",
+            "4. load: 2 threads on distinct mandates (1,000 mandates, 1,000 agents; budgets in memory)",
             loadtest::Options {
                 total: None,
                 threads: 2,
@@ -123,7 +124,7 @@ pub(crate) fn run(
             },
         ),
         (
-            "4. load: 2 threads on one hot mandate whose budget runs out (budget in the store, drawn in leases)",
+            "5. load: 2 threads on one hot mandate whose budget runs out (budget in the store, drawn in leases)",
             loadtest::Options {
                 total: None,
                 threads: 2,

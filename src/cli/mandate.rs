@@ -13,7 +13,6 @@ use holon::engine::Assessor;
 use holon::lookup::NoAgents;
 use holon::money::Amount;
 use holon::scenario::{self, Receipt};
-use holon::time::Timestamp;
 use serde_json::json;
 
 use super::exit;
@@ -71,7 +70,7 @@ pub(crate) fn revoked(
 }
 
 /// Input problems exit 2; `anyhow` carries the message to `cli::run`.
-fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
+pub(super) fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
     v.as_deref()
         .map(|s| {
             // The value in the message: `-1` was taken for a flag and got clap's tip to
@@ -79,115 +78,6 @@ fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
             Amount::parse(s).with_context(|| format!("--{flag} {s}"))
         })
         .transpose()
-}
-
-/// `mandate check DIR MANDATE`: the agents given where the mandate goes, and the mandate
-/// among the agents; said, with the order to use.
-fn swapped(mandate: &std::path::Path, agents: &[PathBuf]) -> anyhow::Result<()> {
-    if !mandate.is_dir() {
-        return Ok(());
-    }
-    let is_mandate = |p: &std::path::Path| {
-        p.is_file() && std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("holon_mandate:")))
-    };
-    match agents.iter().find(|a| is_mandate(a)) {
-        Some(m) => anyhow::bail!(
-            "the mandate comes first, then the agents: swap them: holon mandate check {} {}",
-            m.display(),
-            mandate.display()
-        ),
-        None => Ok(()),
-    }
-}
-
-pub(crate) struct CheckArgs {
-    pub mandate: PathBuf,
-    pub agents: Vec<PathBuf>,
-    pub max_cost: Option<String>,
-    pub spent_total: Option<String>,
-    pub spent_today: Option<String>,
-    pub at: Option<String>,
-    pub records: Option<PathBuf>,
-    pub json: bool,
-    pub revocations: Option<PathBuf>,
-    pub keys: Option<PathBuf>,
-}
-
-pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
-    swapped(&args.mandate, &args.agents)?;
-    let mandate = documents::load_mandate(&args.mandate)?;
-    let catalog = Catalog::load(&args.agents, args.records.as_deref())?;
-    if catalog.entries.is_empty() {
-        anyhow::bail!("no agent manifest found in {:?}", args.agents);
-    }
-    let at = match &args.at {
-        Some(t) => Timestamp::parse(t).context("--at")?,
-        None => Timestamp::now(),
-    };
-    let spent_total = amount("spent-total", &args.spent_total)?.unwrap_or_default();
-    let ctx = CallContext {
-        max_cost: amount("max-cost", &args.max_cost)?,
-        spent_total,
-        spent_today: amount("spent-today", &args.spent_today)?.unwrap_or_default(),
-        ..CallContext::at(at)
-    };
-    let cur = mandate.budget.currency.to_string();
-    let revoked = revoked(&mandate, &args.mandate, args.revocations.as_deref())?;
-    let keys = args.keys.as_deref().map(documents::load_keys).transpose()?;
-    let mut assessor = Assessor::new(&mandate, &catalog)?.revoked(revoked)?;
-    if let Some(keys) = &keys {
-        assessor = assessor.require_provenance(keys);
-    }
-    let mut results = Vec::new();
-    for e in &catalog.entries {
-        results.push((e, assessor.assess(&e.manifest, e.record.as_ref(), &ctx)?));
-    }
-    let code = if results.iter().any(|(_, a)| a.verdict == Verdict::Denied) {
-        exit::FAILED
-    } else if results.iter().any(|(_, a)| a.verdict == Verdict::Held) {
-        exit::HELD
-    } else {
-        exit::OK
-    };
-    if args.json {
-        let out = json!({
-            "mandate": mandate.id,
-            "results": results.iter().map(|(e, a)| json!({
-                "agent": e.manifest.id,
-                "version": e.manifest.version.to_string(),
-                "decision": a.verdict,
-                "worst_case": a.worst_case.to_string(),
-                "currency": cur,
-                "reasons": a.reasons,
-            })).collect::<Vec<_>>(),
-        });
-        outln!("{}", serde_json::to_string_pretty(&out)?)?;
-        return Ok(code);
-    }
-    outln!(
-        "{} {} {}",
-        style.bold("mandate"),
-        mandate.id,
-        style.dim(&format!("({} → {}, at {at})", mandate.issuer, mandate.grantee))
-    )?;
-    let width = results
-        .iter()
-        .map(|(e, _)| e.manifest.id.as_str().len() + e.manifest.version.to_string().len() + 1)
-        .max()
-        .unwrap_or(0);
-    for (e, a) in &results {
-        let name = format!("{}@{}", e.manifest.id, e.manifest.version);
-        let verdict = match a.verdict {
-            Verdict::Allowed => style.good("allowed"),
-            Verdict::Held => style.warn("held   "),
-            Verdict::Denied => style.bad("denied "),
-        };
-        outln!("  {verdict} {name:<width$}  worst case {} {cur}", a.worst_case)?;
-        for r in &a.reasons {
-            outln!("      {} {}", style.dim(r.code.as_str()), r.message)?;
-        }
-    }
-    Ok(code)
 }
 
 /// `agents`: manifests for declared agents (what `derive` resolved against); none: no
@@ -347,7 +237,7 @@ fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) -> std::io
 pub(super) enum MandateCommand {
     /// May the grantee call these agents? Exit 0 all allowed, 3 some held, 1 some denied.
     #[command(
-        after_help = "EXIT CODES: 0 every agent allowed, 3 some held for the issuer and none denied, 1 some denied, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --max-cost 0.40\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --revocations examples/trust/revocations.yaml\n  holon mandate check examples/mandates/alice-research.yaml examples/agents --records examples/agents --json"
+        after_help = "EXIT CODES: 0 every agent allowed, 3 some held for the issuer and none denied, 1 some denied, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --max-cost 0.40\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --revocations examples/trust/revocations.yaml\n  holon mandate check examples/mandates/alice-research.yaml examples/agents --records examples/agents --json\n  holon mandate check examples/mandates/alice-invoices.yaml examples/agents --parents examples/mandates/alice-root.yaml --parent-spent alice/m-2026-11=19.997,19.997"
     )]
     Check {
         /// The caller mandate (a YAML file).
@@ -386,6 +276,15 @@ pub(super) enum MandateCommand {
         /// `provenance_unverified` (check the mandate's own signature with `mandate verify`).
         #[arg(long)]
         keys: Option<PathBuf>,
+        /// For a sub-mandate: its ancestors' documents (any order, up to the root), so the
+        /// call is judged as the engine judges it, on every level (docs/admission.md, "Calls
+        /// under a sub-mandate"); a denial names the level that refused it.
+        #[arg(long, num_args = 1..)]
+        parents: Vec<PathBuf>,
+        /// The spend of one ancestor, `ID=TOTAL` or `ID=TOTAL,TODAY` (decimal amounts in
+        /// its currency; repeat per ancestor; an ancestor not named has spent nothing).
+        #[arg(long = "parent-spent", value_name = "ID=TOTAL[,TODAY]")]
+        parent_spent: Vec<String>,
     },
     /// Is CHILD within PARENT? Exit 0 valid, 1 not.
     #[command(

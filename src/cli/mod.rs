@@ -2,6 +2,7 @@
 //! own module; they share `style` for terminal output.
 
 mod demo;
+mod demo_chain;
 mod flags;
 mod help;
 #[cfg(test)]
@@ -13,6 +14,7 @@ mod ledger;
 mod load_report;
 mod loadtest;
 mod mandate;
+mod mandate_check;
 pub(crate) mod node;
 mod out;
 mod records;
@@ -400,8 +402,10 @@ pub(crate) fn run() -> ExitCode {
             json,
             revocations,
             keys,
-        }) => mandate::check(
-            &mandate::CheckArgs {
+            parents,
+            parent_spent,
+        }) => mandate_check::check(
+            &mandate_check::CheckArgs {
                 mandate,
                 agents,
                 max_cost,
@@ -412,6 +416,8 @@ pub(crate) fn run() -> ExitCode {
                 json,
                 revocations,
                 keys,
+                parents,
+                parent_spent,
             },
             &style,
         ),

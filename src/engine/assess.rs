@@ -28,6 +28,8 @@ pub struct Assessor<'a> {
     lookup: &'a dyn AgentLookup,
     /// When set, agents need their publisher's provenance signature under these keys.
     provenance_keys: Option<&'a TrustedKeys>,
+    /// Under a sub-mandate: its ancestors (parent first) with the spend given for each.
+    ancestors: Vec<(CompiledMandate, KnownSpend)>,
 }
 
 impl std::fmt::Debug for Assessor<'_> {
@@ -54,7 +56,7 @@ impl<'a> Assessor<'a> {
         // A ledger that is never written: the spend is given with each call.
         let ledger = Arc::new(Ledger::new());
         let mandate = compile_mandate(ix, Arc::new(mandate.clone()), ledger, LedgerKey::Run, &names, None)?;
-        Ok(Assessor { names, mandate, lookup, provenance_keys: None })
+        Ok(Assessor { names, mandate, lookup, provenance_keys: None, ancestors: Vec::new() })
     }
 
     /// The same, with the mandate on a revocation list (`revoked` from
@@ -75,6 +77,46 @@ impl<'a> Assessor<'a> {
     pub fn require_provenance(mut self, keys: &'a TrustedKeys) -> Self {
         self.provenance_keys = Some(keys);
         self
+    }
+
+    /// The same, judged as the engine judges a call under a sub-mandate (docs/admission.md,
+    /// "Calls under a sub-mandate"): `parents` are the documents of its ancestors (in any
+    /// order; the chain is resolved by the engine's rule), `spent` the spend given for each
+    /// by id as (total, today) (an ancestor not named: nothing spent). Every level is
+    /// judged with its rules and its spend, and a refusal names the level. A chain that
+    /// does not hold denies every call `sub_mandate_chain_broken`, with the reason.
+    pub fn with_parents(
+        mut self,
+        parents: &[Mandate],
+        spent: &[(String, Amount, Amount)],
+    ) -> Result<Self, EngineError> {
+        let mut all = vec![Arc::clone(&self.mandate.source)];
+        all.extend(parents.iter().cloned().map(Arc::new));
+        let resolved = super::snapshot::resolve_chains(&all, self.lookup);
+        match resolved.into_iter().next() {
+            Some(Ok(chain)) => {
+                for j in chain {
+                    let Some(doc) = all.get(j) else { continue };
+                    let ix = MandateIx(self.names.mandates.intern(&doc.id)?);
+                    let ledger = Arc::new(Ledger::new());
+                    let level = compile_mandate(ix, Arc::clone(doc), ledger, LedgerKey::Run, &self.names, None)?;
+                    let given = spent.iter().find(|(id, ..)| *id == doc.id);
+                    let spend = given
+                        .map_or(KnownSpend::default(), |(_, total, today)| KnownSpend { total: *total, today: *today });
+                    self.mandate.ancestors = self.mandate.ancestors.iter().copied().chain([ix]).collect();
+                    self.ancestors.push((level, spend));
+                }
+            }
+            Some(Err(why)) => {
+                let source = Arc::clone(&self.mandate.source);
+                let ledger = Arc::clone(&self.mandate.ledger);
+                let barred = Some(crate::admission::Code::SubMandateChainBroken);
+                self.mandate = compile_mandate(self.mandate.ix, source, ledger, LedgerKey::Run, &self.names, barred)?;
+                self.mandate.chain_error = Some(why.as_str().into());
+            }
+            None => {}
+        }
+        Ok(self)
     }
 
     /// The mandate as compiled.
@@ -138,7 +180,71 @@ impl<'a> Assessor<'a> {
             lookup: self.lookup,
             orchestrator: run.map(|(o, _)| o),
         };
+        if run.is_none() && !self.ancestors.is_empty() {
+            return Ok(self.judged_in_chain(&compiled, &facts, ctx, &docs));
+        }
         Ok(judged(&self.mandate, &compiled, &facts, ctx, &docs))
+    }
+
+    /// A root call under a sub-mandate judged on every level with the spend given for it
+    /// (`chain::judge_chain`, the engine's rule across the levels), and explained from the
+    /// level that decided.
+    fn judged_in_chain(
+        &self,
+        agent: &CompiledAgent,
+        facts: &CallFacts,
+        ctx: &CallContext,
+        docs: &Documents<'_>,
+    ) -> Assessment {
+        let own_spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
+        let judge_on = |m: &CompiledMandate, spend: KnownSpend| {
+            judge::judge_known(m, super::snapshot::fit_codes(m, agent, facts.by_capability), facts, spend)
+        };
+        let own = judge_on(&self.mandate, own_spend);
+        let levels = self.ancestors.iter().map(|(m, _)| Some(m));
+        let issued_by_agent = self.mandate.source.issuer.is_agent();
+        let decided = super::chain::judge_chain(&own, issued_by_agent, levels, |level| {
+            let spend =
+                self.ancestors.iter().find(|(m, _)| m.ix == level.ix).map_or(KnownSpend::default(), |(_, s)| *s);
+            judge_on(level, spend)
+        });
+        let fit = super::snapshot::fit_codes(&self.mandate, agent, facts.by_capability);
+        let (verdict, codes, worst, spent) = match decided {
+            super::chain::ChainJudgement::Deny { codes, worst, spent, level } => {
+                (Verdict::Denied, codes, worst, Spent { limited_by: level, ..spent })
+            }
+            super::chain::ChainJudgement::Hold { worst, spent } => (
+                Verdict::Held,
+                crate::admission::CodeSet::EMPTY.with(crate::admission::Code::ApprovalRequired),
+                worst,
+                spent,
+            ),
+            super::chain::ChainJudgement::Reserve { worst } => {
+                (Verdict::Allowed, crate::admission::CodeSet::EMPTY, worst, Spent::default())
+            }
+        };
+        let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
+        let level = spent.limited_by.and_then(|ix| self.ancestors.iter().find(|(m, _)| m.ix == ix));
+        let reasons = match level {
+            Some((level, spend)) => {
+                let docs = Documents { mandate: &level.source, ..*docs };
+                let spent = Spent { total: spend.total, today: spend.today, limited_by: None };
+                let mut reasons = super::explain::reasons_for(level, agent, &facts, (codes, worst, spent), &docs);
+                super::explain::name_level(&mut reasons, level, &self.mandate);
+                reasons
+            }
+            None => {
+                let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };
+                super::explain::reasons_for(&self.mandate, agent, &facts, (codes, worst, spent), docs)
+            }
+        };
+        Assessment {
+            verdict,
+            worst_case: worst,
+            sub_budget: own.worst.sub_budget,
+            own_ceiling: fit.own_ceiling,
+            reasons,
+        }
     }
 }
 
@@ -156,7 +262,7 @@ pub(crate) fn judged(
     // The agent's own ceiling in the mandate's currency, for the caller.
     let own_ceiling = fit.own_ceiling;
     let judgement = judge::judge_known(mandate, fit, facts, spend);
-    let spent = Spent { total: ctx.spent_total, today: ctx.spent_today };
+    let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };
     let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
     Assessment {
         verdict: match judgement.step {

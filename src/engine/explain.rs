@@ -8,7 +8,7 @@ use super::judge::{self, CallFacts, Spent};
 use super::snapshot::{CompiledAgent, CompiledMandate};
 use super::{Call, Denial, Engine, Reservation, Snapshot, SubCall, assess};
 use crate::admission::explain::{self, Documents, Figures};
-use crate::admission::{self, CallContext, CodeSet, Reason};
+use crate::admission::{self, CallContext, Code, CodeSet, Reason};
 use crate::money::Amount;
 
 /// The sentences for `codes` of a call judged on `mandate` and `agent`, quoting the spend
@@ -30,7 +30,35 @@ pub(super) fn reasons_for(
         by_capability: facts.by_capability,
         delegated: facts.sub_call.is_some(),
     };
-    explain::reasons(codes, docs, &ctx, Figures { worst, own_ceiling: fit.own_ceiling })
+    let mut reasons = explain::reasons(codes, docs, &ctx, Figures { worst, own_ceiling: fit.own_ceiling });
+    if let Some(why) = &mandate.chain_error {
+        for r in reasons.iter_mut().filter(|r| r.code == Code::SubMandateChainBroken) {
+            r.message = format!("{}: {why}", r.message);
+        }
+    }
+    reasons
+}
+
+/// The sentences of a call under a sub-mandate that an ancestor refused: that ancestor's
+/// rules and spend, each sentence naming it.
+fn ancestor_reasons(
+    level: &CompiledMandate,
+    own: &CompiledMandate,
+    agent: &CompiledAgent,
+    facts: &CallFacts,
+    judged: (CodeSet, Amount, Spent),
+    snap: &Snapshot,
+) -> Vec<Reason> {
+    let mut reasons = reasons_for(level, agent, facts, judged, &documents(level, agent, snap, None));
+    name_level(&mut reasons, level, own);
+    reasons
+}
+
+/// Each sentence of an ancestor's refusal starts with the ancestor's id.
+pub(super) fn name_level(reasons: &mut [Reason], level: &CompiledMandate, own: &CompiledMandate) {
+    for r in reasons {
+        r.message = format!("{} (an ancestor of {}): {}", level.source.id, own.source.id, r.message);
+    }
 }
 
 /// Sentences for codes whose documents are not in the snapshot (a mandate or agent it no
@@ -77,9 +105,10 @@ impl Engine {
         let guard = self.cell.load();
         let snap: &Snapshot = &guard;
         match (snap.mandate(call.mandate), snap.agent(call.agent)) {
-            (Some(m), Some(a)) => {
-                reasons_for(m, a, &root_facts(call), (codes, worst, spent), &documents(m, a, snap, None))
-            }
+            (Some(m), Some(a)) => match spent.limited_by.and_then(|ix| snap.mandate(ix)) {
+                Some(level) => ancestor_reasons(level, m, a, &root_facts(call), (codes, worst, spent), snap),
+                None => reasons_for(m, a, &root_facts(call), (codes, worst, spent), &documents(m, a, snap, None)),
+            },
             _ => without_documents(codes),
         }
     }
@@ -92,7 +121,7 @@ impl Reservation<'_> {
     pub fn explain_sub_call(&self, call: &SubCall<'_>, max_cost: Option<Amount>, denial: &Denial) -> Vec<Reason> {
         let guard = self.engine.cell.load();
         let snap: &Snapshot = &guard;
-        let (Some(run), Some(callee)) = (self.run.as_deref(), snap.agent(call.agent)) else {
+        let (Some(run), Some(callee)) = (self.run(), snap.agent(call.agent)) else {
             return without_documents(denial.codes);
         };
         let facts = CallFacts {

@@ -15,7 +15,7 @@
 //!    ledger enforces `total` and `per_day` against the spend of that instant.
 
 use super::ledger::{DAY_NUMBER_MAX, Ledger};
-use super::snapshot::{self, CompiledAgent, CompiledMandate, FitFacts};
+use super::snapshot::{self, CompiledAgent, CompiledMandate, FitFacts, MandateIx};
 use crate::admission::{Code, CodeSet, WorstCase, budget};
 use crate::manifest::Manifest;
 use crate::money::Amount;
@@ -68,6 +68,9 @@ pub(super) trait SpendView {
 pub struct Spent {
     pub total: Amount,
     pub today: Amount,
+    /// For a call under a sub-mandate refused by an ancestor's rules or budget: that
+    /// ancestor, whose spend this is (the denial names it). `None`: the call's own mandate.
+    pub limited_by: Option<MandateIx>,
 }
 
 /// Spend as the live ledger holds it (claimed against `total`, today against `per_day`).
@@ -79,8 +82,18 @@ impl SpendView for LedgerSpend<'_> {
         let spent = Spent {
             total: Amount::from_micros(self.0.spent_micros()),
             today: Amount::from_micros(self.0.spent_day_micros(today)),
+            limited_by: None,
         };
         (budget::check_limits(&mandate.limits, worst, spent.total, spent.today), spent)
+    }
+}
+
+/// No spend at all (an assertion's judgement, which reads only the rules).
+pub(super) struct NoSpend;
+
+impl SpendView for NoSpend {
+    fn over_limits(&self, _: &CompiledMandate, _: Amount, _: u64) -> (CodeSet, Spent) {
+        (CodeSet::EMPTY, Spent::default())
     }
 }
 
@@ -95,7 +108,7 @@ pub(super) struct KnownSpend {
 
 impl SpendView for KnownSpend {
     fn over_limits(&self, mandate: &CompiledMandate, worst: Amount, _today: u64) -> (CodeSet, Spent) {
-        let spent = Spent { total: self.total, today: self.today };
+        let spent = Spent { total: self.total, today: self.today, limited_by: None };
         (budget::check_limits(&mandate.limits, worst, self.total, self.today), spent)
     }
 }

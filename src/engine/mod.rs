@@ -36,6 +36,7 @@
 // `synthetic`; the rest is the engine's inside. What the loom models, the stress tests and
 // the benches must reach of the inside is in `internals`, hidden from the documentation.
 mod assess;
+mod chain;
 mod config;
 mod explain;
 mod judge;
@@ -79,7 +80,10 @@ pub use pending::{HeldLocally, PendingApproval};
 pub use receipt::{ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
 pub use reservation::{Reservation, ReservationError, Settled, SubCall};
 pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally, Shadowed};
-pub use snapshot::{AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot, SnapshotInput};
+pub use snapshot::{
+    AgentIx, CHAIN_MANDATES_MAX, CompiledAgent, CompiledMandate, MandateIx, SUB_MANDATES_PER_PARENT_MAX, Snapshot,
+    SnapshotInput,
+};
 pub use symbols::Names;
 
 use registry::{LedgerKey, LedgerRegistry};
@@ -323,30 +327,53 @@ impl Engine {
         let (m, a) = (ask.mandate, ask.agent);
         let ledger = &m.ledger;
         let judgement = judge::judge(m, a, &ask.call, &judge::LedgerSpend(ledger));
-        let (wc, today) = (judgement.worst, judgement.today);
-        match judgement.step {
-            judge::Step::Deny => return self.deny_read(ask, judgement.codes, wc.worst, judgement.spent),
-            judge::Step::Hold if self.config.shadow => {
-                let decided = shadow::Decided::new(m.ix, a.ix, m.root, ask.parent_receipt, ask.call.at);
-                return self.deny_ids(&decided, Verdict::Held, judgement.codes, (wc.worst, judgement.spent));
+        let (mut wc, today) = (judgement.worst, judgement.today);
+        // A call under a published sub-mandate is judged and reserved on every ancestor
+        // first (`chain.rs`); a root mandate's call pays this one branch.
+        let extra = if m.ancestors.is_empty() {
+            match judgement.step {
+                judge::Step::Deny => return self.deny_read(ask, judgement.codes, wc.worst, judgement.spent),
+                judge::Step::Hold if self.config.shadow => {
+                    let decided = shadow::Decided::new(m.ix, a.ix, m.root, ask.parent_receipt, ask.call.at);
+                    return self.deny_ids(&decided, Verdict::Held, judgement.codes, (wc.worst, judgement.spent));
+                }
+                judge::Step::Hold => return self.hold(ask, wc.worst),
+                judge::Step::Reserve => None,
             }
-            judge::Step::Hold => return self.hold(ask, wc.worst),
-            judge::Step::Reserve => {}
-        }
+        } else {
+            match self.chain_step(ask, judgement) {
+                chain::ChainStep::Reserve { worst, extra } => {
+                    wc.worst = worst;
+                    Some(extra)
+                }
+                chain::ChainStep::Done(admission) => return admission,
+            }
+        };
+        // Every refusal from here gives the ancestors' charges back first.
+        let give_back = |extra: &Option<Box<reservation::Extra<'_>>>| {
+            if let Some(held) = extra.as_ref().and_then(|e| e.ancestors.as_ref()) {
+                held.refund();
+            }
+        };
         // The reservation holds its ledger: a root ledger by reference into the arena (no
         // reference count touched), a run's by `Arc` (the run may end first).
         let held_ledger = match m.ledger_key {
             LedgerKey::Root(ix) => match self.ledgers.root(ix) {
                 Some(root) => reservation::HeldLedger::Root(root),
-                None => return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst),
+                None => {
+                    give_back(&extra);
+                    return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst);
+                }
             },
             LedgerKey::Run => reservation::HeldLedger::Run(Arc::clone(ledger)),
         };
         // Ids never wrap: past the last one every call is denied.
         let Some(receipt_id) = sync::next_id() else {
+            give_back(&extra);
             return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst);
         };
         let Some(ticket) = self.slots.claim() else {
+            give_back(&extra);
             return self.deny(ask, CodeSet::EMPTY.with(Code::InFlightLimitReached), wc.worst);
         };
         // A call may open a new day only up to the engine's clock's day.
@@ -356,6 +383,7 @@ impl Engine {
                 Ok(charge) => charge,
                 Err(refused) => {
                     self.slots.unclaim(ticket);
+                    give_back(&extra);
                     let (codes, spent) = judge::refused_codes(m, refused, wc.worst, today);
                     return self.deny_read(ask, ask.call.in_run(codes), wc.worst, spent);
                 }
@@ -373,7 +401,7 @@ impl Engine {
                 shadow: false,
             },
         );
-        let mut reservation = Reservation::new(
+        let mut reservation = Reservation::with_extra(
             self,
             reservation::Held {
                 ledger: held_ledger,
@@ -388,6 +416,7 @@ impl Engine {
                 sub_budget: wc.sub_budget,
                 shadow: None,
             },
+            extra,
         );
         if a.has_calls {
             // An orchestrator: derive its sub-mandate and open the run's ledger. A

@@ -140,13 +140,23 @@ impl Engine {
             return Err(EngineError::PendingExpired(pending));
         }
         let snap = self.cell.load();
-        if let Some(m) = snap.mandate(held.call.mandate) {
+        // Under a sub-mandate, the chain's root's issuer approves (`chain.rs`).
+        if let Some(m) = snap.mandate(held.call.mandate).and_then(|m| super::chain::approving_mandate(&snap, m)) {
             admission::check_approver(&m.source, approver)?;
         }
         if self.remove_pending(pending).is_none() {
             return Err(EngineError::UnknownPending(pending));
         }
         Ok(self.admit_inner(&Call { at, ..held.call }, true))
+    }
+
+    /// Who approves a call held under `mandate`: its issuer, or under a sub-mandate the
+    /// issuer of its chain's root (a sub-mandate's issuer is an agent, and an agent approves
+    /// nothing). `None` for a mandate the live snapshot does not hold.
+    pub fn approver_of(&self, mandate: super::MandateIx) -> Option<Principal> {
+        let snap = self.cell.load();
+        let m = snap.mandate(mandate)?;
+        super::chain::approving_mandate(&snap, m).map(|m| m.source.issuer.clone())
     }
 
     /// The issuer (or the gateway on its behalf) refuses a held call.
@@ -183,6 +193,7 @@ impl Engine {
     pub fn admit_approved(&self, call: &Call, approver: &Principal) -> Result<Admission<'_>, EngineError> {
         let snap = self.cell.load();
         let m = snap.mandate(call.mandate).ok_or(EngineError::UnknownPending(0))?;
+        let m = super::chain::approving_mandate(&snap, m).ok_or(EngineError::UnknownPending(0))?;
         admission::check_approver(&m.source, approver)?;
         Ok(self.admit_inner(call, true))
     }

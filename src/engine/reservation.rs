@@ -89,12 +89,23 @@ pub(crate) struct Held<'e> {
     pub shadow: Option<super::Shadowed>,
 }
 
+/// What few reservations carry, boxed so that a leaf call under a root mandate moves one
+/// pointer for both (an inline field for the ancestors' charges cost the root path 14
+/// instructions per admit+settle in the bench gate).
+pub(crate) struct Extra<'e> {
+    /// An orchestrator's delegated run.
+    pub run: Option<Box<Run>>,
+    /// A call under a published sub-mandate: its worst case held on every ancestor's
+    /// ledger too (`chain.rs`), settled and released with the own charge, exactly once.
+    pub ancestors: Option<super::chain::AncestorCharges<'e>>,
+}
+
 /// An allowed call's reserved worst case.
 #[must_use = "dropping a Reservation releases its budget; call settle(actual) to keep the cost"]
 pub struct Reservation<'e> {
     pub(super) engine: &'e Engine,
     held: Held<'e>,
-    pub(super) run: Option<Box<Run>>,
+    extra: Option<Box<Extra<'e>>>,
     ended: bool,
 }
 
@@ -104,18 +115,39 @@ impl std::fmt::Debug for Reservation<'_> {
             .field("receipt_id", &self.held.receipt_id)
             .field("worst_case", &self.held.worst_case)
             .field("sub_budget", &self.held.sub_budget)
-            .field("delegated_run", &self.run.is_some())
+            .field("delegated_run", &self.run().is_some())
             .finish()
     }
 }
 
 impl<'e> Reservation<'e> {
     pub(crate) fn new(engine: &'e Engine, held: Held<'e>) -> Self {
-        Reservation { engine, held, run: None, ended: false }
+        Reservation { engine, held, extra: None, ended: false }
+    }
+
+    /// A reservation with its extra already made (a call under a published sub-mandate:
+    /// the ancestors' charges).
+    pub(crate) fn with_extra(engine: &'e Engine, held: Held<'e>, extra: Option<Box<Extra<'e>>>) -> Self {
+        Reservation { engine, held, extra, ended: false }
     }
 
     pub(crate) fn attach_run(&mut self, run: Run) {
-        self.run = Some(Box::new(run));
+        let run = Some(Box::new(run));
+        match &mut self.extra {
+            Some(extra) => extra.run = run,
+            None => self.extra = Some(Box::new(Extra { run, ancestors: None })),
+        }
+    }
+
+    /// The delegated run of an orchestrator's reservation.
+    #[inline]
+    pub(super) fn run(&self) -> Option<&Run> {
+        self.extra.as_ref().and_then(|e| e.run.as_deref())
+    }
+
+    #[inline(always)]
+    fn ancestors(&self) -> Option<&super::chain::AncestorCharges<'e>> {
+        self.extra.as_ref().and_then(|e| e.ancestors.as_ref())
     }
 
     pub fn worst_case(&self) -> Amount {
@@ -149,12 +181,12 @@ impl<'e> Reservation<'e> {
 
     /// Whether this is an orchestrator's call with a delegated run for its sub-calls.
     pub fn is_delegated_run(&self) -> bool {
-        self.run.is_some()
+        self.run().is_some()
     }
 
     /// The derived sub-mandate of this orchestrator's run.
     pub fn sub_mandate(&self) -> Option<&crate::mandate::Mandate> {
-        self.run.as_ref().map(|r| &*r.mandate.source)
+        self.run().map(|r| &*r.mandate.source)
     }
 
     /// Whether the reservation still holds its slot: `false` once the reaper reclaimed it
@@ -166,13 +198,13 @@ impl<'e> Reservation<'e> {
     /// What the run's sub-calls have reserved or settled so far (an estimate while they
     /// run; see [`Reservation::settle`] for the figure billed).
     pub fn run_spent(&self) -> Amount {
-        self.run.as_ref().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.spent_micros()))
+        self.run().map_or(Amount::ZERO, |r| Amount::from_micros(r.mandate.ledger.spent_micros()))
     }
 
     /// What the run's sub-calls claim: reserved + settled, with the run's leases refunded
     /// first, so sub-calls still in flight count at their worst case (never below).
     fn run_claimed(&self) -> Amount {
-        self.run.as_ref().map_or(Amount::ZERO, |r| {
+        self.run().map_or(Amount::ZERO, |r| {
             r.mandate.ledger.refund_all_leases();
             Amount::from_micros(r.mandate.ledger.claimed_micros())
         })
@@ -221,7 +253,27 @@ impl<'e> Reservation<'e> {
     pub(crate) fn release_quietly(mut self) {
         self.ended = true;
         let _won = self.engine.slots().end(self.held.ticket);
+        self.refund_charges();
+    }
+
+    /// Keeps `billed` (at most the worst case) on the own ledger and on every ancestor's,
+    /// refunding the rest; returns what was kept (the same on every level).
+    #[inline(always)]
+    fn settle_charges(&self, billed_micros: u64) -> u64 {
+        let kept = self.held.ledger.settle(self.held.charge, billed_micros);
+        if let Some(ancestors) = self.ancestors() {
+            ancestors.settle(billed_micros, kept);
+        }
+        kept
+    }
+
+    /// Gives the whole charge back, on the own ledger and on every ancestor's.
+    #[inline(always)]
+    fn refund_charges(&self) {
         self.held.ledger.refund(self.held.charge);
+        if let Some(ancestors) = self.ancestors() {
+            ancestors.refund();
+        }
     }
 
     /// Ends the reservation with `billed` (settle) or nothing (release). Returns what was
@@ -242,9 +294,9 @@ impl<'e> Reservation<'e> {
         let late = !self.engine.slots().end(self.held.ticket);
         debug_assert!(!self.engine.slots().is_active(self.held.ticket), "the slot ended, by us or the reaper");
         let kept = match billed {
-            Some(billed) => Amount::from_micros(self.held.ledger.settle(self.held.charge, billed.micros())),
+            Some(billed) => Amount::from_micros(self.settle_charges(billed.micros())),
             None => {
-                self.held.ledger.refund(self.held.charge);
+                self.refund_charges();
                 Amount::ZERO
             }
         };
@@ -297,7 +349,7 @@ impl<'e> Reservation<'e> {
         if !engine.slots().is_active(self.held.ticket) {
             // The receipt names the orchestrator's, like every sub-call's.
             let codes = CodeSet::EMPTY.with(Code::ParentReservationEnded);
-            let mandate = self.run.as_ref().map_or(self.held.mandate, |r| r.mandate.ix);
+            let mandate = self.run().map_or(self.held.mandate, |r| r.mandate.ix);
             return {
                 let decided =
                     super::shadow::Decided::new(mandate, call.agent, self.root(), self.held.receipt_id, call.at);
@@ -305,10 +357,10 @@ impl<'e> Reservation<'e> {
             };
         }
         let snap = engine.cell.load();
-        let (Some(run), Some(callee)) = (&self.run, snap.agent(call.agent)) else {
+        let (Some(run), Some(callee)) = (self.run(), snap.agent(call.agent)) else {
             return engine.deny_unknown(
                 &super::Call::new(self.held.mandate, call.agent, call.at),
-                if self.run.is_none() { Code::CallNotDeclared } else { Code::UnknownAgent },
+                if self.run().is_none() { Code::CallNotDeclared } else { Code::UnknownAgent },
             );
         };
         // Revoked (or removed, or replaced by another document) after the run opened: the
@@ -361,9 +413,9 @@ impl Drop for Reservation<'_> {
                 // `release`); the rest goes back.
                 let passthrough = self.run_claimed().micros();
                 let kept = if passthrough > 0 {
-                    self.held.ledger.settle(self.held.charge, passthrough)
+                    self.settle_charges(passthrough)
                 } else {
-                    self.held.ledger.refund(self.held.charge);
+                    self.refund_charges();
                     0
                 };
                 let now = self.engine.now();

@@ -19,8 +19,12 @@ use crate::pattern::AgentId;
 use crate::record::AgentRecord;
 use crate::sync::Arc;
 
+mod chain;
 mod compile;
 mod matchers;
+
+pub(super) use chain::resolve as resolve_chains;
+pub use chain::{CHAIN_MANDATES_MAX, SUB_MANDATES_PER_PARENT_MAX};
 
 pub use compile::SnapshotInput;
 pub(super) use compile::{compile, compile_agent, compile_mandate};
@@ -70,10 +74,16 @@ pub struct CompiledMandate {
     forbid_egress: bool,
     thresholds: Thresholds,
     /// Why no call is admitted under it (`mandate_revoked`, `mandate_untrusted`,
-    /// `published_sub_mandate`), if so. Compiled with `from` past every time, so the
+    /// `sub_mandate_chain_broken`), if so. Compiled with `from` past every time, so the
     /// validity check (on the hot path anyway) refuses every call and only the denial
     /// asks which code it is.
     pub barred: Option<Code>,
+    /// A published sub-mandate's ancestors in this snapshot, parent first and root last
+    /// (empty for a root mandate and a delegated run's): a call under it is judged and
+    /// reserved on each of them too (`Engine::decide`'s chain step).
+    pub ancestors: Box<[MandateIx]>,
+    /// Why its chain does not hold (`sub_mandate_chain_broken`), for the sentence.
+    pub chain_error: Option<Arc<str>>,
     /// The digest of its chain's root document (a run's sub-calls stop when the root is
     /// replaced by another document with the same id).
     pub root_digest: Option<crate::trust::Digest>,
@@ -251,7 +261,7 @@ pub(super) fn window_codes(m: &CompiledMandate, at: i64) -> CodeSet {
 }
 
 /// A call before the validity window: not yet valid, or barred (revoked, untrusted, a
-/// published sub-mandate, compiled with `from` past every time). Off the allowed path.
+/// sub-mandate whose chain does not hold, compiled with `from` past every time). Off the allowed path.
 #[cold]
 #[inline(never)]
 fn before_window(m: &CompiledMandate) -> CodeSet {

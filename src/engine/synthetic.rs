@@ -174,6 +174,43 @@ pub fn network(shape: &Shape) -> Result<Network, serde_json::Error> {
     })
 }
 
+/// A sub-mandate of `parent` for the benches, tests and loom models of calls under
+/// sub-mandates: issued by the parent's grantee to `{id with '/' as '-'}/bot`, with
+/// `total` as its total and its `per_day`, everything else the parent's, one level of
+/// delegation less. Built without the document pipeline, like [`network`].
+pub fn sub_mandate(parent: &Mandate, id: &str, total: Amount) -> Result<Mandate, crate::pattern::PatternError> {
+    let mut child = parent.clone();
+    child.id = id.to_owned();
+    child.parent = Some(parent.id.clone());
+    child.issuer = parent.grantee.clone();
+    child.grantee = crate::pattern::Principal::parse(&format!("{}/bot", id.replace('/', "-")))?;
+    child.budget.total = total;
+    child.budget.per_day = Some(total);
+    child.delegation.max_depth = parent.delegation.max_depth.saturating_sub(1);
+    child.signature = None;
+    // Built in code: no canonical form read, so no digest that would be its parent's.
+    child.canonical = None;
+    Ok(child)
+}
+
+/// Adds a chain of `levels` sub-mandates below `m0` (`m0/s1`, `m0/s1/s2`, …, each with the
+/// synthetic total), `m0` allowed as many levels of delegation; returns the deepest id.
+/// For the benches and tests of calls under a sub-mandate.
+pub fn add_chain(net: &mut Network, levels: u32) -> Result<String, crate::pattern::PatternError> {
+    let Some(root) = net.input.mandates.first_mut() else { return Ok("m0".into()) };
+    let mut edited = (**root).clone();
+    edited.delegation.max_depth = levels;
+    *root = Arc::new(edited);
+    let (mut parent, mut id) = (Arc::clone(root), String::from("m0"));
+    for level in 1..=levels {
+        id = format!("{id}/s{level}");
+        let child = Arc::new(sub_mandate(&parent, &id, parent.budget.total)?);
+        net.input.mandates.push(Arc::clone(&child));
+        parent = child;
+    }
+    Ok(id)
+}
+
 /// The documents as JSON values (for validation in tests).
 pub fn documents(shape: &Shape) -> (Vec<Value>, Vec<Value>) {
     ((0..shape.agents).map(agent_doc).collect(), (0..shape.mandates).map(|j| mandate_doc(j, shape.total)).collect())

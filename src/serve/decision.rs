@@ -46,6 +46,7 @@ impl Service {
                         body.shadow_decision = Some(verdict);
                         body.codes = real.codes.iter().map(Code::as_str).collect();
                         body.reasons = self.reasons(asked, real.codes, r.worst_case(), real.spent);
+                        body.limited_by = self.limited_by(real.spent);
                         self.count_shadow(verdict, real.codes);
                         tracing::info!(decision = verdict, codes = ?body.codes, reservation = r.receipt_id(), "shadow: allowed a call the rules would have {verdict}");
                     }
@@ -85,7 +86,14 @@ impl Service {
         let mut body = self.body(decision, asked, worst);
         body.codes = codes.iter().map(Code::as_str).collect();
         body.reasons = self.reasons(asked, codes, worst, spent);
+        body.limited_by = self.limited_by(spent);
         body
+    }
+
+    /// The ancestor a call under a sub-mandate was refused by, by id.
+    fn limited_by(&self, spent: Spent) -> Option<String> {
+        let ix = spent.limited_by?;
+        self.engine.snapshot().mandate(ix).map(|m| m.source.id.clone())
     }
 
     fn body(&self, decision: &'static str, asked: &Asked<'_>, worst: Amount) -> DecisionBody {
@@ -100,6 +108,7 @@ impl Service {
             currency: self.currency(asked),
             codes: Vec::new(),
             reasons: Vec::new(),
+            limited_by: None,
             shadow: self.shadow.then_some(true),
             shadow_decision: self.shadow.then_some(decision),
         }
@@ -137,6 +146,7 @@ impl Service {
                 code: code.as_str(),
                 message: format!("no {what} `{name}` in the documents this server holds"),
             }],
+            limited_by: None,
             shadow: self.shadow.then_some(true),
             shadow_decision: self.shadow.then_some("denied"),
         }

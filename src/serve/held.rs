@@ -118,9 +118,8 @@ impl Service {
                 .blocking(move || self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string())))
                 .await??;
             if let Some(call) = held.into_iter().find(|c| c.id == id) {
-                let snap = self.engine.snapshot();
                 let mandate = self.engine.mandate_ix(&call.mandate);
-                let issuer = mandate.and_then(|m| snap.mandate(m)).map(|m| m.source.issuer.clone());
+                let issuer = mandate.and_then(|m| self.engine.approver_of(m));
                 return match (issuer, mandate) {
                     (Some(issuer), Some(m)) if &issuer == principal => {
                         Ok((issuer, m, self.engine.agent_ix(&call.agent).unwrap_or(AgentIx(u32::MAX))))

@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn the_bundled_examples_load_and_the_scenario_is_left_alone() {
         let loaded = load(Path::new("examples"), &TrustFiles::default()).unwrap();
-        assert_eq!(loaded.input.mandates.len(), 4);
+        assert_eq!(loaded.input.mandates.len(), 5);
         assert!(loaded.input.keys.keys.is_empty(), "keys are trusted from --keys only");
         assert_eq!(loaded.input.revocations.revoked.len(), 1, "examples/trust/revocations.yaml");
         assert_eq!(loaded.input.agents.len(), 7);

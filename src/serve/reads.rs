@@ -21,8 +21,11 @@ impl Service {
             Refusal::new(404, format!("no mandate `{id}` that this token may read (an account reads what it issued)"))
         };
         let (ix, m) = ix.and_then(|ix| Some((ix, snap.mandate(ix)?))).ok_or_else(not_found)?;
+        // Its issuer, or the account at the root of its chain (a sub-mandate's issuer is an
+        // agent; the human who granted the root reads every mandate under it).
         if let Role::Account(p) = role
             && p != &m.source.issuer
+            && self.engine.approver_of(ix).as_ref() != Some(p)
         {
             return Err(not_found());
         }
@@ -43,6 +46,19 @@ impl Service {
             .next();
         let money = |micros: u64| Amount::from_micros(micros).to_string();
         let shadow = self.engine.shadow_tally(ix);
+        let ancestors: Vec<serde_json::Value> = m
+            .ancestors
+            .iter()
+            .filter_map(|a| Some((snap.mandate(*a)?, self.engine.ledger(*a)?)))
+            .map(|(a, l)| {
+                let (spent, settled) = (l.spent_micros(), l.settled_micros());
+                serde_json::json!({
+                    "id": a.source.id,
+                    "limits": { "total": a.source.budget.total.to_string(), "per_day": a.source.budget.per_day.map(|d| d.to_string()) },
+                    "this_node": { "reserved": money(spent.saturating_sub(settled)), "settled": money(settled), "today": money(l.spent_day_micros(today)) },
+                })
+            })
+            .collect();
         Ok(serde_json::json!({
             "id": id,
             "issuer": m.source.issuer.as_str(),
@@ -68,6 +84,7 @@ impl Service {
                 "flush_ms": self.flush_ms,
             },
             "shadow": { "reserved": shadow.reserved.to_string(), "settled": shadow.settled.to_string() },
+            "ancestors": ancestors,
         }))
     }
 

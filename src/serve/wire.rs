@@ -236,6 +236,9 @@ pub(crate) struct DecisionBody {
     /// it would have made.
     pub codes: Vec<&'static str>,
     pub reasons: Vec<ReasonBody>,
+    /// For a call under a sub-mandate that an ancestor refused: that ancestor's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<String>,
     /// The server runs in shadow mode (`--shadow`): `decision` is what the gateway acts on,
     /// `shadow_decision` what the rules decided.
     #[serde(skip_serializing_if = "Option::is_none")]

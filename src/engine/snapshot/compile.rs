@@ -80,6 +80,8 @@ pub(in crate::engine) fn compile_mandate(
             min_runs: req.min_runs_30d,
         },
         barred,
+        ancestors: Box::new([]),
+        chain_error: None,
         root: ix,
         root_digest: m.digest(),
         ledger,
@@ -218,7 +220,8 @@ pub(in crate::engine) fn compile(
     let sources: Vec<&Mandate> = input.mandates.iter().map(|m| &**m).collect();
     let untrusted = if require_signatures { untrusted(&sources, &input.keys, &versions) } else { Vec::new() };
     let revoked = input.revocations.apply(&sources);
-    for mandate in &input.mandates {
+    let chains = super::chain::resolve(&input.mandates, &versions);
+    for (mandate, chain) in input.mandates.iter().zip(&chains) {
         let sym = names.mandates.intern(&mandate.id)?;
         if snapshot.mandate(MandateIx(sym)).is_some() {
             return Err(EngineError::Compile {
@@ -233,12 +236,20 @@ pub(in crate::engine) fn compile(
             Some(Code::MandateRevoked)
         } else if untrusted.iter().any(|(id, _)| id == &mandate.id) {
             Some(Code::MandateUntrusted)
-        } else if mandate.parent.is_some() {
-            Some(Code::PublishedSubMandate)
+        } else if chain.is_err() {
+            Some(Code::SubMandateChainBroken)
         } else {
             None
         };
-        let compiled = compile_mandate(MandateIx(sym), Arc::clone(mandate), ledger, key, names, barred)?;
+        let mut compiled = compile_mandate(MandateIx(sym), Arc::clone(mandate), ledger, key, names, barred)?;
+        match chain {
+            Ok(ancestors) => {
+                let ids = ancestors.iter().filter_map(|&j| input.mandates.get(j));
+                compiled.ancestors =
+                    ids.map(|m| names.mandates.intern(&m.id).map(MandateIx)).collect::<Result<_, _>>()?;
+            }
+            Err(why) => compiled.chain_error = Some(why.as_str().into()),
+        }
         put(&mut snapshot.mandates, sym, compiled);
     }
     snapshot.untrusted = untrusted;

@@ -1,0 +1,155 @@
+//! `holon mandate check`: may the grantee call these agents, judged by the engine's rules
+//! on a spend given as figures (and, for a sub-mandate given `--parents`, on its chain).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use holon::admission::{CallContext, Verdict};
+use holon::catalog::Catalog;
+use holon::documents;
+use holon::engine::Assessor;
+use holon::money::Amount;
+use holon::time::Timestamp;
+use serde_json::json;
+
+use super::exit;
+use super::mandate::{amount, revoked};
+use super::out::outln;
+use super::style::Style;
+
+/// `mandate check DIR MANDATE`: the agents given where the mandate goes, and the mandate
+/// among the agents; said, with the order to use.
+fn swapped(mandate: &std::path::Path, agents: &[PathBuf]) -> anyhow::Result<()> {
+    if !mandate.is_dir() {
+        return Ok(());
+    }
+    let is_mandate = |p: &std::path::Path| {
+        p.is_file() && std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("holon_mandate:")))
+    };
+    match agents.iter().find(|a| is_mandate(a)) {
+        Some(m) => anyhow::bail!(
+            "the mandate comes first, then the agents: swap them: holon mandate check {} {}",
+            m.display(),
+            mandate.display()
+        ),
+        None => Ok(()),
+    }
+}
+
+pub(crate) struct CheckArgs {
+    pub mandate: PathBuf,
+    pub agents: Vec<PathBuf>,
+    pub max_cost: Option<String>,
+    pub spent_total: Option<String>,
+    pub spent_today: Option<String>,
+    pub at: Option<String>,
+    pub records: Option<PathBuf>,
+    pub json: bool,
+    pub revocations: Option<PathBuf>,
+    pub keys: Option<PathBuf>,
+    pub parents: Vec<PathBuf>,
+    pub parent_spent: Vec<String>,
+}
+
+/// `--parent-spent ID=TOTAL[,TODAY]` values.
+fn parent_spent(values: &[String]) -> anyhow::Result<Vec<(String, Amount, Amount)>> {
+    values
+        .iter()
+        .map(|v| {
+            let usage = || format!("--parent-spent {v}: expected ID=TOTAL or ID=TOTAL,TODAY (decimal amounts), e.g. alice/m-2026-11=19.997,19.997");
+            let (id, figures) = v.split_once('=').with_context(usage)?;
+            let (total, today) = figures.split_once(',').unwrap_or((figures, "0"));
+            let parse = |s: &str| Amount::parse(s).with_context(usage);
+            Ok((id.to_owned(), parse(total)?, parse(today)?))
+        })
+        .collect()
+}
+
+pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
+    swapped(&args.mandate, &args.agents)?;
+    let mandate = documents::load_mandate(&args.mandate)?;
+    let catalog = Catalog::load(&args.agents, args.records.as_deref())?;
+    if catalog.entries.is_empty() {
+        anyhow::bail!("no agent manifest found in {:?}", args.agents);
+    }
+    let at = match &args.at {
+        Some(t) => Timestamp::parse(t).context("--at")?,
+        None => Timestamp::now(),
+    };
+    let spent_total = amount("spent-total", &args.spent_total)?.unwrap_or_default();
+    let ctx = CallContext {
+        max_cost: amount("max-cost", &args.max_cost)?,
+        spent_total,
+        spent_today: amount("spent-today", &args.spent_today)?.unwrap_or_default(),
+        ..CallContext::at(at)
+    };
+    let cur = mandate.budget.currency.to_string();
+    let revoked = revoked(&mandate, &args.mandate, args.revocations.as_deref())?;
+    let keys = args.keys.as_deref().map(documents::load_keys).transpose()?;
+    let mut assessor = Assessor::new(&mandate, &catalog)?.revoked(revoked)?;
+    if !args.parents.is_empty() {
+        let parents = args.parents.iter().map(|p| documents::load_mandate(p)).collect::<Result<Vec<_>, _>>()?;
+        let spent = parent_spent(&args.parent_spent)?;
+        for (id, ..) in &spent {
+            if !parents.iter().any(|p| &p.id == id) {
+                anyhow::bail!("--parent-spent names {id}, which is not among the --parents documents");
+            }
+        }
+        assessor = assessor.with_parents(&parents, &spent)?;
+    } else if !args.parent_spent.is_empty() {
+        anyhow::bail!("--parent-spent needs the ancestors' documents: give them with --parents FILE…");
+    }
+    if let Some(keys) = &keys {
+        assessor = assessor.require_provenance(keys);
+    }
+    let mut results = Vec::new();
+    for e in &catalog.entries {
+        results.push((e, assessor.assess(&e.manifest, e.record.as_ref(), &ctx)?));
+    }
+    let code = if results.iter().any(|(_, a)| a.verdict == Verdict::Denied) {
+        exit::FAILED
+    } else if results.iter().any(|(_, a)| a.verdict == Verdict::Held) {
+        exit::HELD
+    } else {
+        exit::OK
+    };
+    if args.json {
+        let out = json!({
+            "mandate": mandate.id,
+            "results": results.iter().map(|(e, a)| json!({
+                "agent": e.manifest.id,
+                "version": e.manifest.version.to_string(),
+                "decision": a.verdict,
+                "worst_case": a.worst_case.to_string(),
+                "currency": cur,
+                "reasons": a.reasons,
+            })).collect::<Vec<_>>(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
+        return Ok(code);
+    }
+    outln!(
+        "{} {} {}",
+        style.bold("mandate"),
+        mandate.id,
+        style.dim(&format!("({} → {}, at {at})", mandate.issuer, mandate.grantee))
+    )?;
+    let width = results
+        .iter()
+        .map(|(e, _)| e.manifest.id.as_str().len() + e.manifest.version.to_string().len() + 1)
+        .max()
+        .unwrap_or(0);
+    for (e, a) in &results {
+        let name = format!("{}@{}", e.manifest.id, e.manifest.version);
+        let verdict = match a.verdict {
+            Verdict::Allowed => style.good("allowed"),
+            Verdict::Held => style.warn("held   "),
+            Verdict::Denied => style.bad("denied "),
+        };
+        outln!("  {verdict} {name:<width$}  worst case {} {cur}", a.worst_case)?;
+        for r in &a.reasons {
+            outln!("      {} {}", style.dim(r.code.as_str()), r.message)?;
+        }
+    }
+    Ok(code)
+}
