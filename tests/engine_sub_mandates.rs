@@ -113,6 +113,10 @@ fn the_standards_chain_number_for_number() {
         "{reasons:?}"
     );
     assert!(reasons[0].message.contains("19.997"), "{reasons:?}");
+    // The live explanation judges the chain the same way.
+    let live = engine.explain(&extract).unwrap();
+    assert_eq!(live.verdict, holon::admission::Verdict::Denied);
+    assert_eq!(live.reasons, reasons);
     assert_eq!(spent(&engine, CHILD, day(20)), (a("0.40"), a("0.40")));
     assert_eq!(spent(&engine, ROOT, day(20)), (a("19.997"), a("19.997")));
     // The next day: 250 extractions fill the sub-mandate's 1.00; the 251st fits alice's

@@ -181,71 +181,67 @@ impl<'a> Assessor<'a> {
             orchestrator: run.map(|(o, _)| o),
         };
         if run.is_none() && !self.ancestors.is_empty() {
-            return Ok(self.judged_in_chain(&compiled, &facts, ctx, &docs));
+            let levels: Vec<(&CompiledMandate, KnownSpend)> = self.ancestors.iter().map(|(m, s)| (m, *s)).collect();
+            return Ok(judged_in_chain(&self.mandate, &levels, &compiled, &facts, ctx, &docs));
         }
         Ok(judged(&self.mandate, &compiled, &facts, ctx, &docs))
     }
+}
 
-    /// A root call under a sub-mandate judged on every level with the spend given for it
-    /// (`chain::judge_chain`, the engine's rule across the levels), and explained from the
-    /// level that decided.
-    fn judged_in_chain(
-        &self,
-        agent: &CompiledAgent,
-        facts: &CallFacts,
-        ctx: &CallContext,
-        docs: &Documents<'_>,
-    ) -> Assessment {
-        let own_spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
-        let judge_on = |m: &CompiledMandate, spend: KnownSpend| {
-            judge::judge_known(m, super::snapshot::fit_codes(m, agent, facts.by_capability), facts, spend)
-        };
-        let own = judge_on(&self.mandate, own_spend);
-        let levels = self.ancestors.iter().map(|(m, _)| Some(m));
-        let issued_by_agent = self.mandate.source.issuer.is_agent();
-        let decided = super::chain::judge_chain(&own, issued_by_agent, levels, |level| {
-            let spend =
-                self.ancestors.iter().find(|(m, _)| m.ix == level.ix).map_or(KnownSpend::default(), |(_, s)| *s);
-            judge_on(level, spend)
-        });
-        let fit = super::snapshot::fit_codes(&self.mandate, agent, facts.by_capability);
-        let (verdict, codes, worst, spent) = match decided {
-            super::chain::ChainJudgement::Deny { codes, worst, spent, level } => {
-                (Verdict::Denied, codes, worst, Spent { limited_by: level, ..spent })
-            }
-            super::chain::ChainJudgement::Hold { worst, spent } => (
-                Verdict::Held,
-                crate::admission::CodeSet::EMPTY.with(crate::admission::Code::ApprovalRequired),
-                worst,
-                spent,
-            ),
-            super::chain::ChainJudgement::Reserve { worst } => {
-                (Verdict::Allowed, crate::admission::CodeSet::EMPTY, worst, Spent::default())
-            }
-        };
-        let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
-        let level = spent.limited_by.and_then(|ix| self.ancestors.iter().find(|(m, _)| m.ix == ix));
-        let reasons = match level {
-            Some((level, spend)) => {
-                let docs = Documents { mandate: &level.source, ..*docs };
-                let spent = Spent { total: spend.total, today: spend.today, limited_by: None };
-                let mut reasons = super::explain::reasons_for(level, agent, &facts, (codes, worst, spent), &docs);
-                super::explain::name_level(&mut reasons, level, &self.mandate);
-                reasons
-            }
-            None => {
-                let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };
-                super::explain::reasons_for(&self.mandate, agent, &facts, (codes, worst, spent), docs)
-            }
-        };
-        Assessment {
-            verdict,
-            worst_case: worst,
-            sub_budget: own.worst.sub_budget,
-            own_ceiling: fit.own_ceiling,
-            reasons,
+/// A root call under a sub-mandate (`own_mandate`, its spend in `ctx`) judged on every
+/// level (`levels`, parent first, each with its spend) by `chain::judge_chain`, the
+/// engine's rule across the levels, and explained from the level that decided (shared by
+/// [`Assessor`] and `Engine::explain`).
+pub(crate) fn judged_in_chain(
+    own_mandate: &CompiledMandate,
+    levels: &[(&CompiledMandate, KnownSpend)],
+    agent: &CompiledAgent,
+    facts: &CallFacts,
+    ctx: &CallContext,
+    docs: &Documents<'_>,
+) -> Assessment {
+    let own_spend = KnownSpend { total: ctx.spent_total, today: ctx.spent_today };
+    let judge_on = |m: &CompiledMandate, spend: KnownSpend| {
+        judge::judge_known(m, super::snapshot::fit_codes(m, agent, facts.by_capability), facts, spend)
+    };
+    let own = judge_on(own_mandate, own_spend);
+    let ancestors = levels.iter().map(|(m, _)| Some(*m));
+    let issued_by_agent = own_mandate.source.issuer.is_agent();
+    let decided = super::chain::judge_chain(&own, issued_by_agent, ancestors, |level| {
+        let spend = levels.iter().find(|(m, _)| m.ix == level.ix).map_or(KnownSpend::default(), |(_, s)| *s);
+        judge_on(level, spend)
+    });
+    let fit = super::snapshot::fit_codes(own_mandate, agent, facts.by_capability);
+    let (verdict, codes, worst, spent) = match decided {
+        super::chain::ChainJudgement::Deny { codes, worst, spent, level } => {
+            (Verdict::Denied, codes, worst, Spent { limited_by: level, ..spent })
         }
-    }
+        super::chain::ChainJudgement::Hold { worst, spent } => (
+            Verdict::Held,
+            crate::admission::CodeSet::EMPTY.with(crate::admission::Code::ApprovalRequired),
+            worst,
+            spent,
+        ),
+        super::chain::ChainJudgement::Reserve { worst } => {
+            (Verdict::Allowed, crate::admission::CodeSet::EMPTY, worst, Spent::default())
+        }
+    };
+    let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
+    let level = spent.limited_by.and_then(|ix| levels.iter().find(|(m, _)| m.ix == ix));
+    let reasons = match level {
+        Some((level, spend)) => {
+            let docs = Documents { mandate: &level.source, ..*docs };
+            let spent = Spent { total: spend.total, today: spend.today, limited_by: None };
+            let mut reasons = super::explain::reasons_for(level, agent, &facts, (codes, worst, spent), &docs);
+            super::explain::name_level(&mut reasons, level, own_mandate);
+            reasons
+        }
+        None => {
+            let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };
+            super::explain::reasons_for(own_mandate, agent, &facts, (codes, worst, spent), docs)
+        }
+    };
+    Assessment { verdict, worst_case: worst, sub_budget: own.worst.sub_budget, own_ceiling: fit.own_ceiling, reasons }
 }
 
 /// Judges a call with the engine's rules on the spend in `ctx`, and explains it from

@@ -89,6 +89,19 @@ impl Engine {
         };
         let facts = root_facts(call);
         let docs = documents(m, a, snap, None);
+        if !m.ancestors.is_empty() {
+            // Under a sub-mandate: every level on its own ledger's spend, as `admit` judges.
+            let levels: Vec<(&CompiledMandate, judge::KnownSpend)> = m
+                .ancestors
+                .iter()
+                .filter_map(|ix| snap.mandate(*ix))
+                .map(|l| {
+                    let total = Amount::from_micros(l.ledger.spent_micros());
+                    (l, judge::KnownSpend { total, today: Amount::from_micros(l.ledger.spent_day_micros(today)) })
+                })
+                .collect();
+            return Some(assess::judged_in_chain(m, &levels, a, &facts, &ctx, &docs));
+        }
         Some(assess::judged(m, a, &facts, &ctx, &docs))
     }
 
