@@ -27,6 +27,20 @@ fn fifty_kill_nine_trials_on_sqlite() {
     cluster::kill_nine_trials(&url, &store, 50);
 }
 
+/// The same with two sub-mandates of the hot mandate (calls round the parent and its two
+/// children, all on the parent's budget): every row sampled within its limit.
+#[test]
+fn three_processes_share_a_parent_and_two_children_on_sqlite() {
+    let (_dir, url, store) = temp("three-children");
+    cluster::three_nodes_sharing(&url, &store, ("20", 20_000_000), 2);
+}
+
+#[test]
+fn kill_nine_trials_with_a_parent_and_two_children_on_sqlite() {
+    let (_dir, url, store) = temp("kill-children");
+    cluster::kill_nine_trials_with(&url, &store, 10, 2);
+}
+
 /// A node opening a fresh SQLite file while another process's connection reads it waits
 /// for the reader (SQLite's busy wait, then tries again) instead of failing. (Two `loadtest` nodes
 /// starting together on a fresh file once failed "database is locked" in

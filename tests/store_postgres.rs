@@ -324,7 +324,8 @@ fn a_lease_renewed_while_a_reconcile_waits_is_left_alone(server: &Server) {
 
 /// Gateway nodes on PostgreSQL (a cluster of this test's own, so stopping it disturbs no
 /// other test): three `holon loadtest` processes share one hot mandate to the micro-unit;
-/// 50 `kill -9` trials count each dead node's leases exactly once; and the server stopped
+/// 50 `kill -9` trials count each dead node's leases exactly once; the same with a parent and
+/// two sub-mandates (10 trials); and the server stopped
 /// under a running node: it admits within the leases it holds, then denies
 /// `store_unavailable`, and recovers by itself when the server returns.
 #[cfg(feature = "cli")]
@@ -338,6 +339,14 @@ fn gateway_nodes_on_postgres() {
     let url = server.fresh("holon_kill");
     let store = PostgresStore::connect(&url).unwrap();
     common::cluster::kill_nine_trials(&url, &store, 50);
+
+    // A parent and two sub-mandates on one hot parent budget (issue #28).
+    let url = server.fresh("holon_three_children");
+    let store = PostgresStore::connect(&url).unwrap();
+    common::cluster::three_nodes_sharing(&url, &store, ("20", 20_000_000), 2);
+    let url = server.fresh("holon_kill_children");
+    let store = PostgresStore::connect(&url).unwrap();
+    common::cluster::kill_nine_trials_with(&url, &store, 10, 2);
 
     store_down_under_a_node(&server, &server.fresh("holon_down"));
 }

@@ -14,6 +14,8 @@ pub(crate) mod range {
     /// `loadtest --publish-every-ms` (0: never). The publisher sleeps this long between
     /// snapshots and the run waits for it to wake, so the interval bounds the run's end.
     pub(crate) const LOADTEST_PUBLISH_EVERY_MS_MAX: u64 = 10_000;
+    /// `loadtest --sub-mandates`: sub-mandates of the hot mandate, at most.
+    pub(crate) const LOADTEST_SUB_MANDATES_MAX: u64 = 16;
     pub(crate) use super::super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
 }
 
@@ -126,6 +128,9 @@ pub(super) fn serve_idempotency_keys_max(text: &str) -> Result<u64, String> {
 }
 pub(super) fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
     count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
+}
+pub(super) fn loadtest_sub_mandates(text: &str) -> Result<usize, String> {
+    count(text, 0, range::LOADTEST_SUB_MANDATES_MAX)
 }
 pub(super) fn flush_ms(text: &str) -> Result<u64, String> {
     count(text, holon::node::FLUSH_MS_MIN, holon::node::FLUSH_MS_MAX)

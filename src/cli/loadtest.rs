@@ -48,6 +48,8 @@ pub(super) struct Options {
     /// the smallest, denied `total_exceeded` or `per_day_exceeded`); `duration` bounds the
     /// run.
     pub until_exhausted: bool,
+    /// With `hot`: sub-mandates of `m0` (`m0/c{i}`) the calls also go under.
+    pub sub_mandates: usize,
     /// Every mandate's total (default: 5.00 when hot, so it runs out; else unlimited).
     pub total: Option<Amount>,
     /// Only calls that are allowed (leaf agents): the allowed path's latency.
@@ -159,7 +161,11 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let default = if opts.hot { Amount::from_micros(5_000_000) } else { Amount::from_micros(10_000_000_000_000) };
     let total = opts.total.unwrap_or(default);
     let shape = synthetic::Shape { agents: opts.agents, mandates: opts.mandates, total };
-    let net = synthetic::network(&shape)?;
+    let mut net = synthetic::network(&shape)?;
+    let root = net.input.mandates.first().cloned();
+    for (c, parent) in (0..opts.sub_mandates).filter_map(|c| Some((c, root.as_ref()?))) {
+        net.input.mandates.push(Arc::new(synthetic::sub_mandate(parent, &format!("m0/c{c}"), total)?));
+    }
     // With a receipts file no receipt may be lost (records are built from it): the calls
     // wait for the writer instead.
     let (sink, rx): (Arc<dyn ReceiptSink>, _) = match &opts.receipts {
@@ -190,12 +196,12 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         None => None,
     };
     let store = opts.store.as_ref().map(|o| StoreRun::start(&engine, o)).transpose()?;
-    let mandates: Vec<_> =
-        (0..opts.mandates).map(|j| engine.mandate_ix(&format!("m{j}"))).collect::<Option<Vec<_>>>().unwrap_or_default();
+    let ids = (0..opts.mandates).map(|j| format!("m{j}")).chain((0..opts.sub_mandates).map(|c| format!("m0/c{c}")));
+    let mandates: Vec<_> = ids.map(|id| engine.mandate_ix(&id)).collect::<Option<Vec<_>>>().unwrap_or_default();
     let agents: Vec<_> =
         (0..opts.agents).map(|i| engine.agent_ix(&format!("syn/a{i}"))).collect::<Option<Vec<_>>>().unwrap_or_default();
     anyhow::ensure!(
-        mandates.len() == opts.mandates && agents.len() == opts.agents,
+        mandates.len() == opts.mandates + opts.sub_mandates && agents.len() == opts.agents,
         "the synthetic network is incomplete"
     );
     let ledgers: Vec<_> = mandates.iter().filter_map(|m| engine.ledger(*m)).collect();
@@ -409,7 +415,13 @@ fn work(
         if per_thread.is_some_and(|n| w.calls >= n) || (w.calls.is_multiple_of(1024) && stop.load(Ordering::Relaxed)) {
             break;
         }
-        let mi = if opts.hot { 0 } else { m_cursor % mandates.len() };
+        // Hot: the hot mandate and its sub-mandates in turn (all on `m0`'s budget).
+        // (the sub-mandates follow the `opts.mandates` roots in `mandates`).
+        let mi = match m_cursor % (1 + opts.sub_mandates) {
+            _ if !opts.hot => m_cursor % mandates.len(),
+            0 => 0,
+            child => opts.mandates + child - 1,
+        };
         let ai = a_cursor % agents.len();
         if opts.allowed_only && synthetic::kind_of(ai) != Kind::Leaf {
             a_cursor += 1;

@@ -142,6 +142,11 @@ enum Command {
         /// bounding the run (the run waits for the event, not for a window).
         #[arg(long, requires = "hot")]
         until_exhausted: bool,
+        /// With --hot: this many sub-mandates of the hot mandate (`m0/c0`, …, each with its
+        /// total), 0 to 16; the calls go round the hot mandate and its sub-mandates, so the
+        /// hot budget is shared by the parent's own calls and its children's.
+        #[arg(long, default_value_t = 0, requires = "hot", value_parser = flags::loadtest_sub_mandates)]
+        sub_mandates: usize,
         /// Only allowed calls (leaf agents), to measure the allowed path alone.
         #[arg(long)]
         allowed_only: bool,
@@ -316,6 +321,7 @@ pub(crate) fn run() -> ExitCode {
             hot,
             total,
             until_exhausted,
+            sub_mandates,
             allowed_only,
             publish_every_ms,
             store,
@@ -346,6 +352,7 @@ pub(crate) fn run() -> ExitCode {
                 hot,
                 total,
                 until_exhausted,
+                sub_mandates,
                 allowed_only,
                 publish_every_ms,
                 progress: !json && loadtest::progress_wanted(),

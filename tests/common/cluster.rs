@@ -54,6 +54,39 @@ pub(crate) fn m0(store: &dyn LedgerStore) -> Option<MandateStatus> {
     store.status(Some("m0")).ok()?.into_iter().next()
 }
 
+/// Every row of the store (the hot mandate and its sub-mandates, with `--sub-mandates`).
+fn rows(store: &dyn LedgerStore) -> Vec<MandateStatus> {
+    store.status(None).unwrap_or_default()
+}
+
+/// No row over its limit: `spent + leased <= limit` on every level.
+fn every_row_within(store: &dyn LedgerStore, when: &str) {
+    for s in rows(store) {
+        assert!(
+            s.spent_micros + s.leased_micros <= s.limits.total_micros,
+            "{}: spent {} + leased {} above the limit {} {when}",
+            s.mandate,
+            s.spent_micros,
+            s.leased_micros,
+            s.limits.total_micros
+        );
+    }
+}
+
+/// The sub-mandates' rows (`m0/c…`) at the end: within their limits, and together at most
+/// what the hot mandate, which holds them, spent.
+fn children_within_their_parent(store: &dyn LedgerStore, children: usize) {
+    let all = rows(store);
+    let kids: Vec<&MandateStatus> = all.iter().filter(|s| s.mandate.starts_with("m0/c")).collect();
+    assert_eq!(kids.len(), children, "every sub-mandate has its row: {all:?}");
+    let parent = all.iter().find(|s| s.mandate == "m0").map_or(0, |s| s.spent_micros);
+    let under: u64 = kids.iter().map(|s| s.spent_micros).sum();
+    assert!(under <= parent, "the children spent {under}, their parent only {parent}");
+    if children > 0 {
+        assert!(under > 0, "no call under a sub-mandate reached the store: {all:?}");
+    }
+}
+
 fn micros(report: &Value, key: &str) -> u64 {
     report[key].as_u64().unwrap_or_else(|| panic!("no {key} in {report}"))
 }
@@ -65,7 +98,20 @@ fn micros(report: &Value, key: &str) -> u64 {
 /// limit (plus one call per node) was left stranded. (A 12-second window here failed on a
 /// loaded machine with half the budget still in the store.)
 pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, total: &str, total_micros: u64) {
-    let spend = ["--until-exhausted"];
+    three_nodes_sharing(url, store, (total, total_micros), 0);
+}
+
+/// [`three_nodes_share_one_budget`] with `children` sub-mandates of the hot mandate, the
+/// calls going round the parent and its children: every row sampled within its limit, and
+/// the parent's spend holding its children's.
+pub(crate) fn three_nodes_sharing(
+    url: &str,
+    store: &dyn LedgerStore,
+    (total, total_micros): (&str, u64),
+    children: usize,
+) {
+    let children_arg = children.to_string();
+    let spend = ["--until-exhausted", "--sub-mandates", children_arg.as_str()];
     let first_day = holon::time::Timestamp::now().utc_day();
     let nodes: Vec<Child> =
         (0..3).map(|n| node_with(url, &format!("node{n}"), total, UNTIL_SPENT_S_MAX, &spend)).collect();
@@ -84,12 +130,17 @@ pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, t
             );
             samples += 1;
         }
+        every_row_within(store, &format!("at {:?}", started.elapsed()));
         std::thread::sleep(Duration::from_millis(5));
     }
     let reports: Vec<Value> = nodes.iter_mut().map(|c| report(c.take().unwrap())).collect();
+    children_within_their_parent(store, children);
     let s = m0(store).unwrap();
     let settled: u64 = reports.iter().map(|r| micros(r, "settled_micros")).sum();
-    assert_eq!(s.spent_micros, settled, "the store's spent is what the nodes settled");
+    // Each level's row counts what the nodes flushed to it (a call under a child settles on
+    // the child's row and on the parent's): every row's spent together is what they settled.
+    let spent_everywhere: u64 = rows(store).iter().map(|r| r.spent_micros).sum();
+    assert_eq!(spent_everywhere, settled, "the store's spent is what the nodes settled");
     // (Across UTC midnight a per_day drain leaves what it cannot prove unused of the day
     // before: see `kill_nine_trials`.)
     if holon::time::Timestamp::now().utc_day() == first_day {
@@ -121,7 +172,16 @@ pub(crate) fn three_nodes_share_one_budget(url: &str, store: &dyn LedgerStore, t
 /// leases): its leases are counted as spent exactly once, `spent` never goes down and never
 /// passes the limit, and the survivor never stops admitting.
 pub(crate) fn kill_nine_trials(url: &str, store: &dyn LedgerStore, trials: u32) {
+    kill_nine_trials_with(url, store, trials, 0);
+}
+
+/// [`kill_nine_trials`] with `children` sub-mandates of the hot mandate: what the dead node
+/// held is counted once on every level, and no row passes its limit.
+pub(crate) fn kill_nine_trials_with(url: &str, store: &dyn LedgerStore, trials: u32, children: usize) {
     let total = "1000000";
+    let children_arg = children.to_string();
+    let more = ["--sub-mandates", children_arg.as_str()];
+    let node = |url: &str, name: &str, total: &str, s: f64| node_with(url, name, total, s, &more);
     let survivor = node(url, "survivor", total, 600.0);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut spent_seen = 0u64;
@@ -141,15 +201,27 @@ pub(crate) fn kill_nine_trials(url: &str, store: &dyn LedgerStore, trials: u32) 
         victim.wait().unwrap();
         let dead = m0(store).unwrap();
         assert!(dead.spent_micros >= spent_seen, "spent went down");
-        let held = dead.nodes.iter().find(|n| n.node == "victim").map_or(0, |n| n.leased_micros);
+        let dead_rows = rows(store);
+        let victims = |s: &MandateStatus| s.nodes.iter().find(|n| n.node == "victim").map_or(0, |n| n.leased_micros);
+        let held = victims(&dead);
+        let held_everywhere: u64 = dead_rows.iter().map(victims).sum();
         // The restart counts what the dead node left in leases, and only that.
         let restart = report(node(url, "victim", total, 0.05));
         assert_eq!(
             restart["store"]["recovered_micros"].as_u64().unwrap(),
-            held,
-            "trial {trial}: the restart counted {} but the dead node held {held}",
+            held_everywhere,
+            "trial {trial}: the restart counted {} but the dead node held {held_everywhere}",
             restart["store"]["recovered_micros"]
         );
+        for before in &dead_rows {
+            let after = rows(store).into_iter().find(|s| s.mandate == before.mandate).unwrap();
+            assert!(
+                after.spent_micros >= before.spent_micros + victims(before),
+                "trial {trial}: {} lost a lease",
+                before.mandate
+            );
+        }
+        every_row_within(store, &format!("after trial {trial}"));
         let after = m0(store).unwrap();
         assert!(
             after.spent_micros >= dead.spent_micros + held,
