@@ -492,4 +492,20 @@ fn a_sub_mandate_admits_over_http_and_a_denial_names_the_ancestor() {
     let message = denied["reasons"][0]["message"].as_str().unwrap();
     assert!(message.starts_with("alice/m-2026-11 (an ancestor of alice/m-2026-11/invoices): "), "{denied}");
     s.stop();
+    // `holon ledger status` with the documents shows the sub-mandate under its parent.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["ledger", "status", "--store", &s.store, "--documents"])
+        .arg(s.docs().join("mandates"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let root = text.lines().position(|l| l.starts_with("alice/m-2026-11  ")).unwrap_or_else(|| panic!("{text}"));
+    let child = text
+        .lines()
+        .position(|l| l.starts_with("  sub-mandate alice/m-2026-11/invoices  "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(root < child, "{text}");
+    assert!(text.contains("alice/m-2026-11/invoices  limit 0.01, per day 0.01  spent 0.004"), "{text}");
 }

@@ -17,7 +17,7 @@ pub(super) enum LedgerCommand {
     /// Per mandate: its limit, what is spent and what is leased, per node. Exit 0, or 2
     /// when the store cannot be opened.
     #[command(
-        after_help = "EXIT CODES: 0 printed, 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger status --store sqlite:.holon/ledger.db\n  holon ledger status --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --json"
+        after_help = "EXIT CODES: 0 printed, 2 the store cannot be opened.\n\nEXAMPLES:\n  holon ledger status --store sqlite:.holon/ledger.db\n  holon ledger status --store sqlite:.holon/ledger.db --mandate alice/m-2026-11 --json\n  holon ledger status --store sqlite:.holon/ledger.db --documents examples/mandates"
     )]
     Status {
         /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
@@ -29,6 +29,10 @@ pub(super) enum LedgerCommand {
         /// Print {"mandates":[{"mandate","limit","per_day","spent","leased","nodes":[{"node","leased","lease_expires"}]}]}, money as strings.
         #[arg(long)]
         json: bool,
+        /// The mandates' documents (files or directories): each sub-mandate is shown under
+        /// its parent (the store does not know parents), and in JSON with `parent`.
+        #[arg(long)]
+        documents: Option<std::path::PathBuf>,
     },
     /// Count as spent the remainder of a gone node's leases whose time to live has passed
     /// (whatever it admitted may have been billed). Exit 0, or 2 when the store cannot be
@@ -87,6 +91,62 @@ fn when(unix: i64) -> String {
     Timestamp::from_unix(unix).to_string()
 }
 
+/// Each mandate's parent by id, from the documents under `path` (files that are not
+/// mandates are passed over; a mandate that cannot be read is an error).
+fn parents_in(path: &std::path::Path) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let mut mandates = Vec::new();
+    for file in holon::doc::file::yaml_files(path)? {
+        match holon::documents::load_mandate(&file) {
+            Ok(m) => mandates.push(m),
+            Err(holon::doc::LoadError::WrongKind { .. }) => {}
+            Err(e) => return Err(anyhow::anyhow!("--documents {}: {e}", file.display())),
+        }
+    }
+    let mut parents = std::collections::HashMap::new();
+    for m in &mandates {
+        if let Some(parent) = mandates.iter().find(|p| m.names_as_parent(p)) {
+            parents.insert(m.id.clone(), parent.id.clone());
+        }
+    }
+    Ok(parents)
+}
+
+/// The rows with each sub-mandate right under its parent, and its depth.
+fn nested<'a>(
+    all: &'a [MandateStatus],
+    parents: &std::collections::HashMap<String, String>,
+) -> Vec<(usize, &'a MandateStatus)> {
+    fn under<'a>(
+        parent: Option<&str>,
+        depth: usize,
+        all: &'a [MandateStatus],
+        parents: &std::collections::HashMap<String, String>,
+        out: &mut Vec<(usize, &'a MandateStatus)>,
+    ) {
+        // A chain is at most `CHAIN_MANDATES_MAX` long; deeper is a cycle in the documents.
+        if depth >= holon::engine::CHAIN_MANDATES_MAX {
+            return;
+        }
+        for s in all {
+            let known_parent =
+                parents.get(&s.mandate).map(String::as_str).filter(|p| all.iter().any(|r| r.mandate == *p));
+            if known_parent == parent {
+                out.push((depth, s));
+                under(Some(&s.mandate), depth + 1, all, parents, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    under(None, 0, all, parents, &mut out);
+    // Rows a cycle kept out are still shown, at the top level.
+    for s in all {
+        if !out.iter().any(|(_, r)| std::ptr::eq(*r, s)) {
+            out.push((0, s));
+        }
+    }
+    out
+}
+
 fn status_json(s: &MandateStatus) -> serde_json::Value {
     json!({
         "mandate": s.mandate,
@@ -102,30 +162,43 @@ fn status_json(s: &MandateStatus) -> serde_json::Value {
     })
 }
 
-pub(crate) fn status(url: &str, mandate: Option<&str>, json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(crate) fn status(
+    url: &str,
+    mandate: Option<&str>,
+    json: bool,
+    documents: Option<&std::path::Path>,
+    style: &Style,
+) -> anyhow::Result<u8> {
+    let parents = documents.map(parents_in).transpose()?.unwrap_or_default();
     let store = store::open_existing(url)?;
     let all = store.status(mandate)?;
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "mandates": all.iter().map(status_json).collect::<Vec<_>>() }))?
-        )?;
+        let rows = all.iter().map(|s| {
+            let mut row = status_json(s);
+            if let Some(parent) = parents.get(&s.mandate) {
+                row["parent"] = json!(parent);
+            }
+            row
+        });
+        outln!("{}", serde_json::to_string_pretty(&json!({ "mandates": rows.collect::<Vec<_>>() }))?)?;
         return Ok(exit::OK);
     }
     if all.is_empty() {
         outln!("the store holds no mandate yet: a node registers a mandate when it publishes it")?;
     }
-    for s in &all {
+    for (depth, s) in nested(&all, &parents) {
+        let indent = "  ".repeat(depth);
+        let under = if depth > 0 { "sub-mandate " } else { "" };
         let per_day = s.limits.per_day_micros.map(|d| format!(", per day {}", money(d))).unwrap_or_default();
         outln!(
-            "{}  limit {}{per_day}  spent {}  leased {} (granted to nodes, not yet settled or given back)",
+            "{indent}{under}{}  limit {}{per_day}  spent {}  leased {} (granted to nodes, not yet settled or given back)",
             style.bold(&s.mandate),
             money(s.limits.total_micros),
             money(s.spent_micros),
             money(s.leased_micros)
         )?;
         for n in &s.nodes {
-            outln!("  {}  leased {}  until {}", n.node, money(n.leased_micros), when(n.lease_expires_unix))?;
+            outln!("{indent}  {}  leased {}  until {}", n.node, money(n.leased_micros), when(n.lease_expires_unix))?;
         }
     }
     Ok(exit::OK)

@@ -376,8 +376,8 @@ pub(crate) fn run() -> ExitCode {
         Command::Serve(args) => serve::serve(args, style::Style::stderr_color(cli.no_color)),
         #[cfg(feature = "serve")]
         Command::Token(serve::TokenCommand::New { role, tokens }) => serve::token_new(&role, &tokens),
-        Command::Ledger(ledger::LedgerCommand::Status { store, mandate, json }) => {
-            ledger::status(&store, mandate.as_deref(), json, &style)
+        Command::Ledger(ledger::LedgerCommand::Status { store, mandate, json, documents }) => {
+            ledger::status(&store, mandate.as_deref(), json, documents.as_deref(), &style)
         }
         Command::Ledger(ledger::LedgerCommand::Reconcile { store, node, json }) => {
             ledger::reconcile(&store, &node, json)
