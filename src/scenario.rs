@@ -176,13 +176,32 @@ pub fn run(s: &Scenario, mandate: &Mandate, catalog: &Catalog) -> Result<Report,
 /// [`run`] with the mandate on a revocation list when `revoked` (every call denied
 /// `mandate_revoked`, and no run opens).
 pub fn run_revoked(s: &Scenario, mandate: &Mandate, catalog: &Catalog, revoked: bool) -> Result<Report, ScenarioError> {
+    run_under(s, mandate, (&[], &[]), catalog, revoked)
+}
+
+/// [`run_revoked`] for a sub-mandate with its ancestors' documents (`parents`): every
+/// top-level call is judged on the whole chain as the engine judges it, and what each bills
+/// counts on every level (docs/admission.md, "Calls under a sub-mandate").
+/// `parent_spent` is each ancestor's spend before the first call, by id, as (total, today).
+pub fn run_under(
+    s: &Scenario,
+    mandate: &Mandate,
+    (parents, parent_spent): (&[Mandate], &[(String, Amount, Amount)]),
+    catalog: &Catalog,
+    revoked: bool,
+) -> Result<Report, ScenarioError> {
     let mut spent = Amount::ZERO;
     let mut receipts = Vec::new();
     // The mandate compiled once for every top-level call.
-    let assessor = Assessor::new(mandate, catalog)?.revoked(revoked)?;
+    let mut assessor = Assessor::new(mandate, catalog)?.revoked(revoked)?;
+    if !parents.is_empty() {
+        assessor = assessor.with_parents(parents, parent_spent)?;
+    }
+    let invalid = |e: crate::money::MoneyError| ScenarioError::Invalid(e.to_string());
     for call in &s.calls {
         let receipt = run_top(s, &assessor, catalog, call, spent)?;
-        spent = spent.checked_add(receipt.billed).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        spent = spent.checked_add(receipt.billed).map_err(invalid)?;
+        assessor.add_parent_spend(receipt.billed).map_err(invalid)?;
         receipts.push(receipt);
     }
     Ok(Report { mandate: mandate.id.clone(), currency: mandate.budget.currency.to_string(), receipts, billed: spent })

@@ -298,3 +298,59 @@ fn check_judges_a_sub_mandate_on_its_chain_and_names_the_level() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("expected ID=TOTAL"), "{out}");
 }
+
+/// `mandate simulate --parents`: a scenario under a sub-mandate, every call judged on the
+/// chain and what it bills counted on every level: the parent's 0.004 before, plus the
+/// first call's 0.004, leaves too little for the second.
+#[test]
+fn simulate_counts_a_sub_mandates_bills_on_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = |from: &str, to: &str, edits: &[(&str, &str)]| {
+        let mut text = std::fs::read_to_string(from).unwrap();
+        for (a, b) in edits {
+            assert!(text.contains(a), "{from}: {a}");
+            text = text.replace(a, b);
+        }
+        std::fs::write(dir.path().join(to), text).unwrap();
+    };
+    let budget = |total: &'static str, per_day: &'static str, per_call: &'static str, above: &'static str| {
+        [
+            (total, "total: \"0.01\""),
+            (per_day, "per_day: \"0.01\""),
+            (per_call, "per_call: \"0.01\""),
+            (above, "above: \"0.01\""),
+        ]
+    };
+    small(
+        ROOT,
+        "root.yaml",
+        &budget("total: \"100.00\"", "per_day: \"20.00\"", "per_call: \"2.00\"", "above: \"0.50\""),
+    );
+    small(
+        "examples/mandates/alice-invoices.yaml",
+        "child.yaml",
+        &budget("total: \"5.00\"", "per_day: \"1.00\"", "per_call: \"0.10\"", "above: \"0.05\""),
+    );
+    let agents = std::fs::canonicalize("examples/agents").unwrap();
+    let scenario = format!(
+        "holon_scenario: \"0.1\"\nmandate: child.yaml\nagents: {}\nat: \"{AT}\"\ncalls:\n  - agent: acme/table-extract\n  - agent: acme/table-extract\n",
+        agents.display()
+    );
+    std::fs::write(dir.path().join("s.yaml"), scenario).unwrap();
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let args = ["mandate", "simulate", &p("child.yaml"), &p("s.yaml"), "--parents", &p("root.yaml"), "--json"];
+    let (code, out) = holon(&args);
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["billed"], "0.008", "{out}");
+    let mut with_spent = args.to_vec();
+    with_spent.extend(["--parent-spent", "alice/m-2026-11=0.004,0.004"]);
+    let (code, out) = holon(&with_spent);
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["billed"], "0.004", "{out}");
+    let second = &report["receipts"][1];
+    assert_eq!(second["decision"], "denied", "{out}");
+    let message = second["reasons"][0]["message"].as_str().unwrap();
+    assert!(message.starts_with("alice/m-2026-11 (an ancestor of alice/m-2026-11/invoices): spent 0.008"), "{out}");
+}

@@ -184,12 +184,15 @@ pub(crate) fn derive(
 pub(crate) fn simulate(
     mandate_path: &Path,
     scenario_path: &Path,
-    revocations: Option<&Path>,
+    (revocations, parents, parent_spent): (Option<&Path>, &[PathBuf], &[String]),
     json: bool,
     style: &Style,
 ) -> anyhow::Result<u8> {
     let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate_path))?;
-    let report = scenario::run_revoked(&s, &mandate, &catalog, revoked(&mandate, mandate_path, revocations)?)?;
+    let parents = parents.iter().map(|p| documents::load_mandate(p)).collect::<Result<Vec<_>, _>>()?;
+    let revoked = revoked(&mandate, mandate_path, revocations)?;
+    let spent = super::mandate_check::parent_spent(parent_spent)?;
+    let report = scenario::run_under(&s, &mandate, (&parents, &spent), &catalog, revoked)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
@@ -337,6 +340,14 @@ pub(super) enum MandateCommand {
         /// denied `mandate_revoked`.
         #[arg(long)]
         revocations: Option<PathBuf>,
+        /// For a sub-mandate: its ancestors' documents (any order, up to the root); every
+        /// call is judged on the whole chain and what it bills counts on every level.
+        #[arg(long, num_args = 1..)]
+        parents: Vec<PathBuf>,
+        /// The spend of one ancestor before the first call, `ID=TOTAL` or `ID=TOTAL,TODAY`
+        /// (repeat per ancestor; an ancestor not named starts at nothing spent).
+        #[arg(long = "parent-spent", value_name = "ID=TOTAL[,TODAY]", requires = "parents")]
+        parent_spent: Vec<String>,
     },
     /// Print MANDATE signed by its issuer's key (docs/trust.md).
     #[command(

@@ -52,7 +52,7 @@ pub(crate) struct CheckArgs {
 }
 
 /// `--parent-spent ID=TOTAL[,TODAY]` values.
-fn parent_spent(values: &[String]) -> anyhow::Result<Vec<(String, Amount, Amount)>> {
+pub(super) fn parent_spent(values: &[String]) -> anyhow::Result<Vec<(String, Amount, Amount)>> {
     values
         .iter()
         .map(|v| {

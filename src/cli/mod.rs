@@ -434,9 +434,14 @@ pub(crate) fn run() -> ExitCode {
         Command::Mandate(mandate::MandateCommand::Derive { parent, agent, max_cost, json }) => {
             mandate::derive(&parent, &agent, &max_cost, json, &style)
         }
-        Command::Mandate(mandate::MandateCommand::Simulate { mandate, scenario, json, revocations }) => {
-            mandate::simulate(&mandate, &scenario, revocations.as_deref(), json, &style)
-        }
+        Command::Mandate(mandate::MandateCommand::Simulate {
+            mandate,
+            scenario,
+            json,
+            revocations,
+            parents,
+            parent_spent,
+        }) => mandate::simulate(&mandate, &scenario, (revocations.as_deref(), &parents, &parent_spent), json, &style),
         Command::Mandate(mandate::MandateCommand::Sign { mandate, key, out }) => {
             trust::sign(&mandate, &key, out.as_deref())
         }

@@ -119,6 +119,16 @@ impl<'a> Assessor<'a> {
         Ok(self)
     }
 
+    /// Counts `billed` on every ancestor's given spend (total and today): a call under the
+    /// sub-mandate settles on each of them too (the simulator, between top-level calls).
+    pub fn add_parent_spend(&mut self, billed: Amount) -> Result<(), crate::money::MoneyError> {
+        for (_, spend) in &mut self.ancestors {
+            spend.total = spend.total.checked_add(billed)?;
+            spend.today = spend.today.checked_add(billed)?;
+        }
+        Ok(())
+    }
+
     /// The mandate as compiled.
     pub fn mandate(&self) -> &Mandate {
         &self.mandate.source
