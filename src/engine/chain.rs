@@ -154,10 +154,11 @@ fn ancestor_judgement(ask: &Ask<'_>, level: &CompiledMandate, own: &judge::Judge
 
 impl Engine {
     /// Judges a call under a sub-mandate on every ancestor and reserves its worst case on
-    /// each of their ledgers, given the judgement on the sub-mandate itself.
+    /// each of their ledgers.
     #[cold]
     #[inline(never)]
-    pub(super) fn chain_step<'e>(&'e self, ask: &Ask<'_>, own: judge::Judgement) -> ChainStep<'e> {
+    pub(super) fn chain_step<'e>(&'e self, ask: &Ask<'_>) -> ChainStep<'e> {
+        let own = judge::judge(ask.mandate, ask.agent, &ask.call, &judge::LedgerSpend(&ask.mandate.ledger));
         let m = ask.mandate;
         let snap = ask.snapshot;
         let levels = m.ancestors.iter().map(|ix| snap.mandate(*ix));

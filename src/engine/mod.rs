@@ -341,7 +341,9 @@ impl Engine {
                 judge::Step::Reserve => None,
             }
         } else {
-            match self.chain_step(ask, judgement) {
+            // The judgement is made again there (cold): handing it over kept it in memory on
+            // the root path too.
+            match self.chain_step(ask) {
                 chain::ChainStep::Reserve { worst, extra } => {
                     wc.worst = worst;
                     Some(extra)
