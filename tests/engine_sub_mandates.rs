@@ -327,3 +327,63 @@ fn parallel_calls_under_two_children_never_overrun_their_parent() {
         ledger.audit(0).unwrap();
     }
 }
+
+#[test]
+fn the_chain_limits_hold_and_the_docs_state_them() {
+    use holon::engine::{CHAIN_MANDATES_MAX, SUB_MANDATES_PER_PARENT_MAX, synthetic};
+    // A chain of CHAIN_MANDATES_MAX mandates admits; one more level is barred.
+    let mut net = synthetic::network(&synthetic::Shape { agents: 2, mandates: 1, ..Default::default() }).unwrap();
+    let levels = u32::try_from(CHAIN_MANDATES_MAX).unwrap();
+    let deepest = synthetic::add_chain(&mut net, levels).unwrap();
+    let engine =
+        Engine::new(EngineConfig { clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..EngineConfig::default() });
+    engine.publish(&net.input).unwrap();
+    let agent = engine.agent_ix("syn/a1").unwrap();
+    let decide = |id: &str| engine.admit(&Call::new(engine.mandate_ix(id).unwrap(), agent, net.at)).verdict();
+    let last_allowed = deepest.rsplit_once('/').unwrap().0;
+    assert_eq!(decide(last_allowed), holon::admission::Verdict::Allowed, "{CHAIN_MANDATES_MAX} mandates in a chain");
+    let d = denied(engine.admit(&Call::new(engine.mandate_ix(&deepest).unwrap(), agent, net.at)));
+    assert_eq!(codes(&d), vec![Code::SubMandateChainBroken]);
+    // A parent's children past SUB_MANDATES_PER_PARENT_MAX are barred, the earlier ones not.
+    let mut net = synthetic::network(&synthetic::Shape { agents: 2, mandates: 1, ..Default::default() }).unwrap();
+    let root = Arc::clone(&net.input.mandates[0]);
+    for c in 0..=SUB_MANDATES_PER_PARENT_MAX {
+        let child = synthetic::sub_mandate(&root, &format!("m0/c{c}"), root.budget.total).unwrap();
+        net.input.mandates.push(Arc::new(child));
+    }
+    let engine =
+        Engine::new(EngineConfig { clock: || Timestamp::from_unix(synthetic::AT_UNIX), ..EngineConfig::default() });
+    engine.publish(&net.input).unwrap();
+    let agent = engine.agent_ix("syn/a1").unwrap();
+    let under = |c: usize| engine.admit(&Call::new(engine.mandate_ix(&format!("m0/c{c}")).unwrap(), agent, net.at));
+    assert_eq!(under(SUB_MANDATES_PER_PARENT_MAX - 1).verdict(), holon::admission::Verdict::Allowed);
+    assert_eq!(codes(&denied(under(SUB_MANDATES_PER_PARENT_MAX))), vec![Code::SubMandateChainBroken]);
+    // docs/admission.md states both figures.
+    let doc = std::fs::read_to_string("docs/admission.md").unwrap();
+    assert!(doc.contains(&format!("`CHAIN_MANDATES_MAX` = {CHAIN_MANDATES_MAX} ")), "docs/admission.md");
+    assert!(doc.contains("`SUB_MANDATES_PER_PARENT_MAX` = 1,024"), "docs/admission.md");
+    assert_eq!(SUB_MANDATES_PER_PARENT_MAX, 1_024);
+}
+
+/// A busy child takes at most its own limits of its parent's budget: the parent's own calls
+/// still get the rest (docs/store.md, "Sub-mandates: every level has its own row").
+#[test]
+fn a_busy_child_takes_no_more_of_its_parent_than_its_own_limits() {
+    let engine = edited(|r| r.budget.per_day = Some(a("2.00")), |c| c.budget.per_day = Some(a("1.00")));
+    let child = call(&engine, CHILD, "acme/table-extract", day(20));
+    let mut taken = 0;
+    while let Admission::Allowed(r) = engine.admit(&child) {
+        let worst = r.worst_case();
+        r.settle(worst, day(20)).unwrap();
+        taken += 1;
+    }
+    assert_eq!(taken, 250, "the child's own 1.00 a day");
+    let own = call(&engine, ROOT, "acme/table-extract", day(20));
+    let mut left = 0;
+    while let Admission::Allowed(r) = engine.admit(&own) {
+        let worst = r.worst_case();
+        r.settle(worst, day(20)).unwrap();
+        left += 1;
+    }
+    assert_eq!(left, 250, "the parent's own calls get the other 1.00");
+}
