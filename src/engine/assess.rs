@@ -103,7 +103,6 @@ impl<'a> Assessor<'a> {
                     let given = spent.iter().find(|(id, ..)| *id == doc.id);
                     let spend = given
                         .map_or(KnownSpend::default(), |(_, total, today)| KnownSpend { total: *total, today: *today });
-                    self.mandate.ancestors = self.mandate.ancestors.iter().copied().chain([ix]).collect();
                     self.ancestors.push((level, spend));
                 }
             }
@@ -240,11 +239,8 @@ pub(crate) fn judged_in_chain(
     let level = spent.limited_by.and_then(|ix| levels.iter().find(|(m, _)| m.ix == ix));
     let reasons = match level {
         Some((level, spend)) => {
-            let docs = Documents { mandate: &level.source, ..*docs };
             let spent = Spent { total: spend.total, today: spend.today, limited_by: None };
-            let mut reasons = super::explain::reasons_for(level, agent, &facts, (codes, worst, spent), &docs);
-            super::explain::name_level(&mut reasons, level, own_mandate);
-            reasons
+            super::explain::ancestor_reasons(level, own_mandate, agent, &facts, (codes, worst, spent), docs)
         }
         None => {
             let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };

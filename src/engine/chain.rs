@@ -183,8 +183,8 @@ impl Engine {
     fn reserve_ancestors<'e>(&'e self, ask: &Ask<'_>, worst: Amount, today: u64) -> ChainStep<'e> {
         let clock_day = || u64::try_from(self.now().utc_day()).unwrap_or(0);
         let ancestors = &ask.mandate.ancestors;
-        let mut charges: SmallVec<[(&'e Ledger, Charge); 2]> = SmallVec::with_capacity(ancestors.len());
-        let give_back = |charges: &[(&Ledger, Charge)]| charges.iter().for_each(|(l, c)| l.refund(*c));
+        // The charges taken so far; `refund` gives them back when a level refuses.
+        let mut held = AncestorCharges { charges: SmallVec::with_capacity(ancestors.len()) };
         for ix in ancestors.iter().rev() {
             let level = ask.snapshot.mandate(*ix);
             let ledger = level.and_then(|level| match level.ledger_key {
@@ -192,23 +192,22 @@ impl Engine {
                 LedgerKey::Run => None,
             });
             let (Some(level), Some(ledger)) = (level, ledger) else {
-                give_back(&charges);
+                held.refund();
                 let codes = CodeSet::EMPTY.with(Code::InternalError);
                 return ChainStep::Done(self.deny_level(ask, level, codes, worst, Spent::default()));
             };
             match ledger.reserve_clocked(sync::lease_shard(), worst.micros(), today, level.ledger_limits, clock_day) {
-                Ok(charge) => charges.push((ledger, charge)),
+                Ok(charge) => held.charges.push((ledger, charge)),
                 Err(refused) => {
                     // Given back before the answer: a refused call holds nothing anywhere.
-                    give_back(&charges);
+                    held.refund();
                     let (codes, spent) = judge::refused_codes(level, refused, worst, today);
                     return ChainStep::Done(self.deny_level(ask, Some(level), codes, worst, spent));
                 }
             }
         }
-        debug_assert_eq!(charges.len(), ancestors.len(), "every ancestor holds the worst case");
-        let ancestors = Some(AncestorCharges { charges });
-        ChainStep::Reserve { worst, extra: Box::new(Extra { run: None, ancestors }) }
+        debug_assert_eq!(held.charges.len(), ancestors.len(), "every ancestor holds the worst case");
+        ChainStep::Reserve { worst, extra: Box::new(Extra { run: None, ancestors: Some(held) }) }
     }
 
     /// A denial of a call under a sub-mandate, naming the level whose rules refused it

@@ -39,26 +39,23 @@ pub(super) fn reasons_for(
     reasons
 }
 
-/// The sentences of a call under a sub-mandate that an ancestor refused: that ancestor's
-/// rules and spend, each sentence naming it.
-fn ancestor_reasons(
+/// The sentences of a call under a sub-mandate (`own`, explained from `docs`) that an
+/// ancestor refused: that ancestor's rules and spend, each sentence naming it (the live
+/// decision's and the CLI's, one construction).
+pub(super) fn ancestor_reasons(
     level: &CompiledMandate,
     own: &CompiledMandate,
     agent: &CompiledAgent,
     facts: &CallFacts,
     judged: (CodeSet, Amount, Spent),
-    snap: &Snapshot,
+    docs: &Documents<'_>,
 ) -> Vec<Reason> {
-    let mut reasons = reasons_for(level, agent, facts, judged, &documents(level, agent, snap, None));
-    name_level(&mut reasons, level, own);
-    reasons
-}
-
-/// Each sentence of an ancestor's refusal starts with the ancestor's id.
-pub(super) fn name_level(reasons: &mut [Reason], level: &CompiledMandate, own: &CompiledMandate) {
-    for r in reasons {
+    let docs = Documents { mandate: &level.source, ..*docs };
+    let mut reasons = reasons_for(level, agent, facts, judged, &docs);
+    for r in &mut reasons {
         r.message = format!("{} (an ancestor of {}): {}", level.source.id, own.source.id, r.message);
     }
+    reasons
 }
 
 /// Sentences for codes whose documents are not in the snapshot (a mandate or agent it no
@@ -119,7 +116,14 @@ impl Engine {
         let snap: &Snapshot = &guard;
         match (snap.mandate(call.mandate), snap.agent(call.agent)) {
             (Some(m), Some(a)) => match spent.limited_by.and_then(|ix| snap.mandate(ix)) {
-                Some(level) => ancestor_reasons(level, m, a, &root_facts(call), (codes, worst, spent), snap),
+                Some(level) => ancestor_reasons(
+                    level,
+                    m,
+                    a,
+                    &root_facts(call),
+                    (codes, worst, spent),
+                    &documents(m, a, snap, None),
+                ),
                 None => reasons_for(m, a, &root_facts(call), (codes, worst, spent), &documents(m, a, snap, None)),
             },
             _ => without_documents(codes),
