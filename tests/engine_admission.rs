@@ -393,3 +393,27 @@ fn shadow_mode_allows_what_it_would_deny_and_keeps_the_ledger_exact() {
     let real_settled = receipts.iter().filter(|r| !r.shadow && r.end == End::Settled).count();
     assert_eq!((shadow_decided, shadow_settled, real_settled), (102, 101, 1_000));
 }
+
+#[test]
+fn a_sub_call_on_its_own_engine_is_a_sub_call_and_on_another_admits_nothing() {
+    let engine = Engine::new(EngineConfig { clock: fixed_clock, ..EngineConfig::default() });
+    engine.publish(&input()).unwrap();
+    let other = Engine::new(EngineConfig { clock: fixed_clock, ..EngineConfig::default() });
+    other.publish(&input()).unwrap();
+    let capped = Call { max_cost: Some(a("0.60")), ..call(&engine, "holon-labs/invoice-pipeline") };
+    let Admission::Held(p) = engine.admit(&capped) else { panic!("expected held") };
+    let alice = Principal::parse("alice").unwrap();
+    let Admission::Allowed(r) = engine.approve(p.id, &alice, at()).unwrap() else { panic!("expected allowed") };
+    let fx = engine.agent_ix("holon-labs/fx-convert").unwrap();
+    let sub = SubCall { agent: fx, capability: Some("finance.fx"), at: at() };
+    // The reservation a sub-call on its own engine makes borrows only that engine.
+    let child = match r.sub_call_on(&engine, &sub, None) {
+        Admission::Allowed(child) => child,
+        other => panic!("sub-call on its own engine: {:?}", other.verdict()),
+    };
+    let Admission::Denied(d) = r.sub_call_on(&other, &sub, None) else { panic!("another engine admitted a sub-call") };
+    assert_eq!(d.codes.iter().collect::<Vec<_>>(), vec![Code::ParentReservationEnded]);
+    assert_eq!(other.ledger(capped.mandate).unwrap().spent_micros(), 0, "nothing reserved on the other engine");
+    child.settle(a("0.001"), at()).unwrap();
+    assert_eq!(r.settle(a("0.10"), at()).unwrap().kept, a("0.101"));
+}

@@ -51,6 +51,7 @@ mod shadow;
 mod slots;
 mod snapshot;
 pub mod spend;
+mod sub_call;
 mod symbols;
 pub mod synthetic;
 
@@ -78,12 +79,13 @@ use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
 pub use receipt::{ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
-pub use reservation::{Reservation, ReservationError, Settled, SubCall};
+pub use reservation::{Reservation, ReservationError, Settled};
 pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally, Shadowed};
 pub use snapshot::{
     AgentIx, CHAIN_MANDATES_MAX, CompiledAgent, CompiledMandate, MandateIx, SUB_MANDATES_PER_PARENT_MAX, Snapshot,
     SnapshotInput,
 };
+pub use sub_call::SubCall;
 pub use symbols::Names;
 
 use registry::{LedgerKey, LedgerRegistry};

@@ -21,7 +21,7 @@ use super::ledger::{Charge, Ledger};
 use super::registry::LedgerKey;
 use super::slots::Ticket;
 use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
-use super::{Admission, Ask, End, Engine, Outcome, Receipt, RunReport};
+use super::{End, Engine, Outcome, Receipt, RunReport};
 use crate::admission::{Code, CodeSet, Verdict};
 use crate::delegation;
 use crate::manifest::Manifest;
@@ -104,7 +104,7 @@ pub(crate) struct Extra<'e> {
 #[must_use = "dropping a Reservation releases its budget; call settle(actual) to keep the cost"]
 pub struct Reservation<'e> {
     pub(super) engine: &'e Engine,
-    held: Held<'e>,
+    pub(super) held: Held<'e>,
     extra: Option<Box<Extra<'e>>>,
     ended: bool,
 }
@@ -164,7 +164,7 @@ impl<'e> Reservation<'e> {
 
     /// The root mandate of the chain this reservation draws on (a run's sub-calls tally
     /// their shadow reservations there).
-    fn root(&self) -> MandateIx {
+    pub(super) fn root(&self) -> MandateIx {
         let snap = self.engine.cell.load();
         snap.mandate(self.held.mandate).map_or(self.held.mandate, |m| m.root)
     }
@@ -329,76 +329,6 @@ impl<'e> Reservation<'e> {
         });
         Ok((kept, late))
     }
-
-    /// Admits one sub-call of this orchestrator's delegated run against the run's ledger.
-    /// A reservation without a run denies every sub-call (`call_not_declared`).
-    ///
-    /// Only while this reservation is active: once the reaper (or nothing else: settling
-    /// consumes the guard) has ended it, every sub-call is denied `parent_reservation_ended`.
-    /// (A reaper racing this check changes no money: the run stays inside the worst case the
-    /// reaper keeps claimed; the check stops work past the callee's deadline.)
-    pub fn sub_call(&self, call: &SubCall<'_>) -> Admission<'e> {
-        self.sub_call_within(call, None)
-    }
-
-    /// [`Reservation::sub_call`] with the caller's ceiling for it, in the run's currency: a
-    /// callee whose own price ceiling (converted) is above `max_cost` is denied
-    /// `max_cost_below_price`, as a root call would be.
-    pub fn sub_call_within(&self, call: &SubCall<'_>, max_cost: Option<Amount>) -> Admission<'e> {
-        let engine = self.engine;
-        if !engine.slots().is_active(self.held.ticket) {
-            // The receipt names the orchestrator's, like every sub-call's.
-            let codes = CodeSet::EMPTY.with(Code::ParentReservationEnded);
-            let mandate = self.run().map_or(self.held.mandate, |r| r.mandate.ix);
-            return {
-                let decided =
-                    super::shadow::Decided::new(mandate, call.agent, self.root(), self.held.receipt_id, call.at);
-                engine.deny_ids(&decided, Verdict::Denied, codes, (Amount::ZERO, super::Spent::default()))
-            };
-        }
-        let snap = engine.cell.load();
-        let (Some(run), Some(callee)) = (self.run(), snap.agent(call.agent)) else {
-            return engine.deny_unknown(
-                &super::Call::new(self.held.mandate, call.agent, call.at),
-                if self.run().is_none() { Code::CallNotDeclared } else { Code::UnknownAgent },
-            );
-        };
-        // Revoked (or removed, or replaced by another document) after the run opened: the
-        // run may finish what it reserved, but opens no new sub-call (docs/trust.md).
-        let root_gone = match snap.mandate(run.mandate.root) {
-            None => Some(Code::UnknownMandate),
-            Some(root) if root.barred.is_some() => root.barred,
-            Some(root) if root.source.digest() != run.mandate.root_digest => Some(Code::UnknownMandate),
-            Some(_) => None,
-        };
-        if let Some(code) = root_gone {
-            let codes = CodeSet::EMPTY.with(code);
-            return {
-                let decided = super::shadow::Decided::new(
-                    run.mandate.ix,
-                    call.agent,
-                    run.mandate.root,
-                    self.held.receipt_id,
-                    call.at,
-                );
-                engine.deny_ids(&decided, Verdict::Denied, codes, (Amount::ZERO, super::Spent::default()))
-            };
-        }
-        let extra = super::judge::declared_codes(&run.mandate, &run.orchestrator, call.capability, callee);
-        engine.decide(&Ask {
-            mandate: &run.mandate,
-            agent: callee,
-            snapshot: &snap,
-            call: super::judge::CallFacts {
-                at: call.at,
-                max_cost,
-                by_capability: call.capability.is_some(),
-                approved: false,
-                sub_call: Some(extra),
-            },
-            parent_receipt: self.held.receipt_id,
-        })
-    }
 }
 
 impl Drop for Reservation<'_> {
@@ -438,16 +368,6 @@ impl Drop for Reservation<'_> {
             }
         }
     }
-}
-
-/// A sub-call inside a delegated run.
-#[derive(Debug, Clone, Copy)]
-pub struct SubCall<'a> {
-    pub agent: AgentIx,
-    /// The capability the orchestrator asked for (the gateway picked `agent`), or `None`
-    /// when the orchestrator named the agent.
-    pub capability: Option<&'a str>,
-    pub at: Timestamp,
 }
 
 /// An orchestrator's delegated run: its derived, compiled sub-mandate with its own ledger

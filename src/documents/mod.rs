@@ -3,6 +3,8 @@
 //! typed documents (manifest, mandate, record, job mandate), and is the only module that
 //! names them all; none of them imports it back.
 
+pub mod directory;
+
 use std::path::Path;
 
 use serde_json::Value;
