@@ -438,3 +438,17 @@ fn keys_claimed_at_once_by_eight_handles_go_to_one(url: &str) {
     assert_eq!(states.iter().filter(|s| **s == KeyState::Claimed).count(), 1, "{states:?}");
     assert_eq!(states.iter().filter(|s| **s == KeyState::InFlight).count(), 7, "{states:?}");
 }
+
+/// A peer that accepts the connection and never greets (a hung server, a port that is not
+/// PostgreSQL's) is an error within the connect timeout. Before, the client's timeout
+/// covered the socket only and the store's open waited for ever (found through the Python
+/// package's GIL probe, bindings/python/tests/test_concurrency.py).
+#[test]
+fn a_server_that_never_answers_is_an_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let err = PostgresStore::connect(&format!("postgres://holon@127.0.0.1:{port}/holon")).unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("did not answer within 5 s"), "{err}");
+    drop(listener);
+}

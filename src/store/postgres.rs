@@ -35,7 +35,7 @@ use super::{
 pub const SCHEMA_VERSION: i32 = 3;
 /// Longest a statement may run (a lock wait included), in milliseconds.
 pub const STATEMENT_TIMEOUT_MS: u64 = 5_000;
-/// Longest wait to connect, in seconds.
+/// Longest wait to connect, in seconds: the socket and the server's greeting both.
 pub const CONNECT_TIMEOUT_S: u64 = 5;
 /// Most connections one store handle holds open. A node steps from one background thread,
 /// so it uses one; the rest serve a handle shared by a few threads.
@@ -78,7 +78,7 @@ impl PostgresStore {
         config.options(&format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
         // The schema on a connection of its own, outside the pool: the pool would retry a
         // refused connection for `POOL_WAIT_MS` where this fails at once.
-        let mut client = config.connect(NoTls).map_err(unavailable)?;
+        let mut client = first_connection(&config)?;
         schema::create(&mut client)?;
         drop(client);
         let threads = scheduled_thread_pool::ScheduledThreadPool::builder()
@@ -119,6 +119,27 @@ impl PostgresStore {
         let out = step(&mut tx)?;
         tx.commit().map_err(unavailable)?;
         Ok(out)
+    }
+}
+
+/// The first connection, within [`CONNECT_TIMEOUT_S`] whole. The client's own timeout covers
+/// only the socket: a peer that accepts and never greets (a hung server, a port that is not
+/// PostgreSQL's) would hold the caller for ever. The connection is made on a thread of its
+/// own; one that misses the deadline is left to end when its peer closes.
+fn first_connection(config: &postgres::Config) -> Result<postgres::Client, StoreError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let config = config.clone();
+    std::thread::Builder::new()
+        .name("holon-store-pg-connect".to_owned())
+        .spawn(move || {
+            let _receiver_gone = tx.send(config.connect(NoTls));
+        })
+        .map_err(|e| StoreError::Unavailable(format!("cannot start a thread to connect: {e}")))?;
+    match rx.recv_timeout(Duration::from_secs(CONNECT_TIMEOUT_S)) {
+        Ok(connected) => connected.map_err(unavailable),
+        Err(_) => Err(StoreError::Unavailable(format!(
+            "the server accepted the connection but did not answer within {CONNECT_TIMEOUT_S} s: check that it is PostgreSQL, and up"
+        ))),
     }
 }
 
