@@ -1,0 +1,223 @@
+"""holon budgets for a LiteLLM proxy (docs/litellm.md).
+
+Before each request the callback admits it with holon under the mandate mapped from the
+request's end user, API key alias, team or user (``mandate_from``): the model's worst case
+is reserved on the mandate's ledger (shared by every worker and replica on the same
+``store``), or the request is refused with LiteLLM's own budget error. On success the
+reservation is settled with LiteLLM's ``response_cost`` (rounded up to a micro-unit: never
+billed below what the provider charges); on failure it is released.
+
+Each model the proxy serves is a holon agent (a manifest with ``pricing: per_unit``, its
+``max`` the most one request to that deployment may cost): ``models`` maps LiteLLM's model
+name to the agent id. holon reserves that ceiling (the rule for per-unit prices). Before
+admitting, the callback also computes the request's own worst case from LiteLLM's price
+table (input tokens plus ``max_tokens`` at the model's prices); a request whose worst case
+is above the agent's ceiling, or whose worst case cannot be computed while it sets no
+``max_tokens`` bound that the ceiling covers, is refused: holon never reserves less than a
+request can cost.
+
+    # proxy_config.yaml
+    litellm_settings:
+      callbacks: holon_callbacks.budget
+
+    # holon_callbacks.py, beside the config
+    from holon_litellm import HolonBudget
+    budget = HolonBudget(documents="holon-docs", store="sqlite:/var/lib/holon/ledger.db",
+                         models={"gpt-4o-mini": "openai/gpt-4o-mini"})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+from decimal import ROUND_CEILING, Decimal
+from typing import Any, Dict, Optional
+
+import holon
+
+try:  # the proxy's types; the module imports without the proxy for its unit tests
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+    from litellm.proxy._types import ProxyErrorTypes, ProxyException
+except ImportError:  # pragma: no cover - litellm is an optional dependency
+    litellm = None  # type: ignore[assignment]
+    CustomLogger = object  # type: ignore[misc,assignment]
+
+__all__ = ["HolonBudget", "request_worst_case_usd", "MANDATE_SOURCES"]
+
+#: Where a request's mandate id comes from.
+MANDATE_SOURCES = ("end_user", "key_alias", "team", "user")
+MICRO = Decimal("0.000001")
+#: Most requests one worker holds a reservation for at once (admitted, not yet logged as a
+#: success or a failure), in requests; past it new requests are refused until some end.
+OPEN_RESERVATIONS_MAX = 100_000
+
+
+def _usd(value: Any) -> Optional[Decimal]:
+    """A LiteLLM cost (a float in USD) as an exact decimal, rounded up to a micro-unit."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number) or number < 0:
+        return None
+    return Decimal(repr(number)).quantize(MICRO, rounding=ROUND_CEILING)
+
+
+def request_worst_case_usd(model: str, data: Dict[str, Any]) -> Optional[Decimal]:
+    """The most this request can cost by LiteLLM's price table: its input tokens at the
+    input price plus ``max_tokens`` (or ``max_completion_tokens``) at the output price,
+    rounded up. ``None`` when the price or the output bound is unknown."""
+    import litellm
+
+    info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    if not info:
+        return None
+    input_price = info.get("input_cost_per_token")
+    output_price = info.get("output_cost_per_token")
+    bound = data.get("max_tokens") or data.get("max_completion_tokens")
+    if input_price is None or output_price is None or not isinstance(bound, int) or bound <= 0:
+        return None
+    messages = data.get("messages") or []
+    tokens = litellm.token_counter(model=model, messages=messages)
+    worst = Decimal(repr(float(input_price))) * tokens + Decimal(repr(float(output_price))) * bound
+    return worst.quantize(MICRO, rounding=ROUND_CEILING)
+
+
+class HolonBudget(CustomLogger):  # type: ignore[misc]
+    """A LiteLLM proxy callback that admits, settles and releases with holon."""
+
+    def __init__(
+        self,
+        documents: str,
+        models: Dict[str, str],
+        store: Optional[str] = None,
+        node: Optional[str] = None,
+        mandate_from: str = "end_user",
+        mandates: Optional[Dict[str, str]] = None,
+        default_mandate: Optional[str] = None,
+    ) -> None:
+        if mandate_from not in MANDATE_SOURCES:
+            raise ValueError(f"mandate_from is one of {', '.join(MANDATE_SOURCES)}, not {mandate_from!r}")
+        if store is not None and node is None:
+            # Every worker is a node of its own in the store.
+            node = f"litellm-{os.uname().nodename}-{os.getpid()}"
+        self.engine = holon.Engine.from_documents(documents, store=store, node=node)
+        self.models = dict(models)
+        self.mandate_from = mandate_from
+        self.mandates = dict(mandates or {})
+        self.default_mandate = default_mandate
+        self._open: Dict[str, holon.Reservation] = {}
+        self._lock = threading.Lock()
+        super().__init__()
+
+    # ---- which mandate, which agent -----------------------------------------------------
+
+    def mandate_for(self, key: Any, data: Dict[str, Any]) -> Optional[str]:
+        source = {
+            "end_user": data.get("user") or (data.get("metadata") or {}).get("user_api_key_end_user_id"),
+            "key_alias": getattr(key, "key_alias", None),
+            "team": getattr(key, "team_id", None),
+            "user": getattr(key, "user_id", None),
+        }[self.mandate_from]
+        if source is None:
+            return self.default_mandate
+        return self.mandates.get(str(source), str(source) if not self.mandates else self.default_mandate)
+
+    def _refuse(self, message: str, decision: Optional[holon.Decision] = None) -> Exception:
+        """LiteLLM's own budget error: `budget_exceeded`, its status code (422 by default)."""
+        if decision is not None:
+            message = f"{message}: " + "; ".join(f"{r.code}: {r.message}" for r in decision.reasons)
+        if litellm is None:  # pragma: no cover
+            return RuntimeError(message)
+        return ProxyException(
+            message=message,
+            type=ProxyErrorTypes.budget_exceeded,
+            param=None,
+            code=litellm.budget_exceeded_status_code,
+        )
+
+    # ---- the proxy's hooks ---------------------------------------------------------------
+
+    async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):  # noqa: ANN001
+        model = data.get("model")
+        agent = self.models.get(str(model))
+        if agent is None:
+            raise self._refuse(f"holon: model {model!r} is not mapped to a holon agent (HolonBudget models=)")
+        mandate = self.mandate_for(user_api_key_dict, data)
+        if mandate is None:
+            raise self._refuse(f"holon: the request names no {self.mandate_from} to find its mandate by")
+        call_id = data.get("litellm_call_id")
+        if not call_id:
+            raise self._refuse("holon: the request has no litellm_call_id to settle it by")
+        try:
+            decision = await asyncio.to_thread(self.engine.admit, mandate, agent, idempotency_key=f"litellm:{call_id}")
+        except holon.HolonError as e:
+            raise self._refuse(f"holon: {e}") from e
+        if not decision.allowed:
+            raise self._refuse(f"holon {decision.decision} the request under mandate {mandate}", decision)
+        reservation = decision.reservation
+        if decision.currency != "USD":
+            reservation.release()
+            raise self._refuse(f"holon: mandate {mandate} is in {decision.currency}; LiteLLM bills in USD")
+        worst = request_worst_case_usd(str(model), data)
+        if worst is not None and worst > reservation.worst_case:
+            reservation.release()
+            raise self._refuse(
+                f"holon: this request can cost {worst} USD, above the {reservation.worst_case} USD ceiling of agent {agent}"
+            )
+        with self._lock:
+            full = len(self._open) >= OPEN_RESERVATIONS_MAX
+            if not full:
+                self._open[call_id] = reservation
+        if full:
+            reservation.release()
+            raise self._refuse(f"holon: {OPEN_RESERVATIONS_MAX} requests of this worker are in flight already; retry shortly")
+        metadata = data.setdefault("metadata", {})
+        metadata["holon_reservation"] = reservation.id
+        metadata["holon_mandate"] = mandate
+        return data
+
+    def _take(self, kwargs: Dict[str, Any]) -> Optional[holon.Reservation]:
+        call_id = kwargs.get("litellm_call_id") or (kwargs.get("litellm_params") or {}).get("litellm_call_id")
+        if not call_id:
+            return None
+        with self._lock:
+            return self._open.pop(call_id, None)
+
+    async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
+        reservation = self._take(kwargs)
+        if reservation is None:
+            return
+        cost = _usd(kwargs.get("response_cost"))
+        latency_ms = None
+        try:
+            latency_ms = max(0, int((end_time - start_time).total_seconds() * 1000))
+        except (TypeError, AttributeError):
+            pass
+        # No cost known: the worst case stays billed (never less than the call may cost).
+        actual = reservation.worst_case if cost is None else cost
+        await asyncio.to_thread(reservation.settle, actual, "success", latency_ms)
+
+    async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
+        reservation = self._take(kwargs)
+        if reservation is not None:
+            cost = _usd(kwargs.get("response_cost"))
+            if cost:
+                await asyncio.to_thread(reservation.settle, cost, "error")
+            else:
+                await asyncio.to_thread(reservation.release)
+
+    async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict, traceback_str=None):  # noqa: ANN001
+        reservation = self._take(request_data)
+        if reservation is not None:
+            await asyncio.to_thread(reservation.release)
+        return None
+
+    def open_reservations(self) -> int:
+        with self._lock:
+            return len(self._open)

@@ -1,0 +1,45 @@
+"""The holon_litellm callback in a real LiteLLM proxy (mocked model responses, loopback
+only), against LiteLLM's own check-then-increment budget design: benches/litellm_head_to_head.py."""
+
+import importlib.util
+import pathlib
+import sys
+from decimal import Decimal
+
+import pytest
+
+if importlib.util.find_spec("litellm") is None:
+    pytest.skip("LiteLLM is not installed here (pip install 'litellm[proxy]'): the proxy test cannot run", allow_module_level=True)
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "benches"))
+import litellm_head_to_head as h2h  # noqa: E402
+
+
+def test_the_proxy_never_overspends_with_holon_on_one_or_two_workers():
+    report = h2h.run(clients=8, requests=4, workers=2, samples=0, kinds=("check_then_increment", "holon"))
+    runs = {(r["kind"], r["workers"]): r for r in report["runs"]}
+    for workers in (1, 2):
+        r = runs[("holon", workers)]
+        assert r["overspend"] == 0, r
+        assert r["ok"] >= 1, "a budget of 0.010 admits some of the 0.0005 requests"
+        assert r["refusal_types"] in ([], ["budget_exceeded"]), "refused with LiteLLM's own budget error"
+        store = {k: Decimal(v) for k, v in r["store"].items()}
+        assert store["spent"] + store["leased"] <= h2h.BUDGET, store
+        # Every request that passed was settled at its cost (or is still counted in full
+        # in a lease of a worker that stopped without a flush): never less.
+        assert store["spent"] + store["leased"] >= h2h.COST_USD * r["ok"], store
+    # What the comparison is about: the design without reservation overspends under load.
+    print({k: str(v["overspend"]) for k, v in runs.items()})
+
+
+def test_the_request_worst_case_is_computed_from_the_price_table():
+    import litellm  # noqa: F401
+    from holon_litellm import request_worst_case_usd, _usd
+
+    data = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100}
+    worst = request_worst_case_usd("gpt-4o-mini", data)
+    assert worst is not None and worst > 0
+    assert request_worst_case_usd("gpt-4o-mini", {"messages": []}) is None, "no max_tokens: no bound"
+    assert request_worst_case_usd("no-such-model-anywhere", data) is None
+    assert _usd(0.0000001) == Decimal("0.000001"), "a cost rounds up to a micro-unit, never down"
+    assert _usd(float("nan")) is None and _usd(-1.0) is None and _usd(True) is None
