@@ -964,7 +964,7 @@ fn a_sigterm_to_exec_is_passed_on_and_exec_still_cleans_up() {
     require_landlock();
     let f = Fixture::new("sigterm");
     f.approve(SCRIPT_MANDATE);
-    let script = "echo \"$TMPDIR\"\ntrap 'echo got-term; exit 7' TERM\nsleep 600 &\nwait\n";
+    let script = "trap 'echo got-term; exit 7' TERM\necho \"$TMPDIR\"\nsleep 600 &\nwait\n";
     std::fs::write(f.work.join("attack.sh"), script).unwrap();
     let mut c = Command::new(holon_bin());
     f.exec_args(&mut c, "bash ./attack.sh");
