@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::doc::{self, DocError, DocKind, Limits, LoadError};
 use crate::documents::{self, Document};
-use crate::lookup::{AgentLookup, RecordOrigin, newest_in_range, record_for};
+use crate::lookup::{AgentCandidates, AgentLookup, RecordOrigin, newest_in_range, record_for};
 use crate::manifest::Manifest;
 use crate::pattern::AgentId;
 use crate::record::AgentRecord;
@@ -30,6 +30,12 @@ pub struct Catalog {
 impl AgentLookup for Catalog {
     fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest> {
         newest_in_range(self.entries.iter().map(|e| &e.manifest), id, range)
+    }
+}
+
+impl AgentCandidates for Catalog {
+    fn candidates(&self) -> impl Iterator<Item = (&Manifest, Option<&AgentRecord>)> {
+        self.entries.iter().map(|e| (&e.manifest, e.record.as_ref()))
     }
 }
 

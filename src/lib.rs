@@ -25,6 +25,7 @@ pub mod ranking;
 pub mod record;
 pub mod scenario;
 pub mod settlement;
+mod sign;
 pub mod store;
 pub(crate) mod sync;
 pub mod time;

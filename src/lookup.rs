@@ -15,6 +15,13 @@ pub trait AgentLookup {
     fn find(&self, id: &AgentId, range: &semver::VersionReq) -> Option<&Manifest>;
 }
 
+/// Every agent a capability search may offer, with the record that applies to it
+/// ([`record_for`]'s rule): what ranking reads, asked of whichever holds the agents (the
+/// CLI's directory loader, `catalog`) without naming it.
+pub trait AgentCandidates: AgentLookup {
+    fn candidates(&self) -> impl Iterator<Item = (&Manifest, Option<&AgentRecord>)>;
+}
+
 /// The one meaning of "the manifest of a declared agent", shared by the CLI's catalog and
 /// the engine's snapshot: among `candidates`, the newest version of `id` that satisfies
 /// `range` (not the newest version, then filtered: with 1.4 and 2.0 known, `^1` finds 1.4).

@@ -17,8 +17,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::admission::{CallContext, Reason, Verdict};
-use crate::catalog::Catalog;
 use crate::engine::{Assessor, EngineError};
+use crate::lookup::AgentCandidates;
 use crate::mandate::Mandate;
 use crate::money::{Amount, Fixed6, MICROS_PER_UNIT};
 use crate::pattern::AgentId;
@@ -97,42 +97,47 @@ pub fn cost_per_success(worst: Amount, rate: Option<Fixed6>) -> Option<Amount> {
     u64::try_from(v).ok().map(Amount::from_micros)
 }
 
-/// Ranks the catalog under a mandate for a capability search. Fails only where the
-/// mandate could not be published to an engine either.
-pub fn rank(mandate: &Mandate, catalog: &Catalog, query: &str, at: Timestamp) -> Result<Ranking, EngineError> {
-    rank_with(Assessor::new(mandate, catalog)?, catalog, query, at)
+/// Ranks the agents (the CLI's catalog) under a mandate for a capability search. Fails
+/// only where the mandate could not be published to an engine either.
+pub fn rank(
+    mandate: &Mandate,
+    agents: &impl AgentCandidates,
+    query: &str,
+    at: Timestamp,
+) -> Result<Ranking, EngineError> {
+    rank_with(Assessor::new(mandate, agents)?, agents, query, at)
 }
 
 /// [`rank`] with an assessor built by the caller (a revoked mandate, provenance required).
 pub fn rank_with(
     assessor: Assessor<'_>,
-    catalog: &Catalog,
+    agents: &impl AgentCandidates,
     query: &str,
     at: Timestamp,
 ) -> Result<Ranking, EngineError> {
     let mut out = Ranking::default();
     let ctx = CallContext { by_capability: true, ..CallContext::at(at) };
     let query_words = words(query);
-    for entry in &catalog.entries {
-        let relevance = if query.is_empty() { 0 } else { relevance_of(&query_words, &entry.manifest) };
+    for (manifest, record) in agents.candidates() {
+        let relevance = if query.is_empty() { 0 } else { relevance_of(&query_words, manifest) };
         // An agent the query does not match is not a result: neither ranked nor excluded.
         if !query.is_empty() && relevance == 0 {
             continue;
         }
-        let a = assessor.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
+        let a = assessor.assess(manifest, record, &ctx)?;
         if a.verdict == Verdict::Denied {
             if let Some(first) = a.reasons.into_iter().next() {
-                out.excluded.push(Excluded { agent: entry.manifest.id.clone(), reason: first });
+                out.excluded.push(Excluded { agent: manifest.id.clone(), reason: first });
             }
             continue;
         }
-        let rate = entry.record.as_ref().and_then(|r| r.effective_success_rate());
+        let rate = record.and_then(|r| r.effective_success_rate());
         out.ranked.push(Ranked {
-            agent: entry.manifest.id.clone(),
+            agent: manifest.id.clone(),
             relevance,
             worst_case: a.worst_case,
             cost_per_success: cost_per_success(a.worst_case, rate),
-            latency_p95_s: entry.record.as_ref().and_then(|r| r.latency_p95_s),
+            latency_p95_s: record.and_then(|r| r.latency_p95_s),
             held: a.verdict == Verdict::Held,
         });
     }

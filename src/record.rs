@@ -7,7 +7,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::doc::Violation;
 use crate::money::{Amount, Currency, Fixed6};
-use crate::pattern::AgentId;
+use crate::pattern::{AgentId, Principal};
+use crate::sign::signature::SignatureBlock;
+
+/// A record's `provenance` block: the publisher's signature over the manifest, checked by
+/// `trust::provenance::verify` (docs/trust.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub publisher: Principal,
+    pub signature: SignatureBlock,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,7 +46,7 @@ pub struct AgentRecord {
     pub benchmarks: BTreeMap<String, Fixed6>,
     /// The publisher's signature over the whole manifest (docs/trust.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::trust::provenance::Provenance>,
+    pub provenance: Option<Provenance>,
     /// What callers paid per successful run, by currency: everything billed (failures
     /// too) over the successes, rounded up. Measured from receipts (docs/records.md).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -165,7 +165,7 @@ fn the_checks_see_what_they_look_for() {
 // made-up offender.
 
 /// Longest source file in `src/`, in lines.
-const SOURCE_LINES_MAX: usize = 500;
+const SOURCE_LINES_MAX: usize = 800;
 
 /// Files allowed over [`SOURCE_LINES_MAX`] for a while (none now): the test fails both on a
 /// long file missing here and on a file listed here that is no longer long.

@@ -1,5 +1,9 @@
 //! The value parsers of the numeric flags, each with its range (`range`): a value
-//! outside it, NaN, infinity or a non-number is refused with exit 2 and a sentence.
+//! outside it, NaN, infinity or a non-number is refused with exit 2 and a sentence; and
+//! the parsers of the money flags (`--max-cost`, `--spent-*`, `--parent-spent`).
+
+use anyhow::Context;
+use holon::money::Amount;
 
 /// The range of every numeric flag; a value outside it is refused with exit 2.
 pub(crate) mod range {
@@ -134,4 +138,29 @@ pub(super) fn loadtest_sub_mandates(text: &str) -> Result<usize, String> {
 }
 pub(super) fn flush_ms(text: &str) -> Result<u64, String> {
     count(text, holon::node::FLUSH_MS_MIN, holon::node::FLUSH_MS_MAX)
+}
+
+/// Input problems exit 2; `anyhow` carries the message to `cli::run`.
+pub(super) fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
+    v.as_deref()
+        .map(|s| {
+            // The value in the message: `-1` was taken for a flag and got clap's tip to
+            // pass `-- -1` (which would make it an agent argument).
+            Amount::parse(s).with_context(|| format!("--{flag} {s}"))
+        })
+        .transpose()
+}
+
+/// `--parent-spent ID=TOTAL[,TODAY]` values.
+pub(super) fn parent_spent(values: &[String]) -> anyhow::Result<Vec<(String, Amount, Amount)>> {
+    values
+        .iter()
+        .map(|v| {
+            let usage = || format!("--parent-spent {v}: expected ID=TOTAL or ID=TOTAL,TODAY (decimal amounts), e.g. alice/m-2026-11=19.997,19.997");
+            let (id, figures) = v.split_once('=').with_context(usage)?;
+            let (total, today) = figures.split_once(',').unwrap_or((figures, "0"));
+            let parse = |s: &str| Amount::parse(s).with_context(usage);
+            Ok((id.to_owned(), parse(total)?, parse(today)?))
+        })
+        .collect()
 }

@@ -9,10 +9,11 @@ use anyhow::Context;
 use holon::job::call::{self, CALL_BYTES_MAX};
 use holon::job::propose::Observation;
 use holon::job::redact::printable;
-use holon::job::state::{self, Job, Scope, Which};
+use holon::job::state::{self, Job, Which};
 use serde_json::json;
 
 use super::exit;
+use super::job_env::{run_of, scope_of};
 use super::out::{errln, out, outln};
 use super::style::Style;
 
@@ -243,22 +244,6 @@ pub(super) fn check(
         return Ok(exit::BAD_INPUT);
     }
     Ok(exit::OK)
-}
-
-/// `--scope`, else HOLON_SCOPE: cron, interactive, or unknown (treated as cron).
-/// The run a call is given (`--run`, else `HOLON_RUN`), the one rule for every verb: an
-/// empty value names no run (the call's own `run` or `session_id` then decide), whether
-/// it comes from the flag or the environment.
-pub(super) fn run_of(flag: Option<String>) -> Option<String> {
-    flag.filter(|r| !r.is_empty()).or_else(|| std::env::var("HOLON_RUN").ok().filter(|r| !r.is_empty()))
-}
-
-pub(super) fn scope_of(flag: Option<String>) -> Scope {
-    match flag.or_else(|| std::env::var("HOLON_SCOPE").ok()).as_deref() {
-        Some("cron") => Scope::Cron,
-        Some("interactive") => Scope::Interactive,
-        _ => Scope::Unknown,
-    }
 }
 
 fn blocked(reason: &str) -> state::Decision {

@@ -17,7 +17,7 @@ use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
 use serde_json::{Value, json};
 
 use super::exit;
-use super::job::{run_of, scope_of};
+use super::job_env::{run_of, scope_of};
 use super::out::{errln, outln};
 
 #[derive(clap::Args)]

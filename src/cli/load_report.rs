@@ -1,31 +1,10 @@
 //! How a load test's figures are printed, each with what it counts and in which currency
 //! (issue #15: the call mix, the currency and "leased" were left for the reader to guess).
 
-use holon::engine::synthetic;
 use holon::money::Amount;
 
-use super::loadtest::{CALL_CHARGE_MICROS, Report, SUB_CALL_CHARGE_MICROS};
+use super::loadtest::Report;
 use super::out::outln;
-
-/// The calls a load test makes, in words, from the synthetic network's own figures.
-pub(super) fn mix(allowed_only: bool, hot: bool) -> String {
-    let cur = synthetic::CURRENCY;
-    let call = Amount::from_micros(CALL_CHARGE_MICROS);
-    let sub = Amount::from_micros(SUB_CALL_CHARGE_MICROS);
-    let mut mix = if allowed_only {
-        format!("leaf agents only, every call allowed and settled at {call} {cur}")
-    } else {
-        format!(
-            "agents in turn, of every 10: 7 leaves (allowed), 1 orchestrator (allowed, opening a delegated run with one sub-call), 1 priced {} {cur}, above the {} {cur} approval threshold (held, then refused), 1 that trains on data (denied); an allowed call settles {call} {cur}, a sub-call {sub} {cur}",
-            synthetic::HELD_PRICE,
-            synthetic::APPROVAL_ABOVE,
-        )
-    };
-    if hot {
-        mix.push_str("; every thread on one mandate, so once its budget is claimed, the calls that would have been allowed are denied");
-    }
-    mix
-}
 
 pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) -> anyhow::Result<()> {
     if json {

@@ -371,7 +371,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         settled_at_first_budget_denial_micros: first_budget_denial.filter(|_| opts.hot),
         exhausted,
         currency: synthetic::CURRENCY,
-        mix: super::load_report::mix(opts.allowed_only, opts.hot),
+        mix: mix(opts.allowed_only, opts.hot),
         receipts_file: opts.receipts.as_ref().map(|p| p.display().to_string()),
     })
 }
@@ -497,4 +497,24 @@ fn work(
 
 pub(super) fn progress_wanted() -> bool {
     std::io::stderr().is_terminal()
+}
+
+/// The calls a load test makes, in words, from the synthetic network's own figures.
+pub(super) fn mix(allowed_only: bool, hot: bool) -> String {
+    let cur = synthetic::CURRENCY;
+    let call = Amount::from_micros(CALL_CHARGE_MICROS);
+    let sub = Amount::from_micros(SUB_CALL_CHARGE_MICROS);
+    let mut mix = if allowed_only {
+        format!("leaf agents only, every call allowed and settled at {call} {cur}")
+    } else {
+        format!(
+            "agents in turn, of every 10: 7 leaves (allowed), 1 orchestrator (allowed, opening a delegated run with one sub-call), 1 priced {} {cur}, above the {} {cur} approval threshold (held, then refused), 1 that trains on data (denied); an allowed call settles {call} {cur}, a sub-call {sub} {cur}",
+            synthetic::HELD_PRICE,
+            synthetic::APPROVAL_ABOVE,
+        )
+    };
+    if hot {
+        mix.push_str("; every thread on one mandate, so once its budget is claimed, the calls that would have been allowed are denied");
+    }
+    mix
 }

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use holon::admission::{CallContext, Code, Verdict};
 use holon::attenuation;
 use holon::catalog::Catalog;
@@ -16,6 +15,7 @@ use holon::scenario::{self, Receipt};
 use serde_json::json;
 
 use super::exit;
+use super::flags::amount;
 use super::out::{errln, out, outln};
 use super::style::Style;
 
@@ -67,17 +67,6 @@ pub(crate) fn revoked(
         }
     }
     Ok(list.apply(&chain).contains_key(mandate.id.as_str()))
-}
-
-/// Input problems exit 2; `anyhow` carries the message to `cli::run`.
-pub(super) fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
-    v.as_deref()
-        .map(|s| {
-            // The value in the message: `-1` was taken for a flag and got clap's tip to
-            // pass `-- -1` (which would make it an agent argument).
-            Amount::parse(s).with_context(|| format!("--{flag} {s}"))
-        })
-        .transpose()
 }
 
 /// `agents`: manifests for declared agents (what `derive` resolved against); none: no
@@ -191,7 +180,7 @@ pub(crate) fn simulate(
     let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate_path))?;
     let parents = parents.iter().map(|p| documents::load_mandate(p)).collect::<Result<Vec<_>, _>>()?;
     let revoked = revoked(&mandate, mandate_path, revocations)?;
-    let spent = super::mandate_check::parent_spent(parent_spent)?;
+    let spent = super::flags::parent_spent(parent_spent)?;
     let report = scenario::run_under(&s, &mandate, (&parents, &spent), &catalog, revoked)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;

@@ -8,12 +8,12 @@ use holon::admission::{CallContext, Verdict};
 use holon::catalog::Catalog;
 use holon::documents;
 use holon::engine::Assessor;
-use holon::money::Amount;
 use holon::time::Timestamp;
 use serde_json::json;
 
 use super::exit;
-use super::mandate::{amount, revoked};
+use super::flags::{amount, parent_spent};
+use super::mandate::revoked;
 use super::out::outln;
 use super::style::Style;
 
@@ -49,20 +49,6 @@ pub(crate) struct CheckArgs {
     pub keys: Option<PathBuf>,
     pub parents: Vec<PathBuf>,
     pub parent_spent: Vec<String>,
-}
-
-/// `--parent-spent ID=TOTAL[,TODAY]` values.
-pub(super) fn parent_spent(values: &[String]) -> anyhow::Result<Vec<(String, Amount, Amount)>> {
-    values
-        .iter()
-        .map(|v| {
-            let usage = || format!("--parent-spent {v}: expected ID=TOTAL or ID=TOTAL,TODAY (decimal amounts), e.g. alice/m-2026-11=19.997,19.997");
-            let (id, figures) = v.split_once('=').with_context(usage)?;
-            let (total, today) = figures.split_once(',').unwrap_or((figures, "0"));
-            let parse = |s: &str| Amount::parse(s).with_context(usage);
-            Ok((id.to_owned(), parse(total)?, parse(today)?))
-        })
-        .collect()
 }
 
 pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {

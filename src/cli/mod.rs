@@ -8,6 +8,7 @@ mod help;
 #[cfg(test)]
 mod help_test;
 mod job;
+mod job_env;
 mod job_exec;
 mod job_review;
 mod ledger;

@@ -19,18 +19,7 @@ pub(super) struct StoreOptions {
 impl StoreOptions {
     /// The store's kind as a report names it.
     pub(super) fn kind(&self) -> &'static str {
-        store_kind(&self.url)
-    }
-}
-
-/// A store URL's kind as reports name it (`loadtest --json`, `holon serve`'s status).
-pub(crate) fn store_kind(url: &str) -> &'static str {
-    if url == "memory" {
-        "memory"
-    } else if url.starts_with("sqlite:") {
-        "sqlite"
-    } else {
-        "postgres"
+        holon::store::kind_of(&self.url)
     }
 }
 

@@ -98,15 +98,15 @@ pub(super) struct ServeArgs {
     shadow: bool,
     /// Seconds an Idempotency-Key is kept from its first request, 1 to 604,800 (its
     /// retries get the first answer until then).
-    #[arg(long, default_value_t = crate::serve::idempotency::KEEP_S, value_parser = serve_idempotency_keep_s, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = crate::serve::service::idempotency::KEEP_S, value_parser = serve_idempotency_keep_s, allow_negative_numbers = true)]
     idempotency_keep_s: u64,
     /// Most Idempotency-Keys kept in the store, 1,000 to 100,000,000 (past it the oldest
     /// answered go first, pruned every 10 s).
-    #[arg(long, default_value_t = crate::serve::idempotency::KEYS_MAX, value_parser = serve_idempotency_keys_max, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = crate::serve::service::idempotency::KEYS_MAX, value_parser = serve_idempotency_keys_max, allow_negative_numbers = true)]
     idempotency_keys_max: u64,
     /// The header of the checked request that keys Envoy's `Check` as an Idempotency-Key
     /// would (Envoy keeps `x-request-id` across its retries).
-    #[arg(long, default_value = crate::serve::idempotency::CHECK_HEADER)]
+    #[arg(long, default_value = crate::serve::service::idempotency::CHECK_HEADER)]
     idempotency_header: String,
 }
 
@@ -153,7 +153,7 @@ pub(super) fn serve(a: ServeArgs, log_color: bool) -> anyhow::Result<u8> {
         trust_files: crate::serve::loader::TrustFiles { keys: a.keys, revocations: a.revocations },
         require_signatures: a.require_signatures,
         shadow: a.shadow,
-        keys: crate::serve::idempotency::KeySettings {
+        keys: crate::serve::service::idempotency::KeySettings {
             keep_s: a.idempotency_keep_s,
             keys_max: a.idempotency_keys_max,
             check_header: a.idempotency_header.to_ascii_lowercase(),

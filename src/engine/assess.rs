@@ -240,11 +240,11 @@ pub(crate) fn judged_in_chain(
     let reasons = match level {
         Some((level, spend)) => {
             let spent = Spent { total: spend.total, today: spend.today, limited_by: None };
-            super::explain::ancestor_reasons(level, own_mandate, agent, &facts, (codes, worst, spent), docs)
+            super::reasons::ancestor_reasons(level, own_mandate, agent, &facts, (codes, worst, spent), docs)
         }
         None => {
             let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };
-            super::explain::reasons_for(own_mandate, agent, &facts, (codes, worst, spent), docs)
+            super::reasons::reasons_for(own_mandate, agent, &facts, (codes, worst, spent), docs)
         }
     };
     Assessment { verdict, worst_case: worst, sub_budget: own.worst.sub_budget, own_ceiling: fit.own_ceiling, reasons }
@@ -275,7 +275,7 @@ pub(crate) fn judged(
         worst_case: judgement.worst.worst,
         sub_budget: judgement.worst.sub_budget,
         own_ceiling,
-        reasons: super::explain::reasons_for(
+        reasons: super::reasons::reasons_for(
             mandate,
             agent,
             &facts,

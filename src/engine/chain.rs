@@ -22,40 +22,14 @@
 use smallvec::SmallVec;
 
 use super::judge::{self, Spent, Step};
-use super::ledger::{Charge, Ledger};
+
+use super::held::{AncestorCharges, Extra};
 use super::registry::LedgerKey;
-use super::reservation::Extra;
 use super::snapshot::{CompiledMandate, MandateIx, Snapshot};
 use super::{Admission, Ask, Engine, shadow};
 use crate::admission::{Code, CodeSet, Verdict};
 use crate::money::Amount;
 use crate::sync;
-
-/// The charges a call under a sub-mandate holds on its ancestors' ledgers (root first),
-/// inside the reservation's one boxed `Extra`: two inline (a chain of three), more spilled
-/// (an inline array of `CHAIN_MANDATES_MAX` was zeroed and copied on every call: about 200
-/// instructions more per call in `icount 20000 sub`).
-pub(crate) struct AncestorCharges<'e> {
-    charges: SmallVec<[(&'e Ledger, Charge); 2]>,
-}
-
-impl AncestorCharges<'_> {
-    /// Keeps `billed` (at most the worst case) on every ancestor; `kept` is what the
-    /// sub-mandate's own ledger kept, which every level keeps too (one worst case for all).
-    pub(crate) fn settle(&self, billed_micros: u64, kept_micros: u64) {
-        for (ledger, charge) in &*self.charges {
-            let kept = ledger.settle(*charge, billed_micros);
-            debug_assert_eq!(kept, kept_micros, "every level keeps the same amount");
-        }
-    }
-
-    /// Gives the whole worst case back on every ancestor.
-    pub(crate) fn refund(&self) {
-        for (ledger, charge) in &*self.charges {
-            ledger.refund(*charge);
-        }
-    }
-}
 
 /// What the chain step decided.
 pub(super) enum ChainStep<'e> {

@@ -1,62 +1,16 @@
 //! The engine's explanations: the sentences of a decision, from the documents and the spend
 //! the decision read, judged by the same code as `admit` (the slow path: for logs, CLIs,
-//! `holon serve` and people). One construction ([`reasons_for`]) serves the live decision
+//! `holon serve` and people). One construction (`reasons::reasons_for`) serves the live decision
 //! ([`Engine::explain_denial`], a delegated run's sub-calls), [`Engine::explain`] and the
 //! [`Assessor`](super::Assessor) of the CLI: the same call and spend get the same words.
 
 use super::judge::{self, CallFacts, Spent};
+use super::reasons::{ancestor_reasons, reasons_for};
 use super::snapshot::{CompiledAgent, CompiledMandate};
 use super::{Call, Denial, Engine, Reservation, Snapshot, SubCall, assess};
-use crate::admission::explain::{self, Documents, Figures};
-use crate::admission::{self, CallContext, Code, CodeSet, Reason};
+use crate::admission::explain::{self, Documents};
+use crate::admission::{self, CallContext, CodeSet, Reason};
 use crate::money::Amount;
-
-/// The sentences for `codes` of a call judged on `mandate` and `agent`, quoting the spend
-/// the decision read and the agent's own price ceiling converted into the mandate's
-/// currency (`fit_codes`' figure, the one the rules used).
-pub(super) fn reasons_for(
-    mandate: &CompiledMandate,
-    agent: &CompiledAgent,
-    facts: &CallFacts,
-    (codes, worst, spent): (CodeSet, Amount, Spent),
-    docs: &Documents<'_>,
-) -> Vec<Reason> {
-    let fit = super::snapshot::fit_codes(mandate, agent, facts.by_capability);
-    let ctx = CallContext {
-        at: facts.at,
-        max_cost: facts.max_cost,
-        spent_total: spent.total,
-        spent_today: spent.today,
-        by_capability: facts.by_capability,
-        delegated: facts.sub_call.is_some(),
-    };
-    let mut reasons = explain::reasons(codes, docs, &ctx, Figures { worst, own_ceiling: fit.own_ceiling });
-    if let Some(why) = &mandate.chain_error {
-        for r in reasons.iter_mut().filter(|r| r.code == Code::SubMandateChainBroken) {
-            r.message = format!("{}: {why}", r.message);
-        }
-    }
-    reasons
-}
-
-/// The sentences of a call under a sub-mandate (`own`, explained from `docs`) that an
-/// ancestor refused: that ancestor's rules and spend, each sentence naming it (the live
-/// decision's and the CLI's, one construction).
-pub(super) fn ancestor_reasons(
-    level: &CompiledMandate,
-    own: &CompiledMandate,
-    agent: &CompiledAgent,
-    facts: &CallFacts,
-    judged: (CodeSet, Amount, Spent),
-    docs: &Documents<'_>,
-) -> Vec<Reason> {
-    let docs = Documents { mandate: &level.source, ..*docs };
-    let mut reasons = reasons_for(level, agent, facts, judged, &docs);
-    for r in &mut reasons {
-        r.message = format!("{} (an ancestor of {}): {}", level.source.id, own.source.id, r.message);
-    }
-    reasons
-}
 
 /// Sentences for codes whose documents are not in the snapshot (a mandate or agent it no
 /// longer holds): each code named, with where it is explained.

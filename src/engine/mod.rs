@@ -39,10 +39,12 @@ mod assess;
 mod chain;
 mod config;
 mod explain;
+mod held;
 mod judge;
 mod ledger;
 mod node_link;
 mod pending;
+mod reasons;
 pub mod receipt;
 mod reclaim;
 mod registry;
@@ -74,13 +76,14 @@ use crate::time::Timestamp;
 
 pub use assess::{Assessor, Callee, cheapest_implementer};
 pub use config::{EngineConfig, EngineError};
+pub use held::Shadowed;
 pub use judge::Spent;
 use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
 pub use receipt::{ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
 pub use reservation::{Reservation, ReservationError, Settled};
-pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally, Shadowed};
+pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally};
 pub use snapshot::{
     AgentIx, CHAIN_MANDATES_MAX, CompiledAgent, CompiledMandate, MandateIx, SUB_MANDATES_PER_PARENT_MAX, Snapshot,
     SnapshotInput,
@@ -88,8 +91,8 @@ pub use snapshot::{
 pub use sub_call::SubCall;
 pub use symbols::Names;
 
+use held::Run;
 use registry::{LedgerKey, LedgerRegistry};
-use reservation::Run;
 use slots::{SlotRecord, Slots};
 
 /// One call a gateway asks about.
@@ -354,7 +357,7 @@ impl Engine {
             }
         };
         // Every refusal from here gives the ancestors' charges back first.
-        let give_back = |extra: &Option<Box<reservation::Extra<'_>>>| {
+        let give_back = |extra: &Option<Box<held::Extra<'_>>>| {
             if let Some(held) = extra.as_ref().and_then(|e| e.ancestors.as_ref()) {
                 held.refund();
             }
@@ -363,13 +366,13 @@ impl Engine {
         // reference count touched), a run's by `Arc` (the run may end first).
         let held_ledger = match m.ledger_key {
             LedgerKey::Root(ix) => match self.ledgers.root(ix) {
-                Some(root) => reservation::HeldLedger::Root(root),
+                Some(root) => held::HeldLedger::Root(root),
                 None => {
                     give_back(&extra);
                     return self.deny(ask, CodeSet::EMPTY.with(Code::InternalError), wc.worst);
                 }
             },
-            LedgerKey::Run => reservation::HeldLedger::Run(Arc::clone(ledger)),
+            LedgerKey::Run => held::HeldLedger::Run(Arc::clone(ledger)),
         };
         // Ids never wrap: past the last one every call is denied.
         let Some(receipt_id) = sync::next_id() else {
@@ -407,7 +410,7 @@ impl Engine {
         );
         let mut reservation = Reservation::with_extra(
             self,
-            reservation::Held {
+            held::Held {
                 ledger: held_ledger,
                 ticket,
                 charge,

@@ -17,14 +17,13 @@
 //! that worst case stays claimed until the holder settles (late or not) and the settle
 //! bills what the run took, the run's spend never leaves the mandate's accounting.
 
-use super::ledger::{Charge, Ledger};
+use super::held::{AncestorCharges, Extra, Held, Run};
+use super::ledger::Ledger;
 use super::registry::LedgerKey;
-use super::slots::Ticket;
-use super::snapshot::{self, AgentIx, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
+use super::snapshot::{self, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
 use super::{End, Engine, Outcome, Receipt, RunReport};
 use crate::admission::{Code, CodeSet, Verdict};
 use crate::delegation;
-use crate::manifest::Manifest;
 use crate::money::Amount;
 use crate::sync::Arc;
 use crate::time::Timestamp;
@@ -53,51 +52,6 @@ pub struct Settled {
     /// The engine had reclaimed the reservation (its worst case stayed spent); this settle
     /// reconciled it to `kept`.
     pub late: bool,
-}
-
-/// The ledger a reservation holds: a root ledger by reference into the engine's arena,
-/// a delegated run's by `Arc` (the run may end before its sub-calls do).
-pub(crate) enum HeldLedger<'e> {
-    Root(&'e Ledger),
-    Run(Arc<Ledger>),
-}
-
-impl std::ops::Deref for HeldLedger<'_> {
-    type Target = Ledger;
-    fn deref(&self) -> &Ledger {
-        match self {
-            HeldLedger::Root(ledger) => ledger,
-            HeldLedger::Run(ledger) => ledger,
-        }
-    }
-}
-
-/// The parts of a reservation the engine fills in.
-pub(crate) struct Held<'e> {
-    pub ledger: HeldLedger<'e>,
-    pub ticket: Ticket,
-    pub charge: Charge,
-    pub receipt_id: u64,
-    pub parent: u64,
-    pub mandate: MandateIx,
-    pub agent: AgentIx,
-    pub at: Timestamp,
-    pub worst_case: Amount,
-    pub sub_budget: Amount,
-    /// A shadow reservation's real decision (`EngineConfig::shadow`); `None` for every
-    /// reservation the ledgers hold.
-    pub shadow: Option<super::Shadowed>,
-}
-
-/// What few reservations carry, boxed so that a leaf call under a root mandate moves one
-/// pointer for both (an inline field for the ancestors' charges cost the root path 14
-/// instructions per admit+settle in the bench gate).
-pub(crate) struct Extra<'e> {
-    /// An orchestrator's delegated run.
-    pub run: Option<Box<Run>>,
-    /// A call under a published sub-mandate: its worst case held on every ancestor's
-    /// ledger too (`chain.rs`), settled and released with the own charge, exactly once.
-    pub ancestors: Option<super::chain::AncestorCharges<'e>>,
 }
 
 /// An allowed call's reserved worst case.
@@ -146,7 +100,7 @@ impl<'e> Reservation<'e> {
     }
 
     #[inline(always)]
-    fn ancestors(&self) -> Option<&super::chain::AncestorCharges<'e>> {
+    fn ancestors(&self) -> Option<&AncestorCharges<'e>> {
         self.extra.as_ref().and_then(|e| e.ancestors.as_ref())
     }
 
@@ -368,13 +322,6 @@ impl Drop for Reservation<'_> {
             }
         }
     }
-}
-
-/// An orchestrator's delegated run: its derived, compiled sub-mandate with its own ledger
-/// bounded by the downstream budget.
-pub(crate) struct Run {
-    pub mandate: CompiledMandate,
-    pub orchestrator: Arc<Manifest>,
 }
 
 /// Why an orchestrator's run could not be opened (its call is denied before it runs).

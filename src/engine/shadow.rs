@@ -10,9 +10,9 @@
 //!
 //! [`EngineConfig::shadow`]: super::EngineConfig
 
+use super::held::{Held, HeldLedger, Shadowed};
 use super::ledger::{ALLOWANCE_CAP_MICROS, Ledger, LedgerLimits};
 use super::receipt::{End, Outcome, Receipt};
-use super::reservation::{Held, HeldLedger};
 use super::slots::SlotRecord;
 use super::{Admission, AgentIx, Denial, Engine, MandateIx, Reservation, Spent, judge};
 use crate::admission::{CodeSet, Verdict};
@@ -23,16 +23,6 @@ use crate::time::Timestamp;
 /// How long a shadow reservation for an agent the snapshot does not hold (it has no
 /// `timeout_s`) may stay open, before the grace, in seconds.
 pub const SHADOW_UNKNOWN_TIMEOUT_S: u64 = 600;
-
-/// What a shadow reservation stands for: the decision the engine would have made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shadowed {
-    /// `Denied` or `Held`.
-    pub verdict: Verdict,
-    pub codes: CodeSet,
-    /// The spend the decision read.
-    pub spent: Spent,
-}
 
 /// A mandate's shadow tally: what its shadow reservations hold now and what they settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -27,7 +27,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::redact::{redact, redact_words};
+pub use super::shell::recursive;
 use super::shell::{self, CommandUse};
+
+/// The run a call without any run id is counted in.
+pub const UNKNOWN_RUN: &str = "unknown";
 
 /// The tool a status query uses; never recorded or checked.
 pub const EXEMPT_TOOL: &str = "mandate_status";
@@ -150,7 +154,7 @@ impl ToolCall {
     }
     /// The run this call belongs to: `given` (`--run`, `HOLON_RUN`), else the call's own
     /// `run` or `session_id`; `None` when it has none (it is then counted in
-    /// [`crate::job::state::UNKNOWN_RUN`]).
+    /// [`UNKNOWN_RUN`]).
     pub fn run_id(&self, given: Option<&str>) -> Option<String> {
         given.map(str::to_owned).or_else(|| self.run.clone()).or_else(|| self.session.clone())
     }
@@ -419,17 +423,6 @@ pub fn from_value(v: &Value) -> Result<ToolCall, CallError> {
         runs_in,
         run: string_arg(v, &["run"]).map(str::to_owned),
     })
-}
-
-/// `dir/**`, the subject of a recursive search of `dir`.
-pub fn recursive(dir: &str) -> String {
-    let d = dir.trim_end_matches('/');
-    match d {
-        // `/` itself: everything, absolutely (never the relative `**`).
-        "" if dir.starts_with('/') => "/**".to_owned(),
-        "" | "." => "**".to_owned(),
-        _ => format!("{d}/**"),
-    }
 }
 
 /// Makes `path` relative to `workdir` when it lies inside it, and removes `.` and `..`

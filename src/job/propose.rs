@@ -39,7 +39,7 @@ impl Observation {
         let workdir = call.cwd.clone().unwrap_or_else(|| workdir.to_owned());
         // Observations are what reaches disk: secrets are masked first.
         Observation {
-            run: run.unwrap_or_else(|| super::state::UNKNOWN_RUN.into()),
+            run: run.unwrap_or_else(|| super::call::UNKNOWN_RUN.into()),
             call: call.relative_to(&workdir).redacted(),
             workdir,
         }

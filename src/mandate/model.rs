@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::manifest::RuntimeKind;
 use crate::money::{Amount, Currency, Fixed6, FxRate};
 use crate::pattern::{AgentPattern, ClassPattern, Principal};
+use crate::sign::canonical::{Canonical, Digest};
+use crate::sign::signature::SignatureBlock;
 use crate::time::{Retention, Timestamp};
-use crate::trust::canonical::Canonical;
-use crate::trust::{Digest, SignatureBlock};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

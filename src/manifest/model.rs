@@ -40,13 +40,13 @@ pub struct Manifest {
     /// The document's canonical form as read: what the publisher's provenance signature
     /// covers (docs/trust.md). `None` for a manifest built in code.
     #[serde(skip)]
-    pub(crate) canonical: Option<crate::trust::canonical::Canonical>,
+    pub(crate) canonical: Option<crate::sign::canonical::Canonical>,
 }
 
 impl Manifest {
     /// The digest of the canonical form it was read from, only if it is still what was
     /// read (`None` once edited in code, or for a manifest built in code).
-    pub fn digest_if_unchanged(&self) -> Option<crate::trust::Digest> {
+    pub fn digest_if_unchanged(&self) -> Option<crate::sign::canonical::Digest> {
         self.canonical.as_ref().filter(|c| c.still_describes(self)).map(|c| c.digest())
     }
 }

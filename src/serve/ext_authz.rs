@@ -17,8 +17,8 @@ use envoy_types::ext_authz::v3::{CheckRequestExt, CheckResponseExt, DeniedHttpRe
 use tonic::{Request, Response, Status};
 
 use super::auth::Role;
-use super::idempotency::{self, Answer, Answered};
 use super::service::Service;
+use super::service::idempotency::{self, Answer, Answered};
 use super::wire::AdmitRequest;
 use holon::store::keys::KEY_BYTES_MAX;
 

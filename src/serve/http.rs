@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 
 use super::auth::Role;
-use super::idempotency::{self, Answer, Answered};
+use super::service::idempotency::{self, Answer, Answered};
 use super::service::{Refusal, Service};
 use super::wire::{self, ErrorBody};
 

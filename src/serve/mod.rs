@@ -13,17 +13,12 @@
 
 pub(crate) mod auth;
 pub(crate) mod conn;
-mod decision;
 mod ended;
 mod ext_authz;
-mod held;
 mod http;
-pub(crate) mod idempotency;
 pub(crate) mod loader;
 mod metrics;
-mod reads;
-mod reload;
-mod service;
+pub(crate) mod service;
 mod wire;
 
 use std::io::Write;
@@ -72,7 +67,7 @@ pub(crate) struct ServeOptions {
     /// Shadow mode: decide and record every call, deny or hold none (docs/serve.md).
     pub shadow: bool,
     /// Idempotency keys: how long and how many are kept, and the header keying `Check`.
-    pub keys: idempotency::KeySettings,
+    pub keys: service::idempotency::KeySettings,
 }
 
 /// How often the reaper runs, in ms.
@@ -159,7 +154,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
-    let kind = crate::cli::node::store_kind(&options.store);
+    let kind = holon::store::kind_of(&options.store);
     let mut service = Service::new(
         engine,
         node,
@@ -192,8 +187,11 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("holon-reaper".to_owned())
             .spawn(move || {
-                let prune_s =
-                    if svc.store.in_process() { idempotency::PRUNE_IN_PROCESS_S } else { idempotency::PRUNE_S };
+                let prune_s = if svc.store.in_process() {
+                    service::idempotency::PRUNE_IN_PROCESS_S
+                } else {
+                    service::idempotency::PRUNE_S
+                };
                 let prune_every = (prune_s * 1_000 / REAP_MS).max(1);
                 let mut ticks = 0u64;
                 // Acquire: pairs with the Release that stops it (a flag, read alone).

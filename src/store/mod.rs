@@ -366,6 +366,18 @@ pub fn open_existing(url: &str) -> Result<Box<dyn LedgerStore>, OpenError> {
     open(url)
 }
 
+/// A store URL's kind as reports name it (`loadtest --json`, `holon serve`'s status):
+/// `memory`, `sqlite`, or `postgres` for anything else (which [`open`] judges).
+pub fn kind_of(url: &str) -> &'static str {
+    if url == "memory" {
+        "memory"
+    } else if url.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "postgres"
+    }
+}
+
 /// Opens the store a URL names: `memory`, `sqlite:PATH`, or `postgres://…`
 /// (`postgresql://…`).
 pub fn open(url: &str) -> Result<Box<dyn LedgerStore>, OpenError> {

@@ -4,11 +4,11 @@
 
 use thiserror::Error;
 
-use super::canonical::Digest;
-use super::keys::TrustedKeys;
-use super::signature::{self, Purpose, SignatureError};
 use crate::lookup::AgentLookup;
 use crate::mandate::{Mandate, ParentRef};
+use crate::sign::canonical::Digest;
+use crate::sign::keys::TrustedKeys;
+use crate::sign::signature::{self, Purpose, SignatureError};
 
 /// The most links a chain may have: a root and 16 levels of delegation (`max_depth` is at
 /// most 16).

@@ -1,4 +1,7 @@
-//! Trust: who may grant a budget and which agent is the one its publisher built.
+//! Trust: who may grant a budget and which agent is the one its publisher built. The
+//! signature primitives the typed documents carry live a layer below them (`crate::sign`,
+//! re-exported here as [`canonical`], [`keys`] and [`signature`]); this module says what a
+//! signature means, over the typed documents.
 //!
 //! - [`canonical`]: the bytes a signature covers (RFC 8785 of a document's JSON value,
 //!   without its `signature` block) and their SHA-256 [`Digest`], by which a sub-mandate
@@ -15,12 +18,11 @@
 //!
 //! docs/trust.md says what each rule protects against.
 
-pub mod canonical;
 pub mod chain;
-pub mod keys;
 pub mod provenance;
 pub mod revocation;
-pub mod signature;
+
+pub use crate::sign::{canonical, keys, signature};
 
 pub use canonical::Digest;
 pub use chain::{ChainError, verify_chain};

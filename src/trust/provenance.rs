@@ -5,23 +5,14 @@
 //! capabilities, data policy, declared calls): a manifest edited after publishing no
 //! longer matches.
 
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::canonical::Digest;
-use super::keys::{PrivateKey, TrustedKeys};
-use super::signature::{self, Purpose, SignatureBlock, SignatureError};
 use crate::manifest::Manifest;
-use crate::pattern::Principal;
 use crate::record::AgentRecord;
-
-/// A record's `provenance` block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Provenance {
-    pub publisher: Principal,
-    pub signature: SignatureBlock,
-}
+pub use crate::record::Provenance;
+use crate::sign::canonical::Digest;
+use crate::sign::keys::{PrivateKey, TrustedKeys};
+use crate::sign::signature::{self, Purpose, SignatureError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProvenanceError {

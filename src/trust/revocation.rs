@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::canonical::Digest;
 use crate::doc::Violation;
 use crate::mandate::{Mandate, ParentRef};
+use crate::sign::canonical::Digest;
 use crate::time::Timestamp;
 
 /// Most entries in one revocation list (the schema says so too).

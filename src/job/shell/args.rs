@@ -18,9 +18,15 @@ pub(super) struct Judged {
     pub pinned: Vec<String>,
 }
 
-/// `dir/**`: everything below `dir` (`**` for `.`).
-pub(super) fn recursive(dir: &str) -> String {
-    crate::job::call::recursive(dir)
+/// `dir/**`, the subject of a recursive search of `dir` (`**` for `.`): everything below it.
+pub fn recursive(dir: &str) -> String {
+    let d = dir.trim_end_matches('/');
+    match d {
+        // `/` itself: everything, absolutely (never the relative `**`).
+        "" if dir.starts_with('/') => "/**".to_owned(),
+        "" | "." => "**".to_owned(),
+        _ => format!("{d}/**"),
+    }
 }
 
 /// A path operand, and when the command descends into it (`rm -r`, `mv`, `cp -r`)

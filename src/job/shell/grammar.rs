@@ -18,14 +18,7 @@ use tree_sitter::{Node, Parser};
 /// Deepest syntax tree walked; a deeper one makes the whole line opaque.
 pub const TREE_DEPTH_MAX: usize = 64;
 
-/// One redirect of a plain command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Redirect {
-    pub read: bool,
-    pub write: bool,
-    /// The file; `None` for an fd duplication or close (`2>&1`, `>&-`).
-    pub target: Option<String>,
-}
+pub use super::words::Redirect;
 
 /// A statement of the line, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]

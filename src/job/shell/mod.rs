@@ -20,10 +20,10 @@ mod hosts;
 pub mod kinds;
 pub mod options;
 mod rule;
-mod table_text;
 mod words;
 
 use args::Judged;
+pub use args::recursive;
 use hosts::network_hosts;
 pub use hosts::{url_host, url_hosts};
 

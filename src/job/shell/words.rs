@@ -7,7 +7,14 @@
 //! takes for a blank and Bash keeps in the word) the whole line is opaque.
 //! `tests/bash_differential.rs` holds both readings to Bash itself.
 
-use super::grammar::Redirect;
+/// One redirect of a plain command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    pub read: bool,
+    pub write: bool,
+    /// The file; `None` for an fd duplication or close (`2>&1`, `>&-`).
+    pub target: Option<String>,
+}
 
 /// A plain command as Bash splits it.
 #[derive(Debug, PartialEq, Eq)]

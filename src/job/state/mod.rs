@@ -201,8 +201,7 @@ pub struct Decision {
     pub warning: Option<String>,
 }
 
-/// The run a call without any run id is counted in.
-pub const UNKNOWN_RUN: &str = "unknown";
+pub use crate::job::call::UNKNOWN_RUN;
 
 /// Said whenever a call has no run id: it is then counted in one shared run.
 pub const NO_RUN_WARNING: &str = "the call has no run id (--run, HOLON_RUN, or the call's `session_id`/`run`): every such call is counted in one run, `unknown`, which shares one write budget; pass the run's id";

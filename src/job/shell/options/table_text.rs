@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use super::options::{Class, Mark, Operands, Opt, Parser, Spec};
+use super::{Class, Mark, Operands, Opt, Parser, Spec};
 
 fn parser(word: &str) -> Option<Parser> {
     Some(match word {
@@ -300,7 +300,7 @@ impl Table {
 /// opaque alone; `tests/option_grammar.rs` keeps every line readable).
 pub fn table() -> Result<&'static Table, &'static str> {
     static TABLE: OnceLock<Result<Table, String>> = OnceLock::new();
-    TABLE.get_or_init(|| read(include_str!("commands.txt"))).as_ref().map_err(String::as_str)
+    TABLE.get_or_init(|| read(include_str!("../commands.txt"))).as_ref().map_err(String::as_str)
 }
 
 fn build(entries: Vec<Entry>) -> Result<Table, String> {
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn the_table_reads_and_bad_lines_name_themselves() {
-        super::super::options::table().unwrap().specs().unwrap();
+        super::super::table().unwrap().specs().unwrap();
         for (bad, says) in [
             ("-x", "before any command"),
             ("== a : gnu words\n-x =nope", "unknown value class"),
@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn the_reader_finds_the_headers_a_plain_reading_finds() {
         let odd = "# a == b\n\n   == a | b : gnu words # c == d\n-x ==x\n\t==c : gnu words\n==== d : gnu words\n== e : gnu words";
-        for text in [include_str!("commands.txt"), odd, "== a : gnu words\n", "\n\n== a : gnu words\n-y\n"] {
+        for text in [include_str!("../commands.txt"), odd, "== a : gnu words\n", "\n\n== a : gnu words\n-y\n"] {
             let t = super::read(text).unwrap();
             let lines: Vec<&str> = text.split_inclusive('\n').collect();
             let heads: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].trim_start().starts_with("==")).collect();

@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use holon::money::Amount;
 use holon::time::Timestamp;
 
-use super::auth::Role;
-use super::metrics::as_gauge;
-use super::service::{Refusal, Service};
+use super::{Refusal, Service};
+use crate::serve::auth::Role;
+use crate::serve::metrics::as_gauge;
 
 impl Service {
     /// `GET /v1/mandates/{id}`: the gateway, or the mandate's issuer.
@@ -126,7 +126,7 @@ impl Service {
         let names = self.engine.names();
         for (mandate, tally) in self.engine.shadow_tallies() {
             let mandate = names.mandates.name(mandate.0).map_or_else(String::new, |n| n.to_string());
-            let labels = super::metrics::MandateLabels { mandate };
+            let labels = crate::serve::metrics::MandateLabels { mandate };
             m.shadow_settled_micros.get_or_create(&labels).set(as_gauge(tally.settled.micros()));
         }
         m.encode()

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use holon::time::Timestamp;
 
-use super::loader::{self, LoadFailure};
-use super::service::{LATE_SETTLE_S, RECLAIMED_KEPT_MAX, Service, TokensStatus};
+use super::{LATE_SETTLE_S, RECLAIMED_KEPT_MAX, Service, TokensStatus};
+use crate::serve::loader::{self, LoadFailure};
 
 impl Service {
     /// Reads the tokens file again, then validates and compiles every document and
@@ -21,7 +21,7 @@ impl Service {
         let result = loader::load(&self.documents, &self.trust_files).and_then(|loaded| {
             let published = self.engine.publish(&loaded.input);
             let generation = published.map_err(|e| loader::whole(&self.documents, &e.to_string()))?;
-            super::warn_untrusted(self.engine);
+            crate::serve::warn_untrusted(self.engine);
             *self.last_input.lock() = Some(loaded.input);
             self.status.lock().ignored_files = loaded.ignored;
             Ok(generation)
@@ -79,7 +79,7 @@ impl Service {
                     );
                 }
                 self.tokens.store(Arc::new(read.tokens));
-                self.metrics.tokens.set(super::metrics::as_gauge(accepted as u64));
+                self.metrics.tokens.set(crate::serve::metrics::as_gauge(accepted as u64));
                 self.status.lock().tokens = TokensStatus::read(accepted, read.missing);
             }
             Err(failure) => {

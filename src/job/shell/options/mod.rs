@@ -12,7 +12,9 @@
 
 use smallvec::SmallVec;
 
-pub use super::table_text::{Lookup, Table, table};
+mod table_text;
+
+pub use table_text::{Lookup, Table, table};
 
 /// How a program reads its options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use holon::admission::{Code, CodeSet, Reason, Verdict};
 use holon::engine::{Admission, AgentIx, Call, Denial, Reservation, Spent, SubCall};
 use holon::money::Amount;
 
-use super::metrics::DecisionLabels;
-use super::service::{Open, Service};
-use super::wire::{DecisionBody, ReasonBody};
+use super::{Open, Service};
+use crate::serve::metrics::DecisionLabels;
+use crate::serve::wire::{DecisionBody, ReasonBody};
 
 /// What a decision was asked about: a root call, or a sub-call of an open run.
 pub(super) enum Asked<'a> {

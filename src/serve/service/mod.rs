@@ -22,11 +22,17 @@ use holon::store::LedgerStore;
 use holon::time::Timestamp;
 use serde::Serialize;
 
-use super::auth::{Role, Tokens};
-use super::decision::Asked;
-use super::loader::LoadFailure;
-use super::metrics::Metrics;
-use super::wire::{self, DecisionBody, ErrorBody, SettledBody};
+mod decision;
+mod held;
+pub(crate) mod idempotency;
+mod reads;
+mod reload;
+
+use crate::serve::auth::{Role, Tokens};
+use crate::serve::loader::LoadFailure;
+use crate::serve::metrics::Metrics;
+use crate::serve::wire::{self, DecisionBody, ErrorBody, SettledBody};
+use decision::Asked;
 
 /// The longest a request waits for a lease on its way (`lease_pending`), or for a call
 /// held a moment ago to reach the store, in ms. A node refills within a poll or two; on a
@@ -107,7 +113,7 @@ pub(crate) struct Service {
     pub store_kind: &'static str,
     pub documents: PathBuf,
     /// `--keys` and `--revocations` files, read with the documents.
-    pub trust_files: super::loader::TrustFiles,
+    pub trust_files: crate::serve::loader::TrustFiles,
     pub tokens_path: PathBuf,
     pub tokens: ArcSwap<Tokens>,
     pub metrics: Metrics,
@@ -116,7 +122,7 @@ pub(crate) struct Service {
     pub(super) reload_lock: parking_lot::Mutex<()>,
     pub(super) open: DashMap<u64, Open>,
     /// Reservations ended lately (a second settle is a 409, not a 404).
-    pub(super) ended: super::ended::Ended,
+    pub(super) ended: crate::serve::ended::Ended,
     /// What the last successful reload published (a failed one applies the trust files to it).
     pub last_input: parking_lot::Mutex<Option<holon::engine::SnapshotInput>>,
     /// False once shutdown began.
@@ -124,8 +130,8 @@ pub(crate) struct Service {
     /// The engine runs in shadow mode (`--shadow`): every answer says so.
     pub shadow: bool,
     /// Idempotency keys: how long and how many are kept, and what keys `Check`.
-    pub keys: super::idempotency::KeySettings,
-    /// Keyed requests running at once ([`super::idempotency::KEYED_TASKS_MAX`]).
+    pub keys: idempotency::KeySettings,
+    /// Keyed requests running at once ([`idempotency::KEYED_TASKS_MAX`]).
     pub(super) keyed_tasks: Arc<tokio::sync::Semaphore>,
     /// This node's name in the store, and how often it flushes, in ms.
     pub node_name: String,
@@ -154,14 +160,14 @@ impl Service {
     ) -> Service {
         let accepted = tokens.len();
         let metrics = Metrics::new();
-        metrics.tokens.set(super::metrics::as_gauge(accepted as u64));
+        metrics.tokens.set(crate::serve::metrics::as_gauge(accepted as u64));
         Service {
             engine,
             node,
             store,
             store_kind,
             documents,
-            trust_files: super::loader::TrustFiles::default(),
+            trust_files: crate::serve::loader::TrustFiles::default(),
             tokens_path,
             tokens: ArcSwap::from_pointee(tokens),
             metrics,
@@ -172,12 +178,12 @@ impl Service {
             }),
             reload_lock: parking_lot::Mutex::new(()),
             open: DashMap::new(),
-            ended: super::ended::Ended::default(),
+            ended: crate::serve::ended::Ended::default(),
             last_input: parking_lot::Mutex::new(None),
             ready: AtomicBool::new(true),
             shadow: engine.config().shadow,
-            keys: super::idempotency::KeySettings::default(),
-            keyed_tasks: Arc::new(tokio::sync::Semaphore::new(super::idempotency::KEYED_TASKS_MAX)),
+            keys: idempotency::KeySettings::default(),
+            keyed_tasks: Arc::new(tokio::sync::Semaphore::new(idempotency::KEYED_TASKS_MAX)),
             node_name: String::new(),
             flush_ms: 0,
             store_tasks: Arc::new(tokio::sync::Semaphore::new(STORE_TASKS_MAX)),
@@ -277,8 +283,11 @@ impl Service {
         let shadow = open.reservation.shadow().is_some();
         let settled = open.reservation.settle_reported(actual, Timestamp::now(), req.report());
         let settled = settled.map_err(|e| Refusal::new(409, e.to_string()))?;
-        self.ended.note(key, super::ended::How::Settled);
-        self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: outcome.as_str() }).inc();
+        self.ended.note(key, crate::serve::ended::How::Settled);
+        self.metrics
+            .settlements
+            .get_or_create(&crate::serve::metrics::OutcomeLabels { outcome: outcome.as_str() })
+            .inc();
         // The engine asked to bill actual + passthrough and kept at most the reservation:
         // above it is a gateway fault, billed at what was kept and flagged.
         let clamped = settled.billed > settled.kept;
@@ -317,8 +326,8 @@ impl Service {
             ));
         }
         open.reservation.release(Timestamp::now()).map_err(|e| Refusal::new(409, e.to_string()))?;
-        self.ended.note(key, super::ended::How::Released);
-        self.metrics.settlements.get_or_create(&super::metrics::OutcomeLabels { outcome: "released" }).inc();
+        self.ended.note(key, crate::serve::ended::How::Released);
+        self.metrics.settlements.get_or_create(&crate::serve::metrics::OutcomeLabels { outcome: "released" }).inc();
         Ok(wire::ReleasedBody { receipt: key.to_string(), released: true })
     }
 

@@ -9,10 +9,10 @@ use holon::node::NodeError;
 use holon::pattern::Principal;
 use holon::time::Timestamp;
 
-use super::auth::Role;
 use super::decision::Asked;
-use super::service::{LEASE_WAIT_MS, Refusal, Service};
-use super::wire::{self, DecisionBody};
+use super::{LEASE_WAIT_MS, Refusal, Service};
+use crate::serve::auth::Role;
+use crate::serve::wire::{self, DecisionBody};
 
 impl Service {
     /// `POST /v1/pending/{id}/approve`: only the mandate's issuer; anyone else changes

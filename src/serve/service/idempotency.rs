@@ -25,7 +25,7 @@ use holon::store::{KeyAnswer, KeyClaim, KeyState, keys::KEY_BYTES_MAX};
 use holon::time::Timestamp;
 use sha2::{Digest, Sha256};
 
-use super::service::{Refusal, Service};
+use super::{Refusal, Service};
 
 /// The request header that carries the key.
 pub(crate) const KEY_HEADER: &str = "idempotency-key";
@@ -90,7 +90,7 @@ impl Answer {
 
 /// A decision's answer: kept for a retry unless it says to retry (denied only for want
 /// of a lease or of the store: the same key must be able to ask again).
-pub(crate) fn decision_answer(result: Result<super::wire::DecisionBody, Refusal>) -> Answer {
+pub(crate) fn decision_answer(result: Result<crate::serve::wire::DecisionBody, Refusal>) -> Answer {
     let retry = result.as_ref().is_ok_and(|d| {
         d.decision == "denied"
             && !d.codes.is_empty()
