@@ -4,7 +4,7 @@
 //! changes no file, host or program, or a value that is a path read or written, a target
 //! directory, a URL, a program or a configuration (opaque), a value pinned as learned.
 //!
-//! The table is data: `commands.txt` beside this file (its header says how to read it and
+//! The table is data: `commands.txt` (in `src/job/shell/`) (its header says how to read it and
 //! how to add a command). An option the table does not know, an ambiguous abbreviation, a
 //! missing value or a value given to an option that takes none makes the segment opaque:
 //! the program would do something the table does not describe, or refuse to run.
