@@ -262,16 +262,23 @@ impl Book {
                 self.leases.remove(pos);
                 continue;
             }
-            debug_assert!(
-                entry.settle_micros.saturating_add(entry.give_back_micros) <= held.outstanding_micros,
-                "a plan never settles or gives back more than a lease holds"
+            // On in release: a book that disagrees with the store stops the node's step
+            // (its thread ends, the engine admits no more than its leases hold, and the
+            // node reports it) rather than being clamped into agreement.
+            let taken = entry.settle_micros + entry.give_back_micros;
+            assert!(
+                taken <= held.outstanding_micros,
+                "lease {}: the plan settles {} and gives back {} micro-units but the lease holds {}: a plan never takes more than a lease holds",
+                entry.lease,
+                entry.settle_micros,
+                entry.give_back_micros,
+                held.outstanding_micros
             );
-            held.outstanding_micros =
-                held.outstanding_micros.saturating_sub(entry.settle_micros.saturating_add(entry.give_back_micros));
-            done.settled_micros = done.settled_micros.saturating_add(entry.settle_micros);
-            done.given_back_micros = done.given_back_micros.saturating_add(entry.give_back_micros);
+            held.outstanding_micros -= taken;
+            done.settled_micros += entry.settle_micros;
+            done.given_back_micros += entry.give_back_micros;
             if entry.close || state == LeaseState::Closed {
-                debug_assert_eq!(held.outstanding_micros, 0, "a closed lease holds nothing");
+                assert_eq!(held.outstanding_micros, 0, "lease {}: a closed lease holds nothing", entry.lease);
                 self.leases.remove(pos);
             }
         }
@@ -283,9 +290,9 @@ impl Book {
         // made (while its flush waited to be sent again) is still owed.
         for (id, taken) in plan.give_back_taken {
             let owed = self.give_back.iter_mut().find(|o| o.id == id);
-            debug_assert!(owed.as_ref().is_some_and(|o| o.micros >= taken), "a plan pays only what is owed");
+            assert!(owed.as_ref().is_some_and(|o| o.micros >= taken), "give-back {id}: a plan pays only what is owed");
             if let Some(owed) = owed {
-                owed.micros = owed.micros.saturating_sub(taken);
+                owed.micros -= taken;
             }
         }
         self.give_back.retain(|o| o.micros > 0);

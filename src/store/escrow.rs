@@ -141,10 +141,19 @@ pub(crate) fn grant(
     mandate.leased_micros = mandate.leased_micros.checked_add(amount).ok_or(EscrowError::Overflow)?;
     if let Some(row) = day {
         row.leased_micros = row.leased_micros.checked_add(amount).ok_or(EscrowError::Overflow)?;
-        debug_assert!(per_day.is_none_or(|cap| row.spent_micros + row.leased_micros <= cap));
+        assert!(
+            per_day.is_none_or(|cap| row.spent_micros + row.leased_micros <= cap),
+            "a grant keeps the day within per_day"
+        );
     }
-    debug_assert!(mandate.spent_micros == before.0 && mandate.leased_micros == before.1 + amount);
-    debug_assert!(mandate.spent_micros + mandate.leased_micros <= mandate.limits.total_micros);
+    assert!(
+        mandate.spent_micros == before.0 && mandate.leased_micros == before.1 + amount,
+        "a grant moves leased only"
+    );
+    assert!(
+        mandate.spent_micros + mandate.leased_micros <= mandate.limits.total_micros,
+        "a grant keeps spent + leased within total"
+    );
     Ok(Some(amount))
 }
 
@@ -221,8 +230,8 @@ pub(crate) fn flush(
         // Never shortened (a node clock that went back must not expire a live lease).
         lease.expires_unix = lease.expires_unix.max(now_unix.saturating_add_unsigned(ttl_s));
     }
-    debug_assert!(mandate.spent_micros >= spent_before, "spent is never lowered");
-    debug_assert!(mandate.spent_micros == spent_before + entry.settle_micros);
+    assert!(mandate.spent_micros >= spent_before, "spent is never lowered");
+    assert!(mandate.spent_micros == spent_before + entry.settle_micros, "a flush counts exactly what it settles");
     Ok(FlushOutcome { lease: lease.id, state: lease.state, outstanding_micros: lease.outstanding_micros })
 }
 
@@ -254,7 +263,7 @@ pub(crate) fn reconcile(
     lease.settled_micros = lease.settled_micros.checked_add(remainder).ok_or(EscrowError::Overflow)?;
     lease.outstanding_micros = 0;
     lease.state = LeaseState::Reconciled;
-    debug_assert!(mandate.spent_micros == spent_before + remainder, "a reconcile counts the remainder as spent");
+    assert!(mandate.spent_micros == spent_before + remainder, "a reconcile counts the remainder as spent");
     Ok(remainder)
 }
 
