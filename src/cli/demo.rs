@@ -355,13 +355,13 @@ fn sub_call(
 }
 
 /// Asks again while the only reason to refuse is a lease on its way (`lease_pending`: the
-/// node is refilling), for up to `LEASE_WAIT_MS`, as a gateway would retry. For an approval
+/// node is refilling), for up to `DEMO_LEASE_WAIT_MS`, as a gateway would retry. For an approval
 /// through the node also while the held call is not in the store yet (it gets there within
 /// a poll); a call refused for want of a lease stays held.
 fn retrying<'e>(
     mut ask: impl FnMut() -> Result<Admission<'e>, holon::node::NodeError>,
 ) -> anyhow::Result<Admission<'e>> {
-    let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
+    let deadline = std::time::Instant::now() + Duration::from_millis(DEMO_LEASE_WAIT_MS);
     loop {
         let waiting = std::time::Instant::now() < deadline;
         match ask() {
@@ -376,7 +376,7 @@ fn retrying<'e>(
 }
 
 /// The longest the demo waits for a lease before it shows a call refused, in ms.
-const LEASE_WAIT_MS: u64 = 5_000;
+const DEMO_LEASE_WAIT_MS: u64 = 5_000;
 /// The longest the hot-mandate run may take to spend its budget, in seconds (it ends when
 /// the budget is spent, usually within a second or two).
 const HOT_RUN_S_MAX: u64 = 300;
