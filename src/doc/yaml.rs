@@ -91,40 +91,135 @@ fn strip_location(message: &str) -> String {
     out
 }
 
+/// The one reading both lexical scans (anchors, depth) make of YAML's quotes, flow
+/// brackets and comments: they must agree, since a scan that believes it is inside a quote
+/// skips what it would refuse. A quote opens a quoted scalar only where a node starts: at
+/// the start of a line's content, after a flow bracket or (in flow) a comma, after a block
+/// indicator (`- `, `? `, `: `) or, in flow, after the `:` that follows a quoted key;
+/// elsewhere (`x 'y`, `it's`, `a - 'b`, `[a:'b]`) it is text of a plain scalar. Inside
+/// single quotes `''` is a quote character, inside double quotes `\` escapes the next
+/// character. A bracket opens a flow collection where a node starts, or anywhere in flow.
+/// A `#` after a blank, outside quotes, starts a comment.
+/// `the_anchor_scan_agrees_with_the_parser` holds this reading to the parser itself.
+#[derive(Debug, Clone, Copy)]
+struct Scanner {
+    single: bool,
+    double: bool,
+    /// Open flow collections.
+    flow: usize,
+    /// A node may start at the next character.
+    node_start: bool,
+    /// The character before, on this line (a blank at its start).
+    prev: char,
+    /// The previous character closed a quoted scalar.
+    closed_quote: bool,
+}
+
+/// What one character is to a scan.
+#[derive(Debug, PartialEq, Eq)]
+enum Lexeme {
+    /// Inside a quoted scalar, or the quote that opens or closes it.
+    Quoted,
+    /// Outside quotes and comments: the scan looks at it.
+    Plain,
+    /// Starts a comment: the rest of the line is not YAML.
+    Comment,
+}
+
+impl Scanner {
+    fn new() -> Scanner {
+        Scanner { single: false, double: false, flow: 0, node_start: true, prev: ' ', closed_quote: false }
+    }
+
+    fn in_quotes(&self) -> bool {
+        self.single || self.double
+    }
+
+    /// A new line: it starts at a node (or continues a quoted scalar or a flow collection).
+    fn line(&mut self) {
+        self.prev = ' ';
+        self.closed_quote = false;
+        if !self.in_quotes() {
+            self.node_start = true;
+        }
+    }
+
+    /// Reads `c`; `rest` is the line after it (an escaped or doubled quote is taken from
+    /// it, an indicator looks at the character that follows).
+    fn step(&mut self, c: char, rest: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Lexeme {
+        let lexeme = self.read(c, rest);
+        self.prev = c;
+        lexeme
+    }
+
+    fn read(&mut self, c: char, rest: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Lexeme {
+        let closed_quote = std::mem::take(&mut self.closed_quote);
+        if self.double {
+            if c == '\\' {
+                rest.next();
+            } else if c == '"' {
+                self.double = false;
+                self.closed_quote = true;
+            }
+            return Lexeme::Quoted;
+        }
+        if self.single {
+            if c == '\'' && rest.next_if_eq(&'\'').is_none() {
+                self.single = false;
+                self.closed_quote = true;
+            }
+            return Lexeme::Quoted;
+        }
+        let blank_after = rest.peek().is_none_or(|n| n.is_whitespace());
+        match c {
+            '#' if self.prev.is_whitespace() => return Lexeme::Comment,
+            ' ' | '\t' => {}
+            '"' | '\'' if self.node_start => {
+                if c == '"' {
+                    self.double = true;
+                } else {
+                    self.single = true;
+                }
+                self.node_start = false;
+                return Lexeme::Quoted;
+            }
+            '[' | '{' if self.node_start || self.flow > 0 => {
+                self.flow += 1;
+                self.node_start = true;
+            }
+            ']' | '}' if self.flow > 0 => {
+                self.flow -= 1;
+                self.node_start = false;
+            }
+            ',' if self.flow > 0 => self.node_start = true,
+            '-' | '?' if self.node_start && blank_after => {}
+            ':' if blank_after || (self.flow > 0 && closed_quote) => self.node_start = true,
+            _ => self.node_start = false,
+        }
+        Lexeme::Plain
+    }
+}
+
 /// Finds an anchor (`&name`) or alias (`*name`) token outside quotes and comments.
-/// A conservative lexical scan: a `&` or `*` that starts a plain scalar position.
+/// A conservative lexical scan: a `&` or `*` that starts a token. Each line starts outside
+/// quotes and flow (a quote the scan misread hides at most the rest of its line; a quoted
+/// scalar that spans lines has its next lines scanned, and refused on a `&x` there).
 fn find_anchor_or_alias(text: &str) -> Option<usize> {
     for (index, line) in text.lines().enumerate() {
-        let mut in_single = false;
-        let mut in_double = false;
-        let mut prev: char = ' ';
-        let mut escaped = false;
+        let mut scan = Scanner::new();
         let mut chars = line.chars().peekable();
         while let Some(c) = chars.next() {
+            let prev = scan.prev;
             let next_is_name = chars.peek().is_some_and(|n| !n.is_whitespace());
-            if in_double {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' {
-                    escaped = true;
-                } else if c == '"' {
-                    in_double = false;
+            match scan.step(c, &mut chars) {
+                Lexeme::Comment => break,
+                Lexeme::Quoted => {}
+                // `&name` / `*name`: a name must follow at once (`R & D` is text).
+                Lexeme::Plain if matches!(c, '&' | '*') && is_token_start(prev) && next_is_name => {
+                    return Some(index + 1);
                 }
-            } else if in_single {
-                if c == '\'' {
-                    in_single = false;
-                }
-            } else {
-                match c {
-                    '#' if prev.is_whitespace() => break,
-                    '"' if is_token_start(prev) => in_double = true,
-                    '\'' if is_token_start(prev) => in_single = true,
-                    // `&name` / `*name`: a name must follow at once (`R & D` is text).
-                    '&' | '*' if is_token_start(prev) && next_is_name => return Some(index + 1),
-                    _ => {}
-                }
+                Lexeme::Plain => {}
             }
-            prev = c;
         }
     }
     None
@@ -137,8 +232,8 @@ fn find_anchor_or_alias(text: &str) -> Option<usize> {
 /// line where the bound first exceeds `depth_max`. Never more than the real depth, so a
 /// document within the limit is never refused here (the parsed value is checked again).
 fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
-    let mut flow = 0usize;
-    let (mut in_single, mut in_double) = (false, false);
+    // Quotes and flow collections may span lines: the scanner's state is carried.
+    let mut scan = Scanner::new();
     // Indentation of the line that opened a block scalar: deeper lines are its content.
     let mut block_scalar: Option<usize> = None;
     // Indentations of the block collections open around the current line.
@@ -151,13 +246,15 @@ fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
             }
             block_scalar = None;
         }
+        scan.line();
+        let block = scan.flow == 0 && !scan.in_quotes();
         let body = line.trim_start_matches(' ');
         let starts_node = body.starts_with("- ")
             || body == "-"
             || body.starts_with("? ")
             || body.contains(": ")
             || body.trim_end().ends_with(':');
-        if flow == 0 && !in_single && !in_double && !body.is_empty() && !body.starts_with('#') && starts_node {
+        if block && !body.is_empty() && !body.starts_with('#') && starts_node {
             while indents.last().is_some_and(|top| *top >= indent) {
                 indents.pop();
             }
@@ -168,7 +265,7 @@ fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
         }
         let mut chars = line.chars().peekable();
         let mut compact = 0usize;
-        if flow == 0 && !in_single && !in_double {
+        if block {
             // `- - x`, `? x`: each indicator opens one more block collection.
             loop {
                 while chars.next_if(|c| *c == ' ' || *c == '\t').is_some() {}
@@ -182,46 +279,18 @@ fn find_too_deep(text: &str, depth_max: usize) -> Option<usize> {
                 }
             }
         }
-        let mut prev = ' ';
-        // In block context a bracket opens a flow collection only where a value starts
-        // (`key: [`, `- [`): in `note: see [1` it is text.
-        let mut last_mark: Option<char> = None;
         while let Some(c) = chars.next() {
-            if in_double {
-                if c == '\\' {
-                    chars.next();
-                } else if c == '"' {
-                    in_double = false;
-                }
-            } else if in_single {
-                // `''` is a quote inside the string.
-                if c == '\'' && chars.next_if_eq(&'\'').is_none() {
-                    in_single = false;
-                }
-            } else {
-                match c {
-                    '#' if prev.is_whitespace() => break,
-                    '"' if is_token_start(prev) => in_double = true,
-                    '\'' if is_token_start(prev) => in_single = true,
-                    '[' | '{' if flow > 0 || (prev.is_whitespace() && matches!(last_mark, None | Some(':'))) => {
-                        flow += 1;
-                    }
-                    ']' | '}' => flow = flow.saturating_sub(1),
-                    _ => {}
-                }
-                if !c.is_whitespace() {
-                    last_mark = Some(c);
-                }
-                if compact.saturating_add(flow) > depth_max {
-                    return Some(index + 1);
-                }
+            match scan.step(c, &mut chars) {
+                Lexeme::Comment => break,
+                Lexeme::Quoted => {}
+                Lexeme::Plain if compact.saturating_add(scan.flow) > depth_max => return Some(index + 1),
+                Lexeme::Plain => {}
             }
-            prev = c;
         }
         if compact > depth_max {
             return Some(index + 1);
         }
-        if flow == 0 && !in_single && !in_double && ends_with_block_scalar_header(line) {
+        if scan.flow == 0 && !scan.in_quotes() && ends_with_block_scalar_header(line) {
             block_scalar = Some(indent);
         }
     }
@@ -312,6 +381,70 @@ mod tests {
         assert!(matches!(p("a: [*x]\n"), Err(DocError::Anchor { line: 1 })));
         // Inside quotes and comments they are just text.
         assert!(p("a: \"&x *y\"\nb: 'R&D * 2'\nc: 1 # &z\nd: a&b\ne: R & D\n").is_ok());
+    }
+
+    /// Against the real parser: where the anchor scan finds no `&name` or `*name`, every
+    /// `&` and `*` of the text is text, so writing them as `A` and `B` changes only the
+    /// parsed strings, in the same way. A real anchor the scan missed would vanish from the
+    /// parsed value (and `Ax 1` parses as a string, not as `1`): a difference.
+    #[test]
+    fn the_anchor_scan_agrees_with_the_parser() {
+        fn text_of(y: &Yaml) -> Yaml {
+            match y {
+                Yaml::String(s) => Yaml::String(s.replace('&', "A").replace('*', "B")),
+                Yaml::Sequence(items) => Yaml::Sequence(items.iter().map(text_of).collect()),
+                Yaml::Mapping(m) => Yaml::Mapping(m.iter().map(|(k, v)| (text_of(k), text_of(v))).collect()),
+                other => other.clone(),
+            }
+        }
+        const PIECES: [&str; 16] = ["a", "x", " ", "'", "''", "\"", "&", "*", ":", ": ", ",", "[", "]", "#", "-", "\\"];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut compared, mut refused) = (0u32, 0u32);
+        for case in 0..40_000u32 {
+            let len = 1 + next() % 10;
+            let body: String = (0..len).map(|_| PIECES[(next() % 16) as usize]).collect();
+            let text = match case % 3 {
+                0 => format!("k: {body}\n"),
+                1 => format!("k: [{body}]\n"),
+                _ => format!("- {body}\n"),
+            };
+            if find_anchor_or_alias(&text).is_some() {
+                refused += 1;
+                continue;
+            }
+            let plain = text.replace('&', "A").replace('*', "B");
+            let (Ok(real), Ok(as_text)) = (serde_yaml::from_str::<Yaml>(&text), serde_yaml::from_str::<Yaml>(&plain))
+            else {
+                continue;
+            };
+            assert_eq!(text_of(&real), as_text, "the scan saw no anchor or alias in {text:?}, the parser did");
+            compared += 1;
+        }
+        // Both sides must be exercised, or the test proves nothing.
+        assert!(compared > 5_000 && refused > 5_000, "compared {compared}, refused {refused}");
+    }
+
+    /// The two lexical scans read quotes by one rule (issue #27: they disagreed).
+    #[test]
+    fn quotes_are_read_as_yaml_reads_them() {
+        // `''` is a quote inside a single-quoted scalar: what follows is still quoted.
+        assert_eq!(p("a: 'it''s &x'\n").unwrap()["a"], "it's &x");
+        assert_eq!(p("a: ['it''s *y', 'b''c']\n").unwrap()["a"][0], "it's *y");
+        // A quote inside a plain scalar opens nothing: in flow context the scalar ends at
+        // the comma, and the anchor and alias after it are real (they were hidden).
+        assert!(matches!(p("a: {k: x 'y, b: &z [1], c: *z}\n"), Err(DocError::Anchor { line: 1 })));
+        assert!(matches!(p("a: [x 'y, *z]\n"), Err(DocError::Anchor { line: 1 })));
+        // A quote mid-scalar in block context is text too.
+        assert_eq!(p("a: it 's fine\n").unwrap()["a"], "it 's fine");
+        // The depth scan reads the same quotes: brackets inside `'…''…'` are text.
+        let limits = Limits { depth_max: 2, ..Limits::default() };
+        assert!(parse("a: 'x''[[[['\n", &limits).is_ok());
     }
 
     #[test]
