@@ -2,31 +2,15 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
-pub mod admission;
-pub mod attenuation;
-pub mod catalog;
-pub mod delegation;
-pub mod doc;
-pub mod documents;
-pub mod engine;
-pub mod files;
-pub mod hex;
-#[cfg(feature = "job")]
-pub mod job;
-pub mod lookup;
-pub mod mandate;
-pub mod manifest;
+// The layers below, each a crate (docs/ARCHITECTURE.md, "Layers"): a gateway depends on
+// `holon` alone and reaches them here under the names it always had.
+pub use holon_documents::{doc, files, hex, mandate, manifest, money, pattern, record, time};
 #[cfg(feature = "records")]
-pub mod measure;
-pub mod money;
-pub mod node;
-pub mod pattern;
+pub use holon_engine::measure;
+pub use holon_engine::{admission, attenuation, delegation, documents, engine, lookup, node, settlement, store, trust};
+#[cfg(feature = "job")]
+pub use holon_job as job;
+
+pub mod catalog;
 pub mod ranking;
-pub mod record;
 pub mod scenario;
-pub mod settlement;
-mod sign;
-pub mod store;
-pub(crate) mod sync;
-pub mod time;
-pub mod trust;

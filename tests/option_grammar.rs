@@ -1,4 +1,4 @@
-//! The option table (`src/job/shell/commands.txt`) against the programs themselves: for
+//! The option table (`crates/holon-job/src/shell/commands.txt`) against the programs themselves: for
 //! every command the table reads with GNU `getopt_long` (parsers `gnu` and `gnu+`), the
 //! installed program is asked which options it has and which take a value, through the
 //! messages its own parser prints (`unrecognized option`, `is ambiguous; possibilities:`,

@@ -2,7 +2,7 @@
 //! statements checked by hand were false):
 //!
 //! - every constant a doc quotes with its value, `` `NAME` (value) ``, has that value in
-//!   the code (`const NAME: … = …;` in `src/` or the Python binding's
+//!   the code (`const NAME: … = …;` in `src/`, `crates/` or the Python binding's
 //!   `bindings/python/src/`, read with a Rust parser, its expression evaluated: literals,
 //!   `<<`, `*`, `+`, `-`, parentheses and other constants);
 //!   a value in seconds quoted for a `_MS` constant is converted, `2^62` is a power;
@@ -163,8 +163,9 @@ fn check_constants(docs: &[(String, String)], consts: &Consts<'_>) -> (Vec<Strin
     (wrong, checked)
 }
 
-const PATH_ROOTS: [&str; 11] = [
+const PATH_ROOTS: [&str; 12] = [
     "src/",
+    "crates/",
     "tests/",
     "docs/",
     ".ci/",
@@ -201,11 +202,12 @@ fn missing_paths(docs: &[(String, String)], exists: impl Fn(&str) -> bool) -> (V
     (missing, checked)
 }
 
-/// The library's and binary's sources, and the Python binding's (docs/python.md quotes
-/// its constants).
+/// The library's and binary's sources (the root package and the layer crates), and the
+/// Python binding's (docs/python.md quotes its constants).
 fn sources() -> Vec<(String, String)> {
     let mut paths = Vec::new();
     files_under(&root().join("src"), "rs", &mut paths);
+    files_under(&root().join("crates"), "rs", &mut paths);
     files_under(&root().join("bindings/python/src"), "rs", &mut paths);
     paths.sort();
     paths.iter().map(|p| (p.display().to_string(), std::fs::read_to_string(p).unwrap())).collect()

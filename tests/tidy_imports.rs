@@ -17,10 +17,28 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
-/// A module's path from the crate root: `["engine", "ledger"]`. The binary's modules
-/// (`cli`, `serve`) share the root with the library's: `holon::x` and `crate::x` both name
-/// the top-level module `x`.
+/// A module's path from holon's root: `["engine", "ledger"]`. The layer crates and the
+/// binary share one namespace, the one the facade (`src/lib.rs`) shows: `holon::x`,
+/// `holon_engine::x` and `crate::x` in any of them name the top-level module `x`, except in
+/// the job crate, whose root is the module `job` (`holon::job`).
 type ModPath = Vec<String>;
+
+/// Where each package's sources are, and the module its root is in holon's namespace.
+const SOURCE_ROOTS: [(&str, &str, &str); 4] = [
+    ("holon", "src", ""),
+    ("holon-documents", "crates/holon-documents/src", ""),
+    ("holon-engine", "crates/holon-engine/src", ""),
+    ("holon-job", "crates/holon-job/src", "job"),
+];
+
+/// The module a crate's name stands for in a path (`holon_job::x` is `job::x`).
+fn crate_root(name: &str) -> Option<ModPath> {
+    match name {
+        "holon" | "holon_documents" | "holon_engine" => Some(Vec::new()),
+        "holon_job" => Some(vec!["job".to_owned()]),
+        _ => None,
+    }
+}
 
 /// One use of another module: where it is written and what it names.
 #[derive(Debug, Clone)]
@@ -32,17 +50,21 @@ struct Use {
 
 /// What one source file holds, for the checks.
 struct Source {
+    /// The package the file belongs to (`holon-engine`).
+    package: String,
     module: ModPath,
     uses: Vec<Use>,
     /// Names this file's module imports (`use a::b::Name;`), to the path they come from.
     imports: BTreeMap<String, ModPath>,
 }
 
-/// The module a file under `src/` is: `engine/mod.rs` is `engine`, `engine/judge.rs` is
-/// `engine::judge`, `lib.rs` and `main.rs` the root.
-fn module_of(relative: &str) -> ModPath {
+/// The module a file under a package's `src/` is: `engine/mod.rs` is `engine`,
+/// `engine/judge.rs` is `engine::judge`, `lib.rs` and `main.rs` the package's root
+/// (`mount`: empty, or `job` for the job crate).
+fn module_of(mount: &str, relative: &str) -> ModPath {
     let stem = relative.trim_end_matches(".rs");
-    let mut parts: Vec<String> = stem.split('/').map(str::to_owned).collect();
+    let mut parts: Vec<String> = mount.split('/').filter(|m| !m.is_empty()).map(str::to_owned).collect();
+    parts.extend(stem.split('/').map(str::to_owned));
     if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
         parts.pop();
     }
@@ -55,9 +77,11 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
         .any(|a| a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == "test"))
 }
 
-/// Collects every path that starts at `crate`, `super`, `self` or `holon`.
+/// Collects every path that starts at `crate`, `super`, `self` or one of holon's crates.
 struct Collector<'a> {
     file: &'a str,
+    /// The module the file's package root is (`crate::` starts there).
+    root: &'a ModPath,
     module: &'a ModPath,
     uses: Vec<Use>,
     imports: BTreeMap<String, ModPath>,
@@ -69,7 +93,8 @@ impl Collector<'_> {
     fn resolve(&self, segments: &[String]) -> Option<ModPath> {
         let first = segments.first()?;
         let (mut base, rest): (ModPath, &[String]) = match first.as_str() {
-            "crate" | "holon" => (Vec::new(), segments.get(1..)?),
+            "crate" => (self.root.clone(), segments.get(1..)?),
+            name if crate_root(name).is_some() => (crate_root(name)?, segments.get(1..)?),
             "self" | "super" => (self.module.clone(), segments),
             // A name this file imported stands for where it came from.
             name if self.imports.contains_key(name) => (self.imports[name].clone(), segments.get(1..)?),
@@ -178,13 +203,20 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 }
 
+/// One file of the `holon` package (the planted trees of the last test are such files).
 fn parse(relative: &str, text: &str) -> Source {
-    let module = module_of(relative);
-    let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{relative}: {e}"));
-    let mut c = Collector { file: relative, module: &module, uses: Vec::new(), imports: BTreeMap::new() };
+    parse_in("holon", "", relative, relative, text)
+}
+
+/// One file of `package`, whose root is the module `mount`; `shown` is its repository path.
+fn parse_in(package: &str, mount: &str, relative: &str, shown: &str, text: &str) -> Source {
+    let module = module_of(mount, relative);
+    let root = module_of(mount, "lib.rs");
+    let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{shown}: {e}"));
+    let mut c = Collector { file: shown, root: &root, module: &module, uses: Vec::new(), imports: BTreeMap::new() };
     c.visit_file(&file);
     let (uses, imports) = (c.uses, c.imports);
-    Source { module, uses, imports }
+    Source { package: package.to_owned(), module, uses, imports }
 }
 
 /// The modules that exist: every file's module and every prefix of one.
@@ -306,8 +338,8 @@ fn circles(arrows: &Arrows) -> Vec<String> {
 }
 
 /// The layer table of docs/ARCHITECTURE.md: the rows between the "Layers" heading and the
-/// next heading, `| n | `a`, `b` | what |`; module name to layer number.
-fn layer_table(architecture: &str) -> BTreeMap<String, u32> {
+/// next heading, `| n | crate | `a`, `b` | what |`; module name to its layer and package.
+fn layer_rows(architecture: &str) -> BTreeMap<String, (u32, String)> {
     let mut table = BTreeMap::new();
     let mut inside = false;
     for line in architecture.lines() {
@@ -316,13 +348,34 @@ fn layer_table(architecture: &str) -> BTreeMap<String, u32> {
             continue;
         }
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let (true, Some(n), Some(names)) = (inside, cells.get(1), cells.get(2)) else { continue };
+        let (true, Some(n), Some(package), Some(names)) = (inside, cells.get(1), cells.get(2), cells.get(3)) else {
+            continue;
+        };
         let Ok(n) = n.parse::<u32>() else { continue };
         for name in names.split(',') {
-            table.insert(name.trim().trim_matches('`').to_owned(), n);
+            table.insert(name.trim().trim_matches('`').to_owned(), (n, package.trim_matches('`').to_owned()));
         }
     }
     table
+}
+
+/// The layer of each module the table places.
+fn layer_table(architecture: &str) -> BTreeMap<String, u32> {
+    layer_rows(architecture).into_iter().map(|(m, (n, _))| (m, n)).collect()
+}
+
+/// Top-level modules whose files are not in the package their row names.
+fn misplaced(sources: &[Source], rows: &BTreeMap<String, (u32, String)>) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    for s in sources {
+        let Some(top) = s.module.first() else { continue };
+        if let Some((_, package)) = rows.get(top)
+            && *package != s.package
+        {
+            found.insert(format!("`{top}` is in the package {}, its row says {package}", s.package));
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// Arrows at the root that go up a layer, and top-level modules the table does not place.
@@ -355,22 +408,25 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The library's and the binary's sources (`src/bin/` holds other binaries, each its own
-/// crate of one file).
+/// The sources of holon's packages: the facade and the binary, and each layer crate
+/// (`src/bin/` holds other binaries, each its own crate of one file).
 fn project_sources() -> Vec<Source> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut paths = Vec::new();
-    files_under(&src, &mut paths);
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
-        .filter(|r| !r.starts_with("bin/"))
-        .map(|r| {
-            let text = std::fs::read_to_string(src.join(&r)).unwrap();
-            parse(&r, &text)
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (package, dir, mount) in SOURCE_ROOTS {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let mut paths = Vec::new();
+        files_under(&src, &mut paths);
+        paths.sort();
+        for p in &paths {
+            let r = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            if r.starts_with("bin/") {
+                continue;
+            }
+            let text = std::fs::read_to_string(p).unwrap();
+            out.push(parse_in(package, mount, &r, &format!("{dir}/{r}"), &text));
+        }
+    }
+    out
 }
 
 fn architecture() -> String {
@@ -388,6 +444,30 @@ fn no_module_uses_a_layer_above_its_own() {
     let sources = project_sources();
     let found = upward(&arrows(&sources), &sources, &layer_table(&architecture()));
     assert!(found.is_empty(), "{} arrows up:\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
+fn every_module_is_in_the_crate_its_layer_row_names() {
+    let found = misplaced(&project_sources(), &layer_rows(&architecture()));
+    assert!(found.is_empty(), "move the module or correct its row:\n{}", found.join("\n"));
+}
+
+/// A layer crate holds a band of layers and depends only on crates below it, so that the
+/// compiler refuses an arrow up between crates: the lowest layer of each crate is above
+/// the highest of every crate below it in this order (`sync`, which only the engine crate
+/// uses, is the one module of layer 1 outside the documents crate).
+#[test]
+fn the_layer_crates_hold_bands_of_layers_in_order() {
+    let rows = layer_rows(&architecture());
+    let band = |package: &str| {
+        let layers: Vec<u32> =
+            rows.iter().filter(|(m, (_, p))| p == package && m.as_str() != "sync").map(|(_, (n, _))| *n).collect();
+        (*layers.iter().min().unwrap(), *layers.iter().max().unwrap())
+    };
+    let order = ["holon-documents", "holon-job", "holon-engine", "holon"];
+    let bands: Vec<(u32, u32)> = order.iter().map(|p| band(p)).collect();
+    // The job crate sits beside the typed documents (layer 4) and under the engine.
+    assert!(bands[0].1 <= bands[2].0 && bands[1].1 < bands[2].0 && bands[2].1 < bands[3].0, "{order:?}: {bands:?}");
 }
 
 #[test]
@@ -412,6 +492,12 @@ fn the_checks_catch_planted_offenders() {
         ]
     };
     let layers: BTreeMap<String, u32> = [("low".to_owned(), 1), ("high".to_owned(), 2)].into();
+    let rows: BTreeMap<String, (u32, String)> =
+        [("low".to_owned(), (1, "holon".to_owned())), ("high".to_owned(), (2, "holon-engine".to_owned()))].into();
+    assert_eq!(
+        misplaced(&tree(""), &rows),
+        vec!["`high` is in the package holon, its row says holon-engine".to_owned()]
+    );
 
     let clean = tree("");
     assert_eq!(circles(&arrows(&clean)), Vec::<String>::new());

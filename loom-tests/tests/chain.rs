@@ -1,5 +1,5 @@
 //! loom models of calls under published sub-mandates (hierarchical reservation,
-//! `src/engine/chain.rs`): the real engine, every interleaving up to
+//! `crates/holon-engine/src/engine/chain.rs`): the real engine, every interleaving up to
 //! LOOM_MAX_PREEMPTIONS, `Ledger::audit` on every level at the end of every model.
 #![cfg(holon_loom)]
 
