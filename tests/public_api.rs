@@ -1,0 +1,279 @@
+//! The library's public API as a text snapshot (`tests/public_api.txt`), held to the source:
+//! a change to what a gateway can name (a new public item, a changed signature, a field
+//! made public) fails this test until the snapshot changes with it, so every such change is
+//! seen in review. Refresh it with
+//!
+//! ```text
+//! HOLON_BLESS_PUBLIC_API=1 cargo test --test public_api
+//! ```
+//!
+//! How the API is read (with a Rust parser, `syn`, on the four library packages' sources;
+//! the binary's `src/cli/` and `src/serve/` are not the library): every item declared `pub`
+//! outside `#[cfg(test)]`, with its signature. A `pub` item in a private module is public
+//! only if something re-exports it, and the workspace's `unreachable_pub` lint (denied in
+//! CI) warns on any that nothing re-exports, so "declared `pub`" is the public API. Items
+//! under `#[doc(hidden)]` are listed with `hidden` in front: public, but not promised.
+//! Trait impls are listed by their header (`impl Display for Amount`), methods of inherent
+//! impls by their signature.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use quote::ToTokens;
+
+/// The library's packages: the name the snapshot gives each file's crate, where its
+/// sources are, and the files that are not the library (the binary's).
+const LIBRARY: [(&str, &str); 4] = [
+    ("holon_documents", "crates/holon-documents/src"),
+    ("holon_job", "crates/holon-job/src"),
+    ("holon_engine", "crates/holon-engine/src"),
+    ("holon", "src"),
+];
+const NOT_THE_LIBRARY: [&str; 4] = ["cli/", "serve/", "bin/", "main.rs"];
+
+const SNAPSHOT: &str = "tests/public_api.txt";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `a::b` for `a/b.rs` and `a/b/mod.rs`; the crate's name for `lib.rs`.
+fn module_of(krate: &str, relative: &str) -> String {
+    let mut parts = vec![krate.to_owned()];
+    parts.extend(relative.trim_end_matches(".rs").split('/').map(str::to_owned));
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+fn has_attr(attrs: &[syn::Attribute], name: &str, inner: &str) -> bool {
+    attrs.iter().any(|a| a.path().is_ident(name) && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == inner))
+}
+
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    has_attr(attrs, "cfg", "test")
+}
+
+fn is_hidden(attrs: &[syn::Attribute]) -> bool {
+    has_attr(attrs, "doc", "hidden")
+}
+
+fn is_pub(vis: &syn::Visibility) -> bool {
+    matches!(vis, syn::Visibility::Public(_))
+}
+
+/// Tokens as one line, with the spaces the printer puts around punctuation taken out.
+fn text(tokens: &impl ToTokens) -> String {
+    let raw = tokens.to_token_stream().to_string();
+    let mut s = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (from, to) in [
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" : ", ": "),
+        (" < ", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        ("& ", "&"),
+        (" (", "("),
+        ("( ", "("),
+        (" )", ")"),
+        (" [", "["),
+        ("[ ", "["),
+        (" ]", "]"),
+        (" ;", ";"),
+        ("' ", "'"),
+        ("# [", "#["),
+        (" !", "!"),
+    ] {
+        while s.contains(from) {
+            s = s.replace(from, to);
+        }
+    }
+    s
+}
+
+/// A function's signature without its attributes and body.
+fn signature(sig: &syn::Signature) -> String {
+    text(sig)
+}
+
+/// Lines for one item, in module `module`; `hidden` when an enclosing item is doc(hidden).
+fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<String>) {
+    let line = |out: &mut BTreeSet<String>, attrs: &[syn::Attribute], what: String| {
+        let mark = if hidden || is_hidden(attrs) { "hidden " } else { "" };
+        out.insert(format!("{mark}{module}: {what}"));
+    };
+    match item {
+        syn::Item::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => line(out, &f.attrs, signature(&f.sig)),
+        syn::Item::Const(c) if is_pub(&c.vis) && !is_test(&c.attrs) => {
+            line(out, &c.attrs, format!("const {}: {}", c.ident, text(&c.ty)));
+        }
+        syn::Item::Static(s) if is_pub(&s.vis) && !is_test(&s.attrs) => {
+            line(out, &s.attrs, format!("static {}: {}", s.ident, text(&s.ty)));
+        }
+        syn::Item::Type(t) if is_pub(&t.vis) && !is_test(&t.attrs) => {
+            line(out, &t.attrs, format!("type {}{} = {}", t.ident, text(&t.generics), text(&t.ty)));
+        }
+        syn::Item::Struct(s) if is_pub(&s.vis) && !is_test(&s.attrs) => {
+            line(out, &s.attrs, format!("struct {}{}", s.ident, text(&s.generics)));
+            for (i, f) in s.fields.iter().enumerate() {
+                if is_pub(&f.vis) {
+                    let name = f.ident.as_ref().map_or_else(|| i.to_string(), ToString::to_string);
+                    line(out, &s.attrs, format!("field {}.{name}: {}", s.ident, text(&f.ty)));
+                }
+            }
+        }
+        syn::Item::Enum(e) if is_pub(&e.vis) && !is_test(&e.attrs) => {
+            line(out, &e.attrs, format!("enum {}{}", e.ident, text(&e.generics)));
+            for v in &e.variants {
+                let cfg = v.attrs.iter().find(|a| a.path().is_ident("cfg")).map(|a| format!(" {}", text(a)));
+                line(
+                    out,
+                    &e.attrs,
+                    format!("variant {}::{}{}{}", e.ident, v.ident, text(&v.fields), cfg.unwrap_or_default()),
+                );
+            }
+        }
+        syn::Item::Trait(t) if is_pub(&t.vis) && !is_test(&t.attrs) => {
+            line(out, &t.attrs, format!("trait {}{}", t.ident, text(&t.generics)));
+            for ti in &t.items {
+                if let syn::TraitItem::Fn(f) = ti {
+                    line(out, &t.attrs, format!("trait fn {}::{}", t.ident, signature(&f.sig)));
+                }
+            }
+        }
+        syn::Item::Mod(m) if is_pub(&m.vis) && !is_test(&m.attrs) => {
+            line(out, &m.attrs, format!("mod {}", m.ident));
+            if let Some((_, items)) = &m.content {
+                let inner = format!("{module}::{}", m.ident);
+                for i in items {
+                    item_lines(&inner, i, hidden || is_hidden(&m.attrs), out);
+                }
+            }
+        }
+        syn::Item::Use(u) if is_pub(&u.vis) && !is_test(&u.attrs) => {
+            line(out, &u.attrs, format!("use {}", text(&u.tree)))
+        }
+        syn::Item::Impl(i) if !is_test(&i.attrs) => impl_lines(module, i, hidden, out),
+        syn::Item::Macro(m) if has_attr_path(&m.attrs, "macro_export") => {
+            line(out, &m.attrs, format!("macro {}", m.ident.as_ref().map(ToString::to_string).unwrap_or_default()));
+        }
+        _ => {}
+    }
+}
+
+fn has_attr_path(attrs: &[syn::Attribute], name: &str) -> bool {
+    attrs.iter().any(|a| a.path().is_ident(name))
+}
+
+/// A trait impl by its header; an inherent impl by its public methods and constants.
+fn impl_lines(module: &str, i: &syn::ItemImpl, hidden: bool, out: &mut BTreeSet<String>) {
+    let mark = if hidden || is_hidden(&i.attrs) { "hidden " } else { "" };
+    let ty = text(&i.self_ty);
+    if let Some((_, path, _)) = &i.trait_ {
+        out.insert(format!("{mark}{module}: impl{} {} for {ty}", text(&i.generics), text(path)));
+        return;
+    }
+    for item in &i.items {
+        match item {
+            syn::ImplItem::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => {
+                let m = if is_hidden(&f.attrs) { "hidden " } else { mark };
+                out.insert(format!("{m}{module}: {ty}::{}", signature(&f.sig)));
+            }
+            syn::ImplItem::Const(c) if is_pub(&c.vis) && !is_test(&c.attrs) => {
+                out.insert(format!("{mark}{module}: {ty}::const {}: {}", c.ident, text(&c.ty)));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The public API of the library, one line per item, sorted.
+fn public_api() -> String {
+    let mut lines = BTreeSet::new();
+    for (krate, dir) in LIBRARY {
+        let src = root().join(dir);
+        let mut paths = Vec::new();
+        files_under(&src, &mut paths);
+        for p in paths {
+            let relative = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            if NOT_THE_LIBRARY.iter().any(|n| relative.starts_with(n)) {
+                continue;
+            }
+            let file = syn::parse_file(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let module = module_of(krate, &relative);
+            for item in &file.items {
+                item_lines(&module, item, false, &mut lines);
+            }
+        }
+    }
+    let mut out = String::new();
+    for l in lines {
+        writeln!(out, "{l}").unwrap();
+    }
+    out
+}
+
+#[test]
+fn the_public_api_is_the_committed_snapshot() {
+    let now = public_api();
+    let path = root().join(SNAPSHOT);
+    if std::env::var_os("HOLON_BLESS_PUBLIC_API").is_some() {
+        std::fs::write(&path, &now).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed == now {
+        return;
+    }
+    let before: BTreeSet<&str> = committed.lines().collect();
+    let after: BTreeSet<&str> = now.lines().collect();
+    let mut diff = String::new();
+    for gone in before.difference(&after) {
+        writeln!(diff, "- {gone}").unwrap();
+    }
+    for new in after.difference(&before) {
+        writeln!(diff, "+ {new}").unwrap();
+    }
+    panic!(
+        "the library's public API is not {SNAPSHOT} ({} lines removed or added):\n{diff}\nIf the change is meant, refresh the snapshot with `HOLON_BLESS_PUBLIC_API=1 cargo test --test public_api` and commit it with the change; if not, make the item private (`pub(crate)`).",
+        diff.lines().count()
+    );
+}
+
+/// The reader sees what it is for: a new public function, a field made public, a changed
+/// signature, and nothing private or under `#[cfg(test)]`.
+#[test]
+fn the_reader_sees_public_items_and_their_signatures_only() {
+    let read = |src: &str| {
+        let file = syn::parse_file(src).unwrap();
+        let mut lines = BTreeSet::new();
+        for item in &file.items {
+            item_lines("k", item, false, &mut lines);
+        }
+        lines.into_iter().collect::<Vec<_>>()
+    };
+    let base = "pub struct A { pub x: u64, y: u64 } impl A { pub fn f(&self, n: u32) -> Option<u64> { None } fn g(&self) {} } fn h() {} #[cfg(test)] pub fn t() {}";
+    assert_eq!(read(base), ["k: A::fn f(&self, n: u32) -> Option<u64>", "k: field A.x: u64", "k: struct A"]);
+    assert_eq!(read(&base.replace("y: u64", "pub y: u64")).len(), 4, "a field made public");
+    assert!(read(&base.replace("n: u32", "n: u64")).contains(&"k: A::fn f(&self, n: u64) -> Option<u64>".to_owned()));
+    assert_eq!(
+        read("#[doc(hidden)] pub mod internals { pub use super::A; }"),
+        ["hidden k: mod internals", "hidden k::internals: use super::A"]
+    );
+    assert_eq!(read("impl std::fmt::Display for A {}"), ["k: impl std::fmt::Display for A"]);
+}
