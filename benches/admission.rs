@@ -181,9 +181,11 @@ struct Naive {
 impl Naive {
     fn new(f: &Fixture) -> Naive {
         let snap = f.engine.snapshot();
-        let mandates = snap.mandates().map(|m| (m.source.id.clone(), Arc::clone(&m.source))).collect();
-        let agents =
-            snap.agents().map(|a| (a.source.id.to_string(), (Arc::clone(&a.source), a.record.clone()))).collect();
+        let mandates = snap.mandates().map(|m| (m.source().id.clone(), Arc::new(m.source().clone()))).collect();
+        let agents = snap
+            .agents()
+            .map(|a| (a.source().id.to_string(), (Arc::new(a.source().clone()), a.record().cloned().map(Arc::new))))
+            .collect();
         Naive { mandates, agents, catalog: snap, ledgers: std::sync::Mutex::new(HashMap::new()) }
     }
 

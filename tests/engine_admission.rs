@@ -206,7 +206,7 @@ fn a_bad_publish_changes_nothing() {
     let before = (ledger.claimed_micros(), ledger.spent_micros(), ledger.claimed_day_word());
     assert!(before.0 > before.1, "a lease waits");
     let snapshot = engine.snapshot();
-    let epoch = snapshot.mandate(c.mandate).unwrap().ledger_limits.epoch;
+    let epoch = snapshot.mandate(c.mandate).unwrap().ledger_limits().epoch;
     let mut twice = input();
     let first = twice.mandates[0].clone();
     twice.mandates.push(first);
@@ -230,7 +230,7 @@ fn a_bad_publish_changes_nothing() {
     // Publishing the same documents again keeps the epoch (the bad publishes did not
     // advance it) and so the lease.
     engine.publish(&input()).unwrap();
-    assert_eq!(engine.snapshot().mandate(c.mandate).unwrap().ledger_limits.epoch, epoch);
+    assert_eq!(engine.snapshot().mandate(c.mandate).unwrap().ledger_limits().epoch, epoch);
     assert_eq!((ledger.claimed_micros(), ledger.spent_micros()), (before.0, before.1), "the lease was kept");
 }
 

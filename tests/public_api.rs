@@ -12,7 +12,9 @@
 //! outside `#[cfg(test)]`, with its signature. A `pub` item in a private module is public
 //! only if something re-exports it, and the workspace's `unreachable_pub` lint (denied in
 //! CI) warns on any that nothing re-exports, so "declared `pub`" is the public API. Items
-//! under `#[doc(hidden)]` are listed with `hidden` in front: public, but not promised.
+//! under `#[doc(hidden)]` or there only with the `internals` feature (holon's own loom models
+//! and stress tests; the ledger's module allows `unreachable_pub` without it) are listed with
+//! `hidden` in front: public to holon's tests, not promised to a gateway.
 //! Trait impls are listed by their header (`impl Display for Amount`), methods of inherent
 //! impls by their signature.
 
@@ -67,8 +69,20 @@ fn is_test(attrs: &[syn::Attribute]) -> bool {
     has_attr(attrs, "cfg", "test")
 }
 
+/// Public but not promised: `#[doc(hidden)]`, or there only with the `internals` feature.
 fn is_hidden(attrs: &[syn::Attribute]) -> bool {
-    has_attr(attrs, "doc", "hidden")
+    has_attr(attrs, "doc", "hidden") || has_attr(attrs, "cfg", "feature = \"internals\"")
+}
+
+/// A module whose `pub` items are public only with the `internals` feature (it allows
+/// `unreachable_pub` without it), so everything in it and under it is listed as hidden.
+fn internals_only(file: &syn::File) -> bool {
+    file.attrs.iter().any(|a| {
+        a.path().is_ident("cfg_attr") && {
+            let t = text(&a.meta);
+            t.contains("feature = \"internals\"") && t.contains("unreachable_pub")
+        }
+    })
 }
 
 fn is_pub(vis: &syn::Visibility) -> bool {
@@ -204,7 +218,7 @@ fn impl_lines(module: &str, i: &syn::ItemImpl, hidden: bool, out: &mut BTreeSet<
 
 /// The public API of the library, one line per item, sorted.
 fn public_api() -> String {
-    let mut lines = BTreeSet::new();
+    let mut files = Vec::new();
     for (krate, dir) in LIBRARY {
         let src = root().join(dir);
         let mut paths = Vec::new();
@@ -215,10 +229,15 @@ fn public_api() -> String {
                 continue;
             }
             let file = syn::parse_file(&std::fs::read_to_string(&p).unwrap()).unwrap();
-            let module = module_of(krate, &relative);
-            for item in &file.items {
-                item_lines(&module, item, false, &mut lines);
-            }
+            files.push((module_of(krate, &relative), file));
+        }
+    }
+    let internal: Vec<String> = files.iter().filter(|(_, f)| internals_only(f)).map(|(m, _)| m.clone()).collect();
+    let mut lines = BTreeSet::new();
+    for (module, file) in &files {
+        let hidden = internal.iter().any(|m| module == m || module.starts_with(&format!("{m}::")));
+        for item in &file.items {
+            item_lines(module, item, hidden, &mut lines);
         }
     }
     let mut out = String::new();

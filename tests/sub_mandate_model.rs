@@ -150,7 +150,7 @@ fn run(tree: &Tree, ops: &[Op], parallel: &[usize]) -> Result<(), TestCaseError>
                         let blocking = chain.iter().rev().find(|m| !fits(m)).copied();
                         prop_assert!(blocking.is_some(), "denied {:?} though it fits every level", d.codes);
                         let named =
-                            d.spent.limited_by.map(|ix| engine.snapshot().mandate(ix).unwrap().source.id.clone());
+                            d.spent.limited_by.map(|ix| engine.snapshot().mandate(ix).unwrap().source().id.clone());
                         let expected = blocking.filter(|&b| b != n).map(|b| built.ids[b].clone());
                         prop_assert_eq!(named, expected);
                     }

@@ -448,7 +448,7 @@ fn publish_races_an_admission() {
         let ledger = engine.ledger(call.mandate).unwrap();
         assert_eq!((kept, ledger.settled_micros(), ledger.spent_micros()), (300, 300, 300));
         let snap = engine.snapshot();
-        assert!(Arc::ptr_eq(&snap.mandates().next().unwrap().ledger, &ledger), "the ledger was carried over");
+        assert!(Arc::ptr_eq(&snap.mandates().next().unwrap().ledger(), &ledger), "the ledger was carried over");
         audit(&ledger);
     });
 }

@@ -276,7 +276,7 @@ fn worked_example(
             }
         }
     }
-    let ledger = engine.ledger(mandate_ix).context("no ledger")?;
+    let ledger = engine.ledger_view(mandate_ix).context("no ledger")?;
     let spent = Amount::from_micros(ledger.settled_micros());
     outln!(
         "  ledger: {spent} {cur} settled, {} {cur} in flight",
@@ -331,7 +331,7 @@ fn sub_call(
         outln!("      {} {label}: no admissible implementer", style.bad("denied"))?;
         return Ok(());
     };
-    let name = snap.agent(agent).map(|a| a.source.id.to_string()).unwrap_or_default();
+    let name = snap.agent(agent).map(|a| a.source().id.to_string()).unwrap_or_default();
     match r.sub_call(&SubCall { agent, capability, at }) {
         Admission::Allowed(child) => {
             let settled = child.settle(sc.cost, at)?;

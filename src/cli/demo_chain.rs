@@ -59,7 +59,7 @@ pub(super) fn run(examples: &Path, style: &Style) -> anyhow::Result<bool> {
         }
         allowed
     };
-    let spent = |m| engine.ledger(m).map_or(Amount::ZERO, |l| Amount::from_micros(l.spent_micros()));
+    let spent = |m| engine.ledger_view(m).map_or(Amount::ZERO, |l| Amount::from_micros(l.spent_micros()));
     let mut ok = true;
     // Day 1: the pipeline's calls, then the assistant's own, until alice has 0.003 left.
     let under_child = Call::new(child, extract, day(0));
@@ -91,6 +91,6 @@ fn denial(engine: &Engine, call: &Call, level: Option<&str>, style: &Style) -> a
     for r in engine.explain_denial(call, &d) {
         outln!("  {} {} {}", style.bad("denied"), style.dim(r.code.as_str()), r.message)?;
     }
-    let named = d.spent.limited_by.and_then(|ix| engine.snapshot().mandate(ix).map(|m| m.source.id.clone()));
+    let named = d.spent.limited_by.and_then(|ix| engine.snapshot().mandate(ix).map(|m| m.source().id.clone()));
     Ok(named.as_deref() == level)
 }

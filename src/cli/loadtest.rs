@@ -204,7 +204,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         mandates.len() == opts.mandates + opts.sub_mandates && agents.len() == opts.agents,
         "the synthetic network is incomplete"
     );
-    let ledgers: Vec<_> = mandates.iter().filter_map(|m| engine.ledger(*m)).collect();
+    let ledgers: Vec<_> = mandates.iter().filter_map(|m| engine.ledger_view(*m)).collect();
     let (names, snapshot) = (engine.names(), engine.snapshot());
     let drained = std::thread::spawn(move || match receipts_out {
         None => receipt::drain(&rx, |_| Ok::<_, std::io::Error>(()), || Ok(())),
@@ -385,7 +385,7 @@ fn new_histogram() -> Result<Histogram<u64>, hdrhistogram::CreationError> {
 fn work(
     engine: &Engine,
     mandates: &[holon::engine::MandateIx],
-    ledgers: &[Arc<holon::engine::internals::Ledger>],
+    ledgers: &[holon::engine::LedgerView],
     agents: &[holon::engine::AgentIx],
     t: usize,
     opts: &Options,

@@ -163,8 +163,11 @@ impl Engine {
         let mandate_ix = core.mandate(mandate)?;
         let agent_ix = core.agent(agent)?;
         if let Some(class) = capability {
-            let offers =
-                core.engine.snapshot().agent(agent_ix).is_some_and(|a| a.source.classes().any(|c| c.as_str() == class));
+            let offers = core
+                .engine
+                .snapshot()
+                .agent(agent_ix)
+                .is_some_and(|a| a.source().classes().any(|c| c.as_str() == class));
             if !offers {
                 return Err(PyValueError::new_err(format!(
                     "agent `{agent}` does not offer capability `{class}`: pick one of its implementers"
@@ -285,7 +288,7 @@ impl Engine {
     #[getter]
     fn mandates(&self) -> Vec<String> {
         let snap = self.core.engine.snapshot();
-        let mut ids: Vec<String> = snap.mandates().map(|m| m.source.id.clone()).collect();
+        let mut ids: Vec<String> = snap.mandates().map(|m| m.source().id.clone()).collect();
         ids.sort();
         ids
     }
@@ -294,7 +297,7 @@ impl Engine {
     #[getter]
     fn agents(&self) -> Vec<String> {
         let snap = self.core.engine.snapshot();
-        let mut ids: Vec<String> = snap.agents().map(|a| a.source.id.to_string()).collect();
+        let mut ids: Vec<String> = snap.agents().map(|a| a.source().id.to_string()).collect();
         ids.sort();
         ids.dedup();
         ids
@@ -396,7 +399,7 @@ fn spend(core: &Core, id: &str, ix: holon::engine::MandateIx) -> PyResult<Spend>
     let Some(m) = snap.mandate(ix) else {
         return Err(UnknownNameError::new_err(format!("no mandate `{id}` in the documents this engine loaded")));
     };
-    let budget = &m.source.budget;
+    let budget = &m.source().budget;
     let state = core.engine.spend_state();
     let mine = state.ledgers.iter().find(|l| l.mandate == id);
     let today_day = Timestamp::now().unix().div_euclid(86_400).unsigned_abs();

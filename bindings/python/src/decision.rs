@@ -61,8 +61,8 @@ pub(crate) fn made(
     });
     let snap = core.engine.snapshot();
     let currency =
-        about.currency.clone().or_else(|| snap.mandate(about.mandate).map(|m| m.source.budget.currency.to_string()));
-    let agent = snap.agent(about.agent).map(|a| a.source.id.to_string());
+        about.currency.clone().or_else(|| snap.mandate(about.mandate).map(|m| m.source().budget.currency.to_string()));
+    let agent = snap.agent(about.agent).map(|a| a.source().id.to_string());
     let mut made = Made {
         verdict: "allowed",
         codes: Vec::new(),
@@ -99,7 +99,7 @@ pub(crate) fn made(
     };
     made.codes = codes.iter().map(Code::as_str).collect();
     made.reasons = explain(codes, made.worst, spent).into_iter().map(|r| (r.code.as_str(), r.message)).collect();
-    made.limited_by = spent.limited_by.and_then(|ix| snap.mandate(ix)).map(|m| m.source.id.clone());
+    made.limited_by = spent.limited_by.and_then(|ix| snap.mandate(ix)).map(|m| m.source().id.clone());
     Ok(made)
 }
 

@@ -93,7 +93,7 @@ impl Service {
     /// The ancestor a call under a sub-mandate was refused by, by id.
     fn limited_by(&self, spent: Spent) -> Option<String> {
         let ix = spent.limited_by?;
-        self.engine.snapshot().mandate(ix).map(|m| m.source.id.clone())
+        self.engine.snapshot().mandate(ix).map(|m| m.source().id.clone())
     }
 
     fn body(&self, decision: &'static str, asked: &Asked<'_>, worst: Amount) -> DecisionBody {
@@ -181,10 +181,10 @@ impl Service {
     }
 
     pub(super) fn mandate_currency(&self, mandate: holon::engine::MandateIx) -> Option<String> {
-        self.engine.snapshot().mandate(mandate).map(|m| m.source.budget.currency.to_string())
+        self.engine.snapshot().mandate(mandate).map(|m| m.source().budget.currency.to_string())
     }
 
     fn agent_name(&self, agent: AgentIx) -> Option<String> {
-        self.engine.snapshot().agent(agent).map(|a| a.source.id.to_string())
+        self.engine.snapshot().agent(agent).map(|a| a.source().id.to_string())
     }
 }

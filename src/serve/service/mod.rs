@@ -216,7 +216,7 @@ impl Service {
         };
         if let Some(class) = &req.capability {
             let snap = self.engine.snapshot();
-            let offers = snap.agent(agent).is_some_and(|a| a.source.classes().any(|c| c.as_str() == class));
+            let offers = snap.agent(agent).is_some_and(|a| a.source().classes().any(|c| c.as_str() == class));
             if !offers {
                 return Err(ErrorBody::field(
                     "/capability",

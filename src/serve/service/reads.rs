@@ -24,13 +24,13 @@ impl Service {
         // Its issuer, or the account at the root of its chain (a sub-mandate's issuer is an
         // agent; the human who granted the root reads every mandate under it).
         if let Role::Account(p) = role
-            && p != &m.source.issuer
+            && p != &m.source().issuer
             && self.engine.approver_of(ix).as_ref() != Some(p)
         {
             return Err(not_found());
         }
-        let b = &m.source.budget;
-        let ledger = self.engine.ledger(ix);
+        let b = &m.source().budget;
+        let ledger = self.engine.ledger_view(ix);
         let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
         let (spent, settled, today_spent) =
             ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
@@ -47,27 +47,27 @@ impl Service {
         let money = |micros: u64| Amount::from_micros(micros).to_string();
         let shadow = self.engine.shadow_tally(ix);
         let ancestors: Vec<serde_json::Value> = m
-            .ancestors
+            .ancestors()
             .iter()
-            .filter_map(|a| Some((snap.mandate(*a)?, self.engine.ledger(*a)?)))
+            .filter_map(|a| Some((snap.mandate(*a)?, self.engine.ledger_view(*a)?)))
             .map(|(a, l)| {
                 let (spent, settled) = (l.spent_micros(), l.settled_micros());
                 serde_json::json!({
-                    "id": a.source.id,
-                    "limits": { "total": a.source.budget.total.to_string(), "per_day": a.source.budget.per_day.map(|d| d.to_string()) },
+                    "id": a.source().id,
+                    "limits": { "total": a.source().budget.total.to_string(), "per_day": a.source().budget.per_day.map(|d| d.to_string()) },
                     "this_node": { "reserved": money(spent.saturating_sub(settled)), "settled": money(settled), "today": money(l.spent_day_micros(today)) },
                 })
             })
             .collect();
         Ok(serde_json::json!({
             "id": id,
-            "issuer": m.source.issuer.as_str(),
+            "issuer": m.source().issuer.as_str(),
             "currency": b.currency.to_string(),
             "limits": {
                 "total": b.total.to_string(),
                 "per_call": b.per_call.map(|a| a.to_string()),
                 "per_day": b.per_day.map(|a| a.to_string()),
-                "approval_above": m.source.approval.as_ref().map(|a| a.above.to_string()),
+                "approval_above": m.source().approval.as_ref().map(|a| a.above.to_string()),
             },
             // Every node's, as the store counts them when read (null: not in the store yet).
             "store": {

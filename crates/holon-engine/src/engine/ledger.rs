@@ -78,7 +78,12 @@
 //! (no underflow, nothing above its limit, the expected lease transitions): they fire in
 //! tests, proptests and loom models and compile out of release builds.
 
+// The ledger's items are `pub` for `engine::internals` (the `internals` feature: holon's
+// own loom models and stress tests); without it they are the engine's alone.
+#![cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+
 mod allowance;
+#[cfg(any(test, feature = "internals"))]
 mod audit;
 mod lease;
 mod refund;
@@ -89,9 +94,12 @@ mod words;
 use crossbeam_utils::CachePadded;
 
 use crate::admission::{Code, CodeSet};
-use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
-pub use allowance::{ALLOWANCE_CAP_MICROS, AllowanceError, StoreState};
+#[cfg(any(test, feature = "internals"))]
+pub use allowance::AllowanceError;
+pub use allowance::{ALLOWANCE_CAP_MICROS, StoreState};
+#[cfg(any(test, feature = "internals"))]
 pub use audit::AuditError;
 pub(super) use words::{DAY_MICROS_MAX, DAY_NUMBER_MAX};
 
@@ -339,12 +347,14 @@ impl Ledger {
 
     /// Reserves `worst` if neither `total` nor today's limit would be exceeded, from the
     /// calling thread's lease shard.
+    #[cfg(any(test, feature = "internals"))]
     pub fn reserve(&self, worst_micros: u64, today: u64, limits: LedgerLimits) -> Result<Charge, CodeSet> {
-        self.reserve_on(sync::lease_shard(), worst_micros, today, limits)
+        self.reserve_on(crate::sync::lease_shard(), worst_micros, today, limits)
     }
 
     /// [`Ledger::reserve`] on a given lease shard (tests use it to play several threads).
     /// The call's day is trusted to open a new day (no clock: tests and models).
+    #[cfg(any(test, feature = "internals"))]
     pub fn reserve_on(
         &self,
         shard: usize,

@@ -56,14 +56,24 @@ mod sub_call;
 mod symbols;
 pub mod synthetic;
 
-/// The engine's inside, for the loom models, the stress tests and the benches only: not an
-/// API, and it changes without notice.
-#[doc(hidden)]
-pub mod internals {
-    pub use super::ledger::{ALLOWANCE_CAP_MICROS, AllowanceError, StoreState};
-    pub use super::ledger::{AuditError, Charge, Ledger, LedgerLimits};
+/// The engine's inside, for the node (in this crate) and, under the `internals` feature,
+/// for holon's own loom models, stress tests and benches: never the public API.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+pub(crate) mod inside {
+    #[cfg(feature = "internals")]
+    pub use super::ledger::{ALLOWANCE_CAP_MICROS, AllowanceError, AuditError, Charge, LedgerLimits};
+    pub use super::ledger::{Ledger, StoreState};
     #[cfg(holon_loom)]
     pub use crate::sync::pin_lease_shard;
+}
+
+/// The engine's inside (the ledger and its words) for holon's own loom models, stress
+/// tests and benches, behind the `internals` feature that no gateway turns on: not an API,
+/// and it changes without notice.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use super::inside::*;
 }
 
 use dashmap::DashMap;
@@ -264,11 +274,18 @@ impl Engine {
         self.names.agents.get(id).map(AgentIx)
     }
 
-    /// The root ledger of a mandate, if it has one (the engine's inside: for the stress
-    /// tests, the loom models and `loadtest`'s budget audit).
+    /// The root ledger of a mandate, if it has one (the engine's inside, under the
+    /// `internals` feature: for holon's stress tests and loom models).
+    #[cfg(feature = "internals")]
     #[doc(hidden)]
     pub fn ledger(&self, mandate: MandateIx) -> Option<Arc<Ledger>> {
         self.ledgers.get(mandate.0)
+    }
+
+    /// What this engine's ledger holds for a mandate, read-only (`None` for an unknown
+    /// mandate): its figures on this node, for audits and status pages.
+    pub fn ledger_view(&self, mandate: MandateIx) -> Option<LedgerView> {
+        self.ledgers.get(mandate.0).map(LedgerView)
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -464,5 +481,36 @@ impl Engine {
 
     pub(crate) fn now(&self) -> Timestamp {
         (self.config.clock)()
+    }
+}
+
+/// One mandate's ledger on this engine, read-only: what a gateway's audit or status page
+/// reads ([`Engine::ledger_view`](Engine::ledger_view)). Each figure is one moment's
+/// reading of atomic words that calls keep changing; none of them can change the ledger.
+#[derive(Debug, Clone)]
+pub struct LedgerView(Arc<Ledger>);
+
+impl LedgerView {
+    /// Reserved + settled (micro-units): exact when no call runs; while calls run, one
+    /// moment's estimate that never exceeds what the limit is enforced on.
+    pub fn spent_micros(&self) -> u64 {
+        self.0.spent_micros()
+    }
+
+    /// Settled (kept) amounts (micro-units).
+    pub fn settled_micros(&self) -> u64 {
+        self.0.settled_micros()
+    }
+
+    /// Reserved + settled on day `today` (days since 1970-01-01, UTC; micro-units).
+    pub fn spent_day_micros(&self, today: u64) -> u64 {
+        self.0.spent_day_micros(today)
+    }
+
+    /// Reserved + settled + leased to threads (micro-units): the word the total limit is
+    /// enforced on, less what a node holds in store leases; never above the limit, so the
+    /// figure for a budget audit.
+    pub fn used_micros(&self) -> u64 {
+        self.0.used_micros()
     }
 }

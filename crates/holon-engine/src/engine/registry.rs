@@ -15,11 +15,11 @@ use crate::sync::Arc;
 
 /// A root ledger's index in the registry's arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RootIx(usize);
+pub(crate) struct RootIx(usize);
 
 /// Where a compiled mandate's ledger lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LedgerKey {
+pub(crate) enum LedgerKey {
     /// A mandate's root ledger, kept by the [`LedgerRegistry`] for the engine's life.
     Root(RootIx),
     /// A delegated run's ledger, held by `Arc` by the run and its reservations.

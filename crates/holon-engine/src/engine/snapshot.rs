@@ -51,13 +51,13 @@ struct Thresholds {
 /// A mandate ready for admission.
 #[derive(Debug)]
 pub struct CompiledMandate {
-    pub ix: MandateIx,
-    pub source: Arc<Mandate>,
-    pub ledger: Arc<Ledger>,
-    pub ledger_key: LedgerKey,
-    pub limits: BudgetLimits,
-    pub ledger_limits: LedgerLimits,
-    pub currency: Currency,
+    pub(crate) ix: MandateIx,
+    pub(crate) source: Arc<Mandate>,
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) ledger_key: LedgerKey,
+    pub(crate) limits: BudgetLimits,
+    pub(crate) ledger_limits: LedgerLimits,
+    pub(crate) currency: Currency,
     from: i64,
     until: i64,
     fx: SmallVec<[(Currency, FxRate); 4]>,
@@ -66,7 +66,7 @@ pub struct CompiledMandate {
     allow_agents: AgentMatcher,
     allow_classes: ClassMatcher,
     allow_published: bool,
-    pub max_depth: u32,
+    pub(crate) max_depth: u32,
     require_charge_on_success: bool,
     runtimes: Option<u8>,
     max_retention_s: Option<u64>,
@@ -77,19 +77,19 @@ pub struct CompiledMandate {
     /// `sub_mandate_chain_broken`), if so. Compiled with `from` past every time, so the
     /// validity check (on the hot path anyway) refuses every call and only the denial
     /// asks which code it is.
-    pub barred: Option<Code>,
+    pub(crate) barred: Option<Code>,
     /// A published sub-mandate's ancestors in this snapshot, parent first and root last
     /// (empty for a root mandate and a delegated run's): a call under it is judged and
     /// reserved on each of them too (`Engine::decide`'s chain step).
-    pub ancestors: Box<[MandateIx]>,
+    pub(crate) ancestors: Box<[MandateIx]>,
     /// Why its chain does not hold (`sub_mandate_chain_broken`), for the sentence.
-    pub chain_error: Option<Arc<str>>,
+    pub(crate) chain_error: Option<Arc<str>>,
     /// The digest of its chain's root document (a run's sub-calls stop when the root is
     /// replaced by another document with the same id).
-    pub root_digest: Option<crate::trust::Digest>,
+    pub(crate) root_digest: Option<crate::trust::Digest>,
     /// The root mandate of its chain: itself for a published mandate, the root call's
     /// mandate for a delegated run's (a run's sub-calls stop when the root is revoked).
-    pub root: MandateIx,
+    pub(crate) root: MandateIx,
 }
 
 /// A declared downstream agent, resolved against the snapshot at compile time.
@@ -104,9 +104,9 @@ struct CallTarget {
 /// An agent ready for admission.
 #[derive(Debug)]
 pub struct CompiledAgent {
-    pub ix: AgentIx,
-    pub source: Arc<Manifest>,
-    pub record: Option<Arc<AgentRecord>>,
+    pub(crate) ix: AgentIx,
+    pub(crate) source: Arc<Manifest>,
+    pub(crate) record: Option<Arc<AgentRecord>>,
     ns: u32,
     classes: ClassSet,
     charges_on_attempt: bool,
@@ -118,7 +118,7 @@ pub struct CompiledAgent {
     currency: Option<Currency>,
     ceiling_micros: u64,
     cap_micros: u64,
-    pub has_calls: bool,
+    pub(crate) has_calls: bool,
     call_classes: Box<[ClassSet]>,
     call_agents: Box<[CallTarget]>,
     record_applies: bool,
@@ -127,21 +127,68 @@ pub struct CompiledAgent {
     latency: Option<u64>,
     runs: Option<u64>,
     /// `runtime.limits.timeout_s`: how long before a reservation may be reclaimed.
-    pub timeout_s: u64,
+    pub(crate) timeout_s: u64,
     /// Signatures are required and its publisher's provenance signature does not verify.
-    pub unverified: bool,
+    pub(crate) unverified: bool,
     /// `has_calls || unverified`: whether `fit_codes` has more than the common checks.
     rare_checks: bool,
 }
 
+// The compiled forms are read-only outside this crate: their fields are the engine's (a
+// ledger among them), so a gateway reads them through these accessors.
 impl CompiledMandate {
     /// On the published revocation list, itself or through its chain.
     pub fn revoked(&self) -> bool {
         self.barred == Some(Code::MandateRevoked)
     }
+
+    /// Its index in the snapshot.
+    pub fn ix(&self) -> MandateIx {
+        self.ix
+    }
+
+    /// The document it was compiled from.
+    pub fn source(&self) -> &Mandate {
+        &self.source
+    }
+
+    /// A published sub-mandate's ancestors, parent first and root last (empty for a root
+    /// mandate): a call under it is judged and reserved on each of them too.
+    pub fn ancestors(&self) -> &[MandateIx] {
+        &self.ancestors
+    }
+
+    /// The limits its ledger enforces (the engine's inside, under `internals`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn ledger_limits(&self) -> LedgerLimits {
+        self.ledger_limits
+    }
+
+    /// Its ledger (the engine's inside, under `internals`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
 }
 
 impl CompiledAgent {
+    /// Its index in the snapshot.
+    pub fn ix(&self) -> AgentIx {
+        self.ix
+    }
+
+    /// The manifest it was compiled from.
+    pub fn source(&self) -> &Manifest {
+        &self.source
+    }
+
+    /// Its record (measured behaviour), if one was published.
+    pub fn record(&self) -> Option<&AgentRecord> {
+        self.record.as_deref()
+    }
+
     /// Whether the agent has `class` (an interned word).
     pub fn has_class(&self, class: u32) -> bool {
         self.classes.has(class)

@@ -23,12 +23,12 @@ pub struct Symbols {
 }
 
 impl Symbols {
-    pub fn new(kind: &'static str) -> Self {
+    pub(crate) fn new(kind: &'static str) -> Self {
         Symbols { kind, ..Symbols::default() }
     }
 
     /// The number of `name`, giving it the next one if it has none yet.
-    pub fn intern(&self, name: &str) -> Result<u32, EngineError> {
+    pub(crate) fn intern(&self, name: &str) -> Result<u32, EngineError> {
         if let Some(&sym) = self.map.read().get(name) {
             return Ok(sym);
         }

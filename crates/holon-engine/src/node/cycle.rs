@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::book::{Book, GiveBackFrom, Plan};
 use super::{Counters, NodeConfig, NodeError, Shared};
 use crate::engine::Engine;
-use crate::engine::internals::{Ledger, StoreState};
+use crate::engine::inside::{Ledger, StoreState};
 use crate::store::{GrantRequest, LedgerStore, Limits, StoreError};
 use crate::sync::Arc;
 

@@ -8,7 +8,7 @@ use super::Counters;
 use super::NodeError;
 use super::book::{GiveBackFrom, Plan};
 use super::cycle::Runner;
-use crate::engine::internals::StoreState;
+use crate::engine::inside::StoreState;
 use crate::store::{FLUSH_ENTRIES_MAX, FlushOutcome, LeaseState, StoreError};
 
 impl Runner {
