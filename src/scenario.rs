@@ -32,7 +32,7 @@ use crate::engine::{Assessor, Callee, EngineError};
 use crate::mandate::Mandate;
 use crate::money::Amount;
 use crate::pattern::{AgentId, ClassName, Principal};
-use crate::settlement::{self, Outcome};
+use crate::settlement::{self, RunOutcome};
 use crate::time::Timestamp;
 
 /// Most calls (top-level, and sub-calls per top call) a scenario may describe.
@@ -65,12 +65,12 @@ pub struct TopCall {
     #[serde(default)]
     pub charge: Option<Amount>,
     #[serde(default)]
-    pub sub_calls: Vec<SubCall>,
+    pub sub_calls: Vec<PlannedSubCall>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SubCall {
+pub struct PlannedSubCall {
     #[serde(default)]
     pub capability: Option<ClassName>,
     #[serde(default)]
@@ -84,13 +84,13 @@ fn success() -> String {
     "success".into()
 }
 
-fn parse_outcome(s: &str) -> Option<Outcome> {
+fn parse_outcome(s: &str) -> Option<RunOutcome> {
     match s {
-        "success" => Some(Outcome::Success { output_valid: true }),
-        "invalid_output" => Some(Outcome::Success { output_valid: false }),
+        "success" => Some(RunOutcome::Success { output_valid: true }),
+        "invalid_output" => Some(RunOutcome::Success { output_valid: false }),
         _ => match s.split_once(':') {
-            Some(("error", code)) => Some(Outcome::Error { code: code.into() }),
-            Some(("gateway", code)) => Some(Outcome::Gateway { code: code.into() }),
+            Some(("error", code)) => Some(RunOutcome::Error { code: code.into() }),
+            Some(("gateway", code)) => Some(RunOutcome::Gateway { code: code.into() }),
             _ => None,
         },
     }
@@ -98,7 +98,7 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
 
 /// One node of the receipt tree.
 #[derive(Debug, Clone, Serialize)]
-pub struct Receipt {
+pub struct ReceiptNode {
     pub agent: String,
     pub mandate: String,
     pub decision: Verdict,
@@ -109,14 +109,14 @@ pub struct Receipt {
     pub approved_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settlement: Option<settlement::Settlement>,
-    pub children: Vec<Receipt>,
+    pub children: Vec<ReceiptNode>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub mandate: String,
     pub currency: String,
-    pub receipts: Vec<Receipt>,
+    pub receipts: Vec<ReceiptNode>,
     /// Total billed to the mandate over the scenario.
     pub billed: Amount,
 }
@@ -207,10 +207,10 @@ pub fn run_under(
     Ok(Report { mandate: mandate.id.clone(), currency: mandate.budget.currency.to_string(), receipts, billed: spent })
 }
 
-impl Receipt {
+impl ReceiptNode {
     /// A receipt at decision time: nothing billed, approved, settled or called yet.
     fn decided(agent: String, mandate: String, decision: Verdict, worst_case: Amount, reasons: Vec<Reason>) -> Self {
-        Receipt {
+        ReceiptNode {
             agent,
             mandate,
             decision,
@@ -224,8 +224,8 @@ impl Receipt {
     }
 }
 
-fn denied(agent: &str, mandate: &str, code: Code, message: String) -> Receipt {
-    Receipt::decided(agent.into(), mandate.into(), Verdict::Denied, Amount::ZERO, vec![Reason::new(code, message)])
+fn denied(agent: &str, mandate: &str, code: Code, message: String) -> ReceiptNode {
+    ReceiptNode::decided(agent.into(), mandate.into(), Verdict::Denied, Amount::ZERO, vec![Reason::new(code, message)])
 }
 
 fn run_top(
@@ -234,7 +234,7 @@ fn run_top(
     catalog: &Catalog,
     call: &TopCall,
     spent: Amount,
-) -> Result<Receipt, ScenarioError> {
+) -> Result<ReceiptNode, ScenarioError> {
     let mandate = assessor.mandate();
     let Some(entry) = catalog.get(&call.agent) else {
         return Ok(denied(
@@ -248,8 +248,13 @@ fn run_top(
         .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", call.outcome)))?;
     let ctx = CallContext { max_cost: call.max_cost, spent_total: spent, spent_today: spent, ..CallContext::at(s.at) };
     let a = assessor.assess(&entry.manifest, entry.record.as_ref(), &ctx)?;
-    let mut receipt =
-        Receipt::decided(entry.manifest.id.to_string(), mandate.id.clone(), a.verdict, a.worst_case, a.reasons.clone());
+    let mut receipt = ReceiptNode::decided(
+        entry.manifest.id.to_string(),
+        mandate.id.clone(),
+        a.verdict,
+        a.worst_case,
+        a.reasons.clone(),
+    );
     match a.verdict {
         Verdict::Denied => return Ok(receipt),
         Verdict::Held => {
@@ -318,9 +323,9 @@ fn run_sub(
     assessor: &Assessor<'_>,
     orchestrator: &Entry,
     catalog: &Catalog,
-    sc: &SubCall,
+    sc: &PlannedSubCall,
     sub_spent: Amount,
-) -> Result<Receipt, ScenarioError> {
+) -> Result<ReceiptNode, ScenarioError> {
     let outcome = parse_outcome(&sc.outcome)
         .ok_or_else(|| ScenarioError::Invalid(format!("unknown outcome `{}`", sc.outcome)))?;
     let sub = assessor.mandate();
@@ -361,7 +366,7 @@ fn run_sub(
         _ => return Err(ScenarioError::Invalid("a sub-call names exactly one of `capability` or `agent`".into())),
     };
     let mut receipt =
-        Receipt::decided(callee.manifest.id.to_string(), sub.id.clone(), a.verdict, a.worst_case, a.reasons);
+        ReceiptNode::decided(callee.manifest.id.to_string(), sub.id.clone(), a.verdict, a.worst_case, a.reasons);
     if a.verdict == Verdict::Allowed {
         let st = settlement::settle(&callee.manifest, &outcome, sc.cost, Amount::ZERO, a.worst_case, catalog)
             .map_err(|e| ScenarioError::Invalid(e.to_string()))?;

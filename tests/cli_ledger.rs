@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use holon::store::sqlite::SqliteStore;
-use holon::store::{FlushEntry, GrantRequest, LedgerStore, Limits};
+use holon::store::{FlushEntry, GrantRequest, LedgerStore, StoreLimits};
 use serde_json::Value;
 
 fn holon(args: &[&str]) -> (i32, String, String) {
@@ -27,7 +27,7 @@ fn status_and_reconcile_of_a_gone_node() {
     let url = format!("sqlite:{}", path.display());
     {
         let store = SqliteStore::open(&path).unwrap();
-        store.publish_limits("alice/m", Limits { total_micros: 5_000_000, per_day_micros: None }, false).unwrap();
+        store.publish_limits("alice/m", StoreLimits { total_micros: 5_000_000, per_day_micros: None }, false).unwrap();
         let ask = |node: &str, now_unix| GrantRequest {
             node: node.into(),
             mandate: "alice/m".into(),
@@ -108,7 +108,7 @@ fn raise_sets_the_store_limits_and_refuses_with_nothing_written() {
     let url = format!("sqlite:{}", path.display());
     {
         let store = SqliteStore::open(&path).unwrap();
-        let limits = Limits { total_micros: 5_000_000, per_day_micros: Some(1_000_000) };
+        let limits = StoreLimits { total_micros: 5_000_000, per_day_micros: Some(1_000_000) };
         store.publish_limits("alice/m", limits, false).unwrap();
     }
     let status = || {
@@ -132,7 +132,7 @@ fn raise_sets_the_store_limits_and_refuses_with_nothing_written() {
     // A publish from a node with the old documents lowers it again; raise is the only way up.
     SqliteStore::open(&path)
         .unwrap()
-        .publish_limits("alice/m", Limits { total_micros: 5_000_000, per_day_micros: Some(1_000_000) }, false)
+        .publish_limits("alice/m", StoreLimits { total_micros: 5_000_000, per_day_micros: Some(1_000_000) }, false)
         .unwrap();
     assert_eq!(status()["mandates"][0]["limit"].as_str(), Some("5.00"));
 

@@ -25,7 +25,7 @@ use std::process::Command;
 use holon::job::call::{self, Aspect};
 use holon::job::mandate::{self, Checker, JobMandate};
 use holon::job::shell::{self, grammar::Unit, kinds, options};
-use holon::job::state::{Outcome, Scope, StateView, decide};
+use holon::job::state::{CheckOutcome, Scope, StateView, decide};
 
 /// The workdir the mandate is learned for (calls name it as their `cwd`).
 const WORKDIR: &str = "/work/oracle";
@@ -322,7 +322,7 @@ fn allowed(line: &str, m: &JobMandate, state: &Path) -> bool {
         run: "r".into(),
         state_dir: Some(state.display().to_string()),
     };
-    matches!(decide(Ok(&c), &view, Scope::Cron), Outcome::Allow { .. })
+    matches!(decide(Ok(&c), &view, Scope::Cron), CheckOutcome::Allow { .. })
 }
 
 /// One thing a traced process did.

@@ -13,7 +13,8 @@ use holon::node::{Node, NodeConfig};
 use holon::store::memory::MemoryStore;
 use holon::store::sqlite::SqliteStore;
 use holon::store::{
-    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, MandateStatus, Reconciled, StoreError,
+    StoreLimits,
 };
 use holon::time::Timestamp;
 use std::sync::Arc;
@@ -166,7 +167,7 @@ impl Flaky {
 }
 
 impl LedgerStore for Flaky {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         self.up()?;
         self.inner.publish_limits(mandate, limits, raise)
     }
@@ -283,7 +284,7 @@ fn a_limit_lowered_by_one_node_stops_new_grants_but_not_the_other_nodes_lease() 
 fn a_node_whose_documents_are_above_the_stores_limit_does_not_start_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(&dir);
-    store.publish_limits("m0", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m0", StoreLimits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
     let before = status(&*store);
     let (engine, _) = engine("10", at);
     let err = Node::start(engine, sqlite(&dir), config("n1", at)).unwrap_err().to_string();
@@ -404,7 +405,7 @@ fn a_version_one_sqlite_store_gains_held_calls_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
     let store = SqliteStore::open(&path).unwrap();
-    store.publish_limits("m0", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m0", StoreLimits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     drop(store);
     let old = rusqlite::Connection::open(&path).unwrap();
     old.execute_batch("DROP TABLE held_calls; PRAGMA user_version = 1;").unwrap();
@@ -445,7 +446,7 @@ fn a_flush_whose_answer_was_lost_is_sent_again_and_applied_once() {
 #[test]
 fn a_flush_entry_that_expects_another_outstanding_is_refused_and_changes_nothing() {
     let store = MemoryStore::new();
-    store.publish_limits("m", Limits { total_micros: 100_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 100_000, per_day_micros: None }, false).unwrap();
     let request = GrantRequest {
         node: "n".into(),
         mandate: "m".into(),

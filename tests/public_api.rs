@@ -296,3 +296,24 @@ fn the_reader_sees_public_items_and_their_signatures_only() {
     );
     assert_eq!(read("impl std::fmt::Display for A {}"), ["k: impl std::fmt::Display for A"]);
 }
+
+/// No two public types share a name (four `Outcome`s and two `Limits` once did: a gateway
+/// importing both had to rename one, and a reader could not tell which a signature meant).
+/// Hidden items do not count: they are not promised.
+#[test]
+fn no_two_public_types_share_a_name() {
+    let api = public_api();
+    let mut seen: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for line in api.lines().filter(|l| !l.starts_with("hidden ")) {
+        let Some((module, what)) = line.split_once(": ") else { continue };
+        for kind in ["struct ", "enum ", "trait ", "type "] {
+            if let Some(rest) = what.strip_prefix(kind).filter(|r| !r.starts_with("fn ")) {
+                let name = rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or(rest);
+                seen.entry(name).or_default().push(module);
+            }
+        }
+    }
+    let twice: Vec<String> =
+        seen.iter().filter(|(_, m)| m.len() > 1).map(|(n, m)| format!("{n} in {}", m.join(", "))).collect();
+    assert!(twice.is_empty(), "public types that share a name (give each its own):\n{}", twice.join("\n"));
+}

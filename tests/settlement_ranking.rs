@@ -5,7 +5,7 @@ use holon::documents;
 use holon::money::Amount;
 use holon::pattern::AgentId;
 use holon::ranking;
-use holon::settlement::{Outcome, billable, settle};
+use holon::settlement::{RunOutcome, billable, settle};
 use holon::time::Timestamp;
 use proptest::prelude::*;
 
@@ -24,21 +24,21 @@ fn what_gets_billed() {
     let c = catalog();
     let table = &c.get(&id("acme/table-extract")).unwrap().manifest; // charge_on success
     let reader = &c.get(&id("holon-labs/page-reader")).unwrap().manifest; // attempt, too_many_pages billed
-    assert!(billable(table, &Outcome::Success { output_valid: true }));
-    assert!(!billable(table, &Outcome::Success { output_valid: false }));
-    assert!(!billable(table, &Outcome::Error { code: "no_tables_found".into() }));
-    assert!(billable(reader, &Outcome::Error { code: "too_many_pages".into() }));
-    assert!(!billable(reader, &Outcome::Error { code: "undeclared_thing".into() }));
-    assert!(!billable(reader, &Outcome::Error { code: "timeout".into() }));
-    assert!(!billable(reader, &Outcome::Gateway { code: "timeout".into() }));
+    assert!(billable(table, &RunOutcome::Success { output_valid: true }));
+    assert!(!billable(table, &RunOutcome::Success { output_valid: false }));
+    assert!(!billable(table, &RunOutcome::Error { code: "no_tables_found".into() }));
+    assert!(billable(reader, &RunOutcome::Error { code: "too_many_pages".into() }));
+    assert!(!billable(reader, &RunOutcome::Error { code: "undeclared_thing".into() }));
+    assert!(!billable(reader, &RunOutcome::Error { code: "timeout".into() }));
+    assert!(!billable(reader, &RunOutcome::Gateway { code: "timeout".into() }));
 }
 
 #[test]
 fn fee_royalties_and_clamping() {
     let c = catalog();
     let summarizer = &c.get(&id("newco/table-summarizer")).unwrap().manifest; // forked from table-extract, royalty 0.15
-    let s =
-        settle(summarizer, &Outcome::Success { output_valid: true }, a("0.05"), Amount::ZERO, a("0.05"), &c).unwrap();
+    let s = settle(summarizer, &RunOutcome::Success { output_valid: true }, a("0.05"), Amount::ZERO, a("0.05"), &c)
+        .unwrap();
     assert_eq!(s.billed, a("0.05"));
     assert_eq!(s.platform_fee, a("0.005"));
     assert_eq!(s.payouts.len(), 2);
@@ -46,13 +46,13 @@ fn fee_royalties_and_clamping() {
     assert_eq!(s.payouts[1].amount, a("0.00675")); // 15% of 0.045
     assert_eq!(s.payouts[0].amount, a("0.03825"));
     // Asking for more than the reservation is a gateway fault: clamped, flagged.
-    let s =
-        settle(summarizer, &Outcome::Success { output_valid: true }, a("0.07"), Amount::ZERO, a("0.05"), &c).unwrap();
+    let s = settle(summarizer, &RunOutcome::Success { output_valid: true }, a("0.07"), Amount::ZERO, a("0.05"), &c)
+        .unwrap();
     assert!(s.clamped);
     assert_eq!(s.billed, a("0.05"));
     // Not billable: nothing, not even passthrough.
-    let s =
-        settle(summarizer, &Outcome::Gateway { code: "timeout".into() }, a("0.05"), a("0.01"), a("0.06"), &c).unwrap();
+    let s = settle(summarizer, &RunOutcome::Gateway { code: "timeout".into() }, a("0.05"), a("0.01"), a("0.06"), &c)
+        .unwrap();
     assert_eq!(s.billed, Amount::ZERO);
 }
 
@@ -61,7 +61,7 @@ proptest! {
     fn parts_always_sum_to_the_bill(own in 0u64..10_000_000_000, down in 0u64..10_000_000_000, reserved in 0u64..20_000_000_000, which in 0usize..7) {
         let c = catalog();
         let agent = &c.entries[which % c.entries.len()].manifest;
-        let s = settle(agent, &Outcome::Success { output_valid: true }, Amount::from_micros(own), Amount::from_micros(down), Amount::from_micros(reserved), &c).unwrap();
+        let s = settle(agent, &RunOutcome::Success { output_valid: true }, Amount::from_micros(own), Amount::from_micros(down), Amount::from_micros(reserved), &c).unwrap();
         let parts = s.payouts.iter().fold(s.platform_fee.checked_add(s.downstream).unwrap(), |acc, p| acc.checked_add(p.amount).unwrap());
         prop_assert_eq!(parts, s.billed);
         prop_assert!(s.billed <= Amount::from_micros(reserved));

@@ -83,12 +83,12 @@ fn a_node_starts_and_every_step_goes_through_while_another_process_holds_the_loc
     use holon::engine::{Engine, EngineConfig, synthetic};
     use holon::node::{Node, NodeConfig};
     use holon::store::sqlite::BUSY_TIMEOUT_MS;
-    use holon::store::{FlushEntry, GrantRequest, HeldCall, LedgerStore, Limits};
+    use holon::store::{FlushEntry, GrantRequest, HeldCall, LedgerStore, StoreLimits};
     use std::time::{Duration, Instant};
 
     let (_dir, _url, store) = temp("busy");
     let path = _dir.path().join("ledger.db");
-    let limits = Limits { total_micros: 10_000_000, per_day_micros: None };
+    let limits = StoreLimits { total_micros: 10_000_000, per_day_micros: None };
     store.publish_limits("m1", limits, false).unwrap();
     let now = synthetic::AT_UNIX;
     let request = |node: &str| GrantRequest {

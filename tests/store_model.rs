@@ -14,7 +14,7 @@
 
 mod common;
 use common::store_model::{Covered, op, reconciled_and_closed_leases_are_kept, run, share_one_budget};
-use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits, MemoryStore};
+use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, MemoryStore, StoreLimits};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -98,7 +98,7 @@ mod sqlite {
     #[test]
     fn two_handles_on_one_file_share_one_budget() {
         let (first, dir) = temp_store("shared");
-        first.publish_limits("m", Limits { total_micros: 50_000, per_day_micros: None }, false).unwrap();
+        first.publish_limits("m", StoreLimits { total_micros: 50_000, per_day_micros: None }, false).unwrap();
         let path = dir.join("ledger.db");
         let settled = share_one_budget(2, 1_000, 60, || SqliteStore::open(&path).unwrap());
         let s = &first.status(Some("m")).unwrap()[0];
@@ -159,7 +159,7 @@ fn a_store_whose_reconcile_gives_back_is_caught() {
 #[test]
 fn a_limit_lowered_under_a_live_lease_stops_new_grants_but_not_the_lease() {
     let store = MemoryStore::new();
-    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     // `min_micros` = `want_micros`: exactly this much, or nothing.
     let ask = |node: &str, want| GrantRequest {
         node: node.into(),
@@ -172,10 +172,10 @@ fn a_limit_lowered_under_a_live_lease_stops_new_grants_but_not_the_lease() {
     };
     let a = store.grant(&ask("a", 600)).unwrap().unwrap();
     // Node b publishes older documents with a lower total: the store takes the lower one.
-    let now = store.publish_limits("m", Limits { total_micros: 500, per_day_micros: None }, false).unwrap();
+    let now = store.publish_limits("m", StoreLimits { total_micros: 500, per_day_micros: None }, false).unwrap();
     assert_eq!(now.total_micros, 500);
     // A publish can never raise it back; only the explicit command does.
-    let again = store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    let again = store.publish_limits("m", StoreLimits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     assert_eq!(again.total_micros, 500);
     // No new lease while spent + leased is at or above the lowered limit.
     assert_eq!(store.grant(&ask("b", 1)).unwrap(), None);
@@ -195,7 +195,7 @@ fn a_limit_lowered_under_a_live_lease_stops_new_grants_but_not_the_lease() {
     // Over the lowered limit by what the live lease spent: still no grant.
     assert_eq!(store.grant(&ask("b", 1)).unwrap(), None);
     // The operator raises it explicitly.
-    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, true).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000, per_day_micros: None }, true).unwrap();
     assert_eq!(store.grant(&ask("b", 451)).unwrap(), None);
     assert_eq!(store.grant(&ask("b", 450)).unwrap().unwrap().amount_micros, 450);
 }
@@ -211,7 +211,7 @@ fn adaptive_leases_are_large_while_plentiful_and_strand_at_most_one_percent() {
     const CALL: u64 = 4_000;
     const LIMIT: u64 = 100_000_000_000;
     let store = MemoryStore::new();
-    store.publish_limits("hot", Limits { total_micros: LIMIT, per_day_micros: None }, false).unwrap();
+    store.publish_limits("hot", StoreLimits { total_micros: LIMIT, per_day_micros: None }, false).unwrap();
     let (mut admitted, mut grants) = (0u64, 0u64);
     let mut plentiful = (0u64, 0u64);
     let mut idle = false;
@@ -269,7 +269,7 @@ fn adaptive_leases_are_large_while_plentiful_and_strand_at_most_one_percent() {
 #[test]
 fn bad_flushes_change_nothing() {
     let store = MemoryStore::new();
-    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     let ask = GrantRequest {
         node: "a".into(),
         mandate: "m".into(),
@@ -295,7 +295,7 @@ fn bad_flushes_change_nothing() {
     assert!(store.flush("b", &[good], 0).is_err(), "another node's lease");
     assert_eq!(store.status(None).unwrap(), before);
     // A per-day mandate asked without a day: refused.
-    store.publish_limits("d", Limits { total_micros: 1_000, per_day_micros: Some(100) }, false).unwrap();
+    store.publish_limits("d", StoreLimits { total_micros: 1_000, per_day_micros: Some(100) }, false).unwrap();
     assert!(store.grant(&GrantRequest { mandate: "d".into(), ..ask.clone() }).is_err());
     assert!(store.grant(&GrantRequest { mandate: "nope".into(), ..ask }).is_err());
 }
@@ -317,7 +317,7 @@ fn request(node: &str, mandate: &str, want: u64, min: u64, now_unix: i64, day: O
 #[test]
 fn a_per_day_lease_draws_on_the_day_of_its_time_and_ends_with_it() {
     let store = MemoryStore::new();
-    store.publish_limits("d", Limits { total_micros: 10_000, per_day_micros: Some(100) }, false).unwrap();
+    store.publish_limits("d", StoreLimits { total_micros: 10_000, per_day_micros: Some(100) }, false).unwrap();
     let now = 86_400 * 3 + 600; // day 3
     for wrong in [None, Some(0), Some(2), Some(4)] {
         let err = store.grant(&request("a", "d", 100, 100, now, wrong)).unwrap_err().to_string();
@@ -333,7 +333,7 @@ fn a_per_day_lease_draws_on_the_day_of_its_time_and_ends_with_it() {
 #[test]
 fn a_node_asking_again_and_again_holds_at_most_its_share() {
     let store = MemoryStore::new();
-    store.publish_limits("m", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
     for _ in 0..200 {
         let _ = store.grant(&request("greedy", "m", 100_000, 1, 0, None)).unwrap();
     }
@@ -346,7 +346,7 @@ fn a_node_asking_again_and_again_holds_at_most_its_share() {
 #[test]
 fn a_batch_that_uses_a_lease_it_closed_is_refused_whole() {
     let store = MemoryStore::new();
-    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     let lease = store.grant(&request("a", "m", 100, 100, 0, None)).unwrap().unwrap();
     let close = FlushEntry {
         lease: lease.id,

@@ -8,7 +8,7 @@
 mod common;
 use common::store_model::{op, reconciled_and_closed_leases_are_kept, run, share_one_budget};
 use holon::store::postgres::{POOL_CONNECTIONS_MAX, POOL_WAIT_MS, PostgresStore};
-use holon::store::{FlushEntry, GrantRequest, LedgerStore, Limits, StoreError};
+use holon::store::{FlushEntry, GrantRequest, LedgerStore, StoreError, StoreLimits};
 use proptest::strategy::{Strategy, ValueTree};
 
 /// A database server for this test binary; a cluster it started is stopped on drop.
@@ -133,7 +133,7 @@ fn held_calls_are_taken_once(server: &Server) {
 fn a_store_handle_outlives_a_server_restart() {
     let server = Server::own(&format!(".ci/.postgres-state-restart-{}", std::process::id()));
     let store = PostgresStore::connect(&server.fresh("holon_restart")).unwrap();
-    store.publish_limits("m", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
     let first = store.grant(&ask("a", 100)).unwrap().unwrap();
 
     server.ci_postgres("pause");
@@ -192,7 +192,7 @@ fn one_handle_holds_at_most_its_pool(server: &Server) {
         assert!(std::time::Instant::now() < deadline, "the schema's connection stayed open");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    store.publish_limits("m", Limits { total_micros: 1_000_000_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000_000_000, per_day_micros: None }, false).unwrap();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut most = 0i64;
     std::thread::scope(|s| {
@@ -258,7 +258,7 @@ fn three_connections_share_one_budget(server: &Server) {
     let url = server.fresh("holon_shared");
     PostgresStore::connect(&url)
         .unwrap()
-        .publish_limits("m", Limits { total_micros: 90_000, per_day_micros: None }, false)
+        .publish_limits("m", StoreLimits { total_micros: 90_000, per_day_micros: None }, false)
         .unwrap();
     let settled = share_one_budget(3, 700, usize::MAX, || PostgresStore::connect(&url).unwrap());
     let store = PostgresStore::connect(&url).unwrap();
@@ -298,7 +298,7 @@ fn bad_urls_and_newer_schemas_are_clear_errors(server: &Server) {
 fn a_lease_renewed_while_a_reconcile_waits_is_left_alone(server: &Server) {
     let url = server.fresh("holon_race");
     let store = PostgresStore::connect(&url).unwrap();
-    store.publish_limits("m", Limits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("m", StoreLimits { total_micros: 1_000, per_day_micros: None }, false).unwrap();
     let mut request = ask("a", 10);
     request.now_unix = 1_000;
     request.ttl_s = 10;

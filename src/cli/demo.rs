@@ -311,7 +311,7 @@ fn worked_example(
 fn sub_call(
     engine: &Engine,
     r: &holon::engine::Reservation<'_>,
-    sc: &scenario::SubCall,
+    sc: &scenario::PlannedSubCall,
     at: holon::time::Timestamp,
     style: &Style,
     cur: &str,

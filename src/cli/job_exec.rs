@@ -261,7 +261,7 @@ fn run_held(argv: &[OsString]) -> (u8, bool) {
         Ok(child) => {
             // Without a handle on the command (no pidfd), a SIGTERM ends `exec` as it would
             // have, and the helper's parent-death signal ends the command.
-            let target = reap::Target::of(&child).ok();
+            let target = reap::ChildPidfd::of(&child).ok();
             if let Ok(mut signals) = signals {
                 std::thread::spawn(move || {
                     for sig in signals.forever() {

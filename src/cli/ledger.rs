@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use holon::money::Amount;
-use holon::store::{self, Limits, MandateStatus, StoreError};
+use holon::store::{self, MandateStatus, StoreError, StoreLimits};
 use holon::time::Timestamp;
 use serde_json::json;
 
@@ -243,7 +243,7 @@ pub(crate) enum PerDay {
     Remove,
 }
 
-fn limits_text(limits: &Limits) -> String {
+fn limits_text(limits: &StoreLimits) -> String {
     let per_day = limits.per_day_micros.map_or_else(|| "none".to_owned(), money);
     format!("total {}, per day {per_day}", money(limits.total_micros))
 }
@@ -270,7 +270,7 @@ pub(crate) fn raise(url: &str, mandate: &str, total: &str, per_day: PerDay, json
              store holds"
         );
     };
-    let wanted = Limits { total_micros: total, per_day_micros: per_day.unwrap_or(was.limits.per_day_micros) };
+    let wanted = StoreLimits { total_micros: total, per_day_micros: per_day.unwrap_or(was.limits.per_day_micros) };
     let now = store.publish_limits(mandate, wanted, true)?;
     if json {
         outln!(

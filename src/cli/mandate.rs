@@ -11,7 +11,7 @@ use holon::documents;
 use holon::engine::Assessor;
 use holon::lookup::NoAgents;
 use holon::money::Amount;
-use holon::scenario::{self, Receipt};
+use holon::scenario::{self, ReceiptNode};
 use serde_json::json;
 
 use super::exit;
@@ -195,7 +195,7 @@ pub(crate) fn simulate(
     Ok(exit::OK)
 }
 
-fn print_receipt(r: &Receipt, cur: &str, depth: usize, style: &Style) -> std::io::Result<()> {
+fn print_receipt(r: &ReceiptNode, cur: &str, depth: usize, style: &Style) -> std::io::Result<()> {
     let pad = "  ".repeat(depth);
     let verdict = match r.decision {
         Verdict::Allowed => style.good("allowed"),

@@ -87,7 +87,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// Replaces `path` atomically, keeping the old file's permissions (`holon::files`).
 fn write_replacing(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    holon::files::replace(path, bytes, holon::files::Durability::Synced, holon::files::Mode::KeepOld)
+    holon::files::replace(path, bytes, holon::files::Durability::Synced, holon::files::FileMode::KeepOld)
         .with_context(|| path.display().to_string())
 }
 

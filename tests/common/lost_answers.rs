@@ -4,7 +4,8 @@
 
 use holon::store::memory::MemoryStore;
 use holon::store::{
-    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, Limits, MandateStatus, Reconciled, StoreError,
+    FlushEntry, FlushOutcome, GrantRequest, HeldCall, Lease, LedgerStore, MandateStatus, Reconciled, StoreError,
+    StoreLimits,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,7 +16,7 @@ pub(crate) struct LostAnswers {
 }
 
 impl LedgerStore for LostAnswers {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         self.inner.publish_limits(mandate, limits, raise)
     }
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, Limits};
+use holon::store::{FlushEntry, GrantRequest, LeaseState, LedgerStore, StoreLimits};
 use proptest::prelude::*;
 
 pub(crate) const NODES: usize = 3;
@@ -17,9 +17,9 @@ pub(crate) const TTL_S: u64 = 30;
 const DAY_S: i64 = 86_400;
 
 /// The model's mandates: "m" with a total only, "d" with a total and a per-day limit.
-pub(crate) const MANDATES: [(&str, Limits); 2] = [
-    ("m", Limits { total_micros: LIMIT_MICROS, per_day_micros: None }),
-    ("d", Limits { total_micros: LIMIT_MICROS, per_day_micros: Some(DAY_LIMIT_MICROS) }),
+pub(crate) const MANDATES: [(&str, StoreLimits); 2] = [
+    ("m", StoreLimits { total_micros: LIMIT_MICROS, per_day_micros: None }),
+    ("d", StoreLimits { total_micros: LIMIT_MICROS, per_day_micros: Some(DAY_LIMIT_MICROS) }),
 ];
 
 /// One day row as the store holds it: (mandate, UTC day, spent, leased). The model reads
@@ -155,7 +155,7 @@ fn today(now: i64) -> u64 {
 
 impl World<'_> {
     /// (spent, leased, limits) of a mandate.
-    fn totals(&self, mandate: usize) -> (u64, u64, Limits) {
+    fn totals(&self, mandate: usize) -> (u64, u64, StoreLimits) {
         let s = self.store.status(Some(MANDATES[mandate].0)).unwrap();
         (s[0].spent_micros, s[0].leased_micros, s[0].limits)
     }
@@ -235,7 +235,7 @@ impl World<'_> {
             }
             Op::LowerLimit { mandate, pct } => {
                 let (_, _, limits) = self.totals(mandate);
-                let lower = Limits {
+                let lower = StoreLimits {
                     total_micros: limits.total_micros / 100 * pct,
                     per_day_micros: limits.per_day_micros.map(|d| d / 100 * pct),
                 };
@@ -273,7 +273,7 @@ impl World<'_> {
         let mut day_totals = [(0u64, 0u64); MANDATES.len()];
         for (mandate, day, spent, leased) in &rows {
             let i = MANDATES.iter().position(|(id, _)| id == mandate).ok_or(format!("a day row of `{mandate}`"))?;
-            let Some((_, _, Limits { per_day_micros: Some(per_day), .. })) = limits[i] else {
+            let Some((_, _, StoreLimits { per_day_micros: Some(per_day), .. })) = limits[i] else {
                 return Err(format!("a day row of `{mandate}`, which has no per_day"));
             };
             let seen = self.seen_day.entry((mandate.clone(), *day)).or_default();
@@ -429,7 +429,7 @@ pub(crate) fn share_one_budget<S: LedgerStore>(
 /// mandate "kept", which the caller's store must not hold yet.
 pub(crate) fn reconciled_and_closed_leases_are_kept(store: &dyn LedgerStore) {
     use holon::store::StoreError;
-    store.publish_limits("kept", Limits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
+    store.publish_limits("kept", StoreLimits { total_micros: 1_000_000, per_day_micros: None }, false).unwrap();
     let ask = |node: &str| GrantRequest {
         node: node.into(),
         mandate: "kept".into(),

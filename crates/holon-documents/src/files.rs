@@ -21,7 +21,7 @@ pub enum Durability {
 
 /// The permissions of the file that replaces another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum FileMode {
     /// Those of a new file (0666 less the umask).
     New,
     /// Those of the file replaced (a new file's when there is none).
@@ -33,12 +33,12 @@ pub enum Mode {
 pub const TEMP_NAME_TRIES_MAX: u32 = 16;
 
 /// Replaces `path` by `bytes` atomically (see the module).
-pub fn replace(path: &Path, bytes: &[u8], durability: Durability, mode: Mode) -> std::io::Result<()> {
+pub fn replace(path: &Path, bytes: &[u8], durability: Durability, mode: FileMode) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let old_mode = match mode {
-        Mode::KeepOld => std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777),
-        Mode::New => None,
+        FileMode::KeepOld => std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777),
+        FileMode::New => None,
     };
     let mut tried = 0;
     let (tmp, mut file) = loop {
@@ -81,16 +81,16 @@ mod tests {
     fn a_file_is_replaced_whole_keeping_its_mode_when_asked_and_a_link_is_replaced_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.yaml");
-        replace(&path, b"one", Durability::Synced, Mode::New).unwrap();
+        replace(&path, b"one", Durability::Synced, FileMode::New).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-        replace(&path, b"two", Durability::Unsynced, Mode::KeepOld).unwrap();
+        replace(&path, b"two", Durability::Unsynced, FileMode::KeepOld).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
         let outside = dir.path().join("outside");
         std::fs::write(&outside, "keep").unwrap();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&outside, &link).unwrap();
-        replace(&link, b"new", Durability::Synced, Mode::New).unwrap();
+        replace(&link, b"new", Durability::Synced, FileMode::New).unwrap();
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep", "the link's target is untouched");
         assert_eq!(std::fs::read(&link).unwrap(), b"new");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(Result::ok).collect();

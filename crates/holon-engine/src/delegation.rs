@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::attenuation::{Widening, attenuate};
 use crate::lookup::AgentLookup;
 use crate::mandate::{Allow, Approval, Budget, Delegation, Mandate};
-use crate::manifest::{Call, Manifest};
+use crate::manifest::{DeclaredCall, Manifest};
 use crate::money::Amount;
 use crate::pattern::{AgentPattern, ClassPattern, Principal};
 
@@ -88,7 +88,11 @@ pub enum Target<'a> {
 }
 
 /// Finds the orchestrator's declared call that covers a sub-call to `callee`.
-pub fn declared_call<'a>(orchestrator: &'a Manifest, target: &Target<'_>, callee: &Manifest) -> Option<&'a Call> {
+pub fn declared_call<'a>(
+    orchestrator: &'a Manifest,
+    target: &Target<'_>,
+    callee: &Manifest,
+) -> Option<&'a DeclaredCall> {
     orchestrator.calls.iter().find(|call| match (target, &call.capability, &call.agent) {
         (Target::Capability(cap), Some(declared), _) => {
             declared.as_str() == *cap && callee.classes().any(|c| c.as_str() == *cap)

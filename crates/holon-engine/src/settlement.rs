@@ -26,7 +26,7 @@ pub const LINEAGE_DEPTH_MAX: usize = 16;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RunOutcome {
     /// The run returned output; `output_valid` says whether it matched `interface.output`.
     Success { output_valid: bool },
     /// The agent returned an error code (declared or not).
@@ -36,15 +36,15 @@ pub enum Outcome {
 }
 
 /// Whether the run's own charge is billable under the manifest's rules.
-pub fn billable(agent: &Manifest, outcome: &Outcome) -> bool {
+pub fn billable(agent: &Manifest, outcome: &RunOutcome) -> bool {
     match outcome {
-        Outcome::Success { output_valid } => *output_valid,
-        Outcome::Error { code } => {
+        RunOutcome::Success { output_valid } => *output_valid,
+        RunOutcome::Error { code } => {
             !RESERVED_ERROR_CODES.contains(&code.as_str())
                 && agent.pricing.charge_on() == ChargeOn::Attempt
                 && agent.interface.errors.iter().any(|e| &e.code == code && e.billed)
         }
-        Outcome::Gateway { .. } => false,
+        RunOutcome::Gateway { .. } => false,
     }
 }
 
@@ -80,7 +80,7 @@ fn share(amount: Amount, millionths: u64) -> Amount {
 /// the worst case reserved for the call. All amounts in the caller's currency.
 pub fn settle(
     agent: &Manifest,
-    outcome: &Outcome,
+    outcome: &RunOutcome,
     own_charge: Amount,
     downstream: Amount,
     reserved: Amount,

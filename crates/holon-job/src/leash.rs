@@ -14,7 +14,7 @@
 use super::call::Family;
 use super::mandate::Evidence;
 use super::redact::{printable, redact};
-use super::state::{DriftStatus, Mode, Overview};
+use super::state::{DriftStatus, JobMode, Overview};
 
 /// Cells of one track.
 pub const TRACK_CELLS: usize = 8;
@@ -80,9 +80,9 @@ pub fn render(o: &Overview, color: bool) -> String {
     let mut out = String::new();
     let state = match (o.meta.mode, o.meta.pending) {
         _ if o.integrity_error.is_some() => p.rgb(RED, "BLOCKING (integrity)"),
-        (Mode::Enforce, _) => p.rgb(GREEN, "ENFORCING"),
-        (Mode::Observe, Some(_)) => p.rgb(YELLOW, "PENDING APPROVAL"),
-        (Mode::Observe, None) => p.dim("OBSERVING"),
+        (JobMode::Enforce, _) => p.rgb(GREEN, "ENFORCING"),
+        (JobMode::Observe, Some(_)) => p.rgb(YELLOW, "PENDING APPROVAL"),
+        (JobMode::Observe, None) => p.dim("OBSERVING"),
     };
     let version = o.version.map_or("no version".to_owned(), |v| format!("v{v}"));
     let sha = o.sha256.as_deref().map(|s| format!(" sha256:{}", s.get(..12).unwrap_or(s))).unwrap_or_default();

@@ -31,7 +31,7 @@ pub struct Manifest {
     pub runtime: Runtime,
     pub data: DataPolicy,
     #[serde(default)]
-    pub calls: Vec<Call>,
+    pub calls: Vec<DeclaredCall>,
     #[serde(default)]
     pub lineage: Option<Lineage>,
     #[serde(default)]
@@ -248,7 +248,7 @@ pub struct DataPolicy {
 /// A declared downstream call: a capability (any implementer) or an agent and range.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Call {
+pub struct DeclaredCall {
     #[serde(default)]
     pub capability: Option<ClassName>,
     #[serde(default)]

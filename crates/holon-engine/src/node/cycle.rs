@@ -7,7 +7,7 @@ use super::book::{Book, GiveBackFrom, Plan};
 use super::{Counters, NodeConfig, NodeError, Shared};
 use crate::engine::Engine;
 use crate::engine::inside::{Ledger, StoreState};
-use crate::store::{GrantRequest, LedgerStore, Limits, StoreError};
+use crate::store::{GrantRequest, LedgerStore, StoreError, StoreLimits};
 use crate::sync::Arc;
 
 /// A lease holds at least this many of the largest worst case seen on the mandate.
@@ -49,8 +49,8 @@ pub(super) struct Tracked {
     pub(super) id: String,
     pub(super) ledger: Arc<Ledger>,
     /// The documents' limits, and those last published to the store.
-    pub(super) documents: Limits,
-    published: Option<Limits>,
+    pub(super) documents: StoreLimits,
+    published: Option<StoreLimits>,
     pub(super) book: Book,
     /// Recent use, in micro-units per second (smoothed), and when it was last measured.
     pub(super) rate_micros_per_s: u64,
@@ -215,7 +215,7 @@ impl Runner {
         for m in snapshot.mandates() {
             let budget = &m.source.budget;
             let documents =
-                Limits { total_micros: budget.total.micros(), per_day_micros: budget.per_day.map(|d| d.micros()) };
+                StoreLimits { total_micros: budget.total.micros(), per_day_micros: budget.per_day.map(|d| d.micros()) };
             match self.mandates.iter_mut().find(|t| t.id == m.source.id) {
                 Some(t) => t.documents = documents,
                 None => self.mandates.push(Tracked {

@@ -30,7 +30,7 @@ pub use cycle::{
 };
 
 use crate::engine::{Engine, EngineError};
-use crate::store::{LedgerStore, Limits, LimitsCheckError, NODE_NAME_BYTES_MAX, StoreError, check_limits};
+use crate::store::{LedgerStore, LimitsCheckError, NODE_NAME_BYTES_MAX, StoreError, StoreLimits, check_limits};
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::time::Timestamp;
 
@@ -329,7 +329,7 @@ impl Stepper {
         for m in engine.snapshot().mandates() {
             let budget = &m.source.budget;
             let documents =
-                Limits { total_micros: budget.total.micros(), per_day_micros: budget.per_day.map(|d| d.micros()) };
+                StoreLimits { total_micros: budget.total.micros(), per_day_micros: budget.per_day.map(|d| d.micros()) };
             check_limits(&*store, &m.source.id, documents)?;
         }
         let shared = Arc::new(Shared::default());

@@ -8,12 +8,12 @@
 //! Every amount is micro-units (`_micros`) with checked arithmetic; a step that would
 //! overflow or underflow is refused whole ([`EscrowError`]) and the caller writes nothing.
 
-use super::{FlushEntry, FlushOutcome, LeaseState, Limits};
+use super::{FlushEntry, FlushOutcome, LeaseState, StoreLimits};
 
 /// One mandate's totals in the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MandateRow {
-    pub limits: Limits,
+    pub limits: StoreLimits,
     /// Settled and flushed by nodes, or counted spent by a reconcile. Never lowered.
     pub spent_micros: u64,
     /// Granted to nodes in open leases, not yet settled or given back.
@@ -269,11 +269,11 @@ pub(crate) fn reconcile(
 
 /// The limits a publish or an operator's command leaves: a publish may only lower what
 /// the store holds (a node with older documents cannot raise it back); `raise` sets them.
-pub(crate) fn new_limits(stored: Limits, published: Limits, raise: bool) -> Limits {
+pub(crate) fn new_limits(stored: StoreLimits, published: StoreLimits, raise: bool) -> StoreLimits {
     if raise {
         return published;
     }
-    Limits {
+    StoreLimits {
         total_micros: stored.total_micros.min(published.total_micros),
         per_day_micros: match (stored.per_day_micros, published.per_day_micros) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -5,7 +5,7 @@
 
 use crate::money::Amount;
 
-use super::{LedgerStore, Limits, StoreError};
+use super::{LedgerStore, StoreError, StoreLimits};
 
 /// The documents and the store disagree, or the store could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -13,7 +13,7 @@ pub enum LimitsCheckError {
     /// The store enforces less than the documents say: the documents were raised without
     /// `holon ledger raise`.
     #[error("{}", store_lower_text(mandate, store, documents))]
-    StoreLower { mandate: String, store: Limits, documents: Limits },
+    StoreLower { mandate: String, store: StoreLimits, documents: StoreLimits },
     #[error("cannot compare the limits of mandate `{mandate}` with the store's: {source}")]
     Store {
         mandate: String,
@@ -32,12 +32,12 @@ fn per_day(limit: Option<u64>) -> String {
 }
 
 /// Whether `store` enforces less than `documents` on the total.
-fn total_lower(store: &Limits, documents: &Limits) -> bool {
+fn total_lower(store: &StoreLimits, documents: &StoreLimits) -> bool {
     store.total_micros < documents.total_micros
 }
 
 /// Whether `store` enforces less than `documents` per day (no `per_day` is no limit).
-fn per_day_lower(store: &Limits, documents: &Limits) -> bool {
+fn per_day_lower(store: &StoreLimits, documents: &StoreLimits) -> bool {
     match (store.per_day_micros, documents.per_day_micros) {
         (Some(s), Some(d)) => s < d,
         (Some(_), None) => true,
@@ -45,7 +45,7 @@ fn per_day_lower(store: &Limits, documents: &Limits) -> bool {
     }
 }
 
-fn store_lower_text(mandate: &str, store: &Limits, documents: &Limits) -> String {
+fn store_lower_text(mandate: &str, store: &StoreLimits, documents: &StoreLimits) -> String {
     let mut figures = Vec::new();
     if total_lower(store, documents) {
         figures.push(format!(
@@ -84,7 +84,7 @@ fn store_lower_text(mandate: &str, store: &Limits, documents: &Limits) -> String
 /// copy lower than the documents' is [`LimitsCheckError::StoreLower`], naming both
 /// figures and the command that raises the store. Reads only (`status`): nothing is
 /// written.
-pub fn check_limits(store: &dyn LedgerStore, mandate: &str, documents: Limits) -> Result<(), LimitsCheckError> {
+pub fn check_limits(store: &dyn LedgerStore, mandate: &str, documents: StoreLimits) -> Result<(), LimitsCheckError> {
     let stored = match store.status(Some(mandate)) {
         Ok(all) => all.into_iter().find(|s| s.mandate == mandate).map(|s| s.limits),
         Err(StoreError::UnknownMandate(_)) => None,
@@ -103,15 +103,15 @@ mod tests {
     use super::*;
     use crate::store::{FlushEntry, FlushOutcome, GrantRequest, Lease, MandateStatus, MemoryStore, Reconciled};
 
-    const fn limits(total_micros: u64, per_day_micros: Option<u64>) -> Limits {
-        Limits { total_micros, per_day_micros }
+    const fn limits(total_micros: u64, per_day_micros: Option<u64>) -> StoreLimits {
+        StoreLimits { total_micros, per_day_micros }
     }
 
     /// Every case on one store: what it enforces, what the documents say, and whether
     /// they disagree. Nothing the check does changes what the store holds.
     fn the_cases(store: &dyn LedgerStore) {
         assert!(check_limits(store, "new", limits(1_000_000, None)).is_ok(), "not in the store yet");
-        let cases: [(Limits, Limits, bool); 8] = [
+        let cases: [(StoreLimits, StoreLimits, bool); 8] = [
             (limits(5_000_000, None), limits(5_000_000, None), false),
             (limits(5_000_000, None), limits(4_000_000, None), false),
             (limits(5_000_000, None), limits(8_000_000, None), true),
@@ -167,7 +167,7 @@ mod tests {
     fn a_store_that_cannot_be_read_is_an_error_not_a_pass() {
         struct Down;
         impl LedgerStore for Down {
-            fn publish_limits(&self, _: &str, _: Limits, _: bool) -> Result<Limits, StoreError> {
+            fn publish_limits(&self, _: &str, _: StoreLimits, _: bool) -> Result<StoreLimits, StoreError> {
                 Err(StoreError::Unavailable("down".into()))
             }
             fn grant(&self, _: &GrantRequest) -> Result<Option<Lease>, StoreError> {

@@ -7,8 +7,8 @@ use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::keys::{KeyAnswer, KeyBook, KeyClaim, KeyState};
 use super::{
     CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LeaseState, LedgerStore,
-    Limits, MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
-    check_name, grant_day,
+    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
+    check_flush, check_name, grant_day,
 };
 
 #[derive(Debug, Default)]
@@ -116,7 +116,7 @@ impl MemoryStore {
 }
 
 impl LedgerStore for MemoryStore {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
         let mut rows = self.rows.lock();
         let row =

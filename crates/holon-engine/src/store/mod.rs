@@ -44,7 +44,7 @@ pub const HELD_KEEP_S: i64 = 86_400;
 
 /// A mandate's limits as the store enforces them, in micro-units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct StoreLimits {
     pub total_micros: u64,
     pub per_day_micros: Option<u64>,
 }
@@ -147,7 +147,7 @@ pub struct NodeLeases {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MandateStatus {
     pub mandate: String,
-    pub limits: Limits,
+    pub limits: StoreLimits,
     pub spent_micros: u64,
     pub leased_micros: u64,
     pub nodes: Vec<NodeLeases>,
@@ -184,7 +184,7 @@ pub trait LedgerStore: Send + Sync {
     /// Registers a mandate's limits or updates them: a publish (`raise: false`) may only
     /// lower what the store holds; an operator's explicit command (`raise: true`) sets them.
     /// Returns the limits the store now enforces.
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError>;
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError>;
     /// Grants a lease, or `None` when less than `min_micros` is left.
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError>;
     /// Applies a node's settlements and give-backs (a group commit), all or none.
@@ -243,7 +243,7 @@ fn no_keys() -> StoreError {
 /// A store shared by handles in one process (a node and a reader of the same `memory`
 /// store, say) is a store.
 impl<S: LedgerStore + ?Sized> LedgerStore for std::sync::Arc<S> {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         (**self).publish_limits(mandate, limits, raise)
     }
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {

@@ -26,9 +26,9 @@ mod schema;
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::sql::{HELD_COLUMNS, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, Limits,
-    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
-    check_name, grant_day,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore,
+    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
+    check_flush, check_name, grant_day,
 };
 
 /// The schema this build writes (table `holon_schema`).
@@ -149,7 +149,7 @@ fn load_mandate(tx: &mut Transaction<'_>, id: &str) -> Result<MandateRow, StoreE
         .map_err(unavailable)?
         .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
     Ok(MandateRow {
-        limits: Limits {
+        limits: StoreLimits {
             total_micros: uint(row.get(0))?,
             per_day_micros: row.get::<_, Option<i64>>(1).map(uint).transpose()?,
         },
@@ -255,7 +255,7 @@ fn with_lease_rows<T>(
 }
 
 impl LedgerStore for PostgresStore {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
         self.write(|tx| {
             tx.execute(
@@ -396,7 +396,7 @@ impl LedgerStore for PostgresStore {
                     })
                     .collect::<Result<Vec<_>, StoreError>>()?;
                 out.push(MandateStatus {
-                    limits: Limits {
+                    limits: StoreLimits {
                         total_micros: uint(row.get(1))?,
                         per_day_micros: row.get::<_, Option<i64>>(2).map(uint).transpose()?,
                     },

@@ -19,9 +19,9 @@ use super::sql::{
     HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, LeaseColumns, held_columns, held_row, int, lease_row, uint,
 };
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, Limits,
-    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, check_flush,
-    check_name, grant_day,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore,
+    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
+    check_flush, check_name, grant_day,
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
@@ -160,7 +160,7 @@ fn load_mandate(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<MandateRow, 
         .map_err(unavailable)?
         .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
     Ok(MandateRow {
-        limits: Limits { total_micros: uint(row.0)?, per_day_micros: row.1.map(uint).transpose()? },
+        limits: StoreLimits { total_micros: uint(row.0)?, per_day_micros: row.1.map(uint).transpose()? },
         spent_micros: uint(row.2)?,
         leased_micros: uint(row.3)?,
     })
@@ -242,7 +242,7 @@ fn with_lease_rows<T>(
 }
 
 impl LedgerStore for SqliteStore {
-    fn publish_limits(&self, mandate: &str, limits: Limits, raise: bool) -> Result<Limits, StoreError> {
+    fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
         self.write(|tx| {
             let row = match load_mandate(tx, mandate) {

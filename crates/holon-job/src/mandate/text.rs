@@ -74,7 +74,7 @@ fn yaml_quoted(s: &str) -> String {
 /// What a command rule allows, for the reviewer reading the proposal: `rm -f -r` is not
 /// "rm -rf anything", its paths are judged by `paths.write`.
 fn command_note(rule: &str) -> String {
-    use crate::shell::kinds::{self, Kind};
+    use crate::shell::kinds::{self, ArgsKind};
     match CommandMatcher::parse(rule) {
         Ok(CommandMatcher::Exact(_)) => " · exactly this text".to_owned(),
         Ok(CommandMatcher::Rule { head, subcommand, args, any_flags, .. }) => {
@@ -83,8 +83,8 @@ fn command_note(rule: &str) -> String {
                 _ if args.contains(&ArgPattern::Rest) || args.contains(&ArgPattern::One) => {
                     return " · arguments as pinned, * = any one, ** = any".to_owned();
                 }
-                Kind::Pinned => " · exactly these arguments",
-                Kind::Table(spec) => match spec.operands {
+                ArgsKind::Pinned => " · exactly these arguments",
+                ArgsKind::Table(spec) => match spec.operands {
                     Operands::Write | Operands::Copy | Operands::Move | Operands::Link | Operands::Tar => {
                         " · its paths must match paths.write"
                     }
@@ -94,10 +94,10 @@ fn command_note(rule: &str) -> String {
                     Operands::Pinned => " · exactly these arguments",
                     Operands::Words | Operands::Wrapper => "",
                 },
-                Kind::Dd => " · its paths must match paths.write",
-                Kind::Find => " · its paths must match paths.read",
-                Kind::Wrapper(_) => " · the command it runs is judged as its own segment",
-                Kind::Cd => " · its directory must match paths.read; later paths are judged from there",
+                ArgsKind::Dd => " · its paths must match paths.write",
+                ArgsKind::Find => " · its paths must match paths.read",
+                ArgsKind::Wrapper(_) => " · the command it runs is judged as its own segment",
+                ArgsKind::Cd => " · its directory must match paths.read; later paths are judged from there",
                 _ => "",
             };
             // What the program opens on its own (git's repository) is part of the rule.

@@ -104,13 +104,13 @@ pub fn end_leftovers() -> io::Result<usize> {
 /// A handle on the command that signals it and only it: a pidfd, taken before the command
 /// can have been reaped, so a signal sent after it ended reaches nothing (a number could
 /// by then be another process's).
-pub struct Target(std::os::fd::OwnedFd);
+pub struct ChildPidfd(std::os::fd::OwnedFd);
 
-impl Target {
+impl ChildPidfd {
     /// The handle of `child`, taken before anything waits for it.
-    pub fn of(child: &Child) -> io::Result<Target> {
+    pub fn of(child: &Child) -> io::Result<ChildPidfd> {
         let fd = rustix::process::pidfd_open(pid_of(child.id())?, rustix::process::PidfdFlags::empty())?;
-        Ok(Target(fd))
+        Ok(ChildPidfd(fd))
     }
 
     /// Sends SIGTERM to the command; nothing when it has ended.

@@ -1,15 +1,15 @@
 //! The command kinds: how the arguments of each command are judged. Commands of the
 //! option table (`commands.txt`, [`super::options`]) are judged by their options and
 //! operands; `cd`, `dd`, `find` and `test` here; a command that runs code given as an
-//! argument is [`Kind::Code`] (opaque: only an exact `=text` rule allows it); every other
-//! command is [`Kind::Pinned`] (its arguments must be exactly as learned). docs/job.md
+//! argument is [`ArgsKind::Code`] (opaque: only an exact `=text` rule allows it); every other
+//! command is [`ArgsKind::Pinned`] (its arguments must be exactly as learned). docs/job.md
 //! lists the kinds for reviewers.
 
 use super::options::{self, Lookup, Operands, Spec};
 
 /// How one command's arguments are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum ArgsKind {
     /// A command of the option table (`commands.txt`): its options read as the program
     /// reads them, its operands judged by the table's kind.
     Table(&'static Spec),
@@ -196,11 +196,11 @@ pub fn family(head: &str) -> String {
 }
 
 /// The kind of `head` with subcommand `sub`, given all its arguments.
-pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
+pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> ArgsKind {
     let base = head.rsplit('/').next().unwrap_or(head);
     let fam = family(head);
     if CODE.contains(&base) || CODE.contains(&fam.as_str()) {
-        return Kind::Code;
+        return ArgsKind::Code;
     }
     if let Some((_, code_args)) = CODE_ARGUMENTS.iter().find(|(h, _)| *h == base) {
         // Exact, with a value attached (`-cX`, `--exec=…`), or a long option abbreviated
@@ -217,30 +217,30 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
         });
         // `make VAR=value` overrides variables such as SHELL and .SHELLFLAGS.
         if hit || (base == "make" && args.iter().any(|a| a.contains('='))) {
-            return Kind::Code;
+            return ArgsKind::Code;
         }
     }
     if let Some(sub) = sub {
         if CODE_SUBCOMMANDS.iter().any(|(h, subs)| *h == base && subs.contains(&sub)) {
-            return Kind::Code;
+            return ArgsKind::Code;
         }
         if PINNED_SUBCOMMANDS.iter().any(|(h, subs)| *h == base && subs.contains(&sub)) {
-            return Kind::Pinned;
+            return ArgsKind::Pinned;
         }
     }
     if base == "git" && sub == Some("rebase") && args.iter().any(|a| a == "-x" || a.starts_with("--exec")) {
-        return Kind::Code;
+        return ArgsKind::Code;
     }
     // `command -v NAME` only looks NAME up; `command NAME -v` runs NAME.
     if base == "command" && args.first().is_some_and(|a| a == "-v" || a == "-V") {
-        return Kind::Lookup;
+        return ArgsKind::Lookup;
     }
     match base {
-        "cd" | "pushd" | "popd" => return Kind::Cd,
-        "dd" => return Kind::Dd,
-        "find" => return Kind::Find,
+        "cd" | "pushd" | "popd" => return ArgsKind::Cd,
+        "dd" => return ArgsKind::Dd,
+        "find" => return ArgsKind::Find,
         // `test -f FILE` probes files: its path-shaped operands are reads.
-        "test" | "[" => return Kind::Test,
+        "test" | "[" => return ArgsKind::Test,
         _ => {}
     }
     // A subcommand head without a described subcommand is pinned: `docker container run`,
@@ -248,10 +248,10 @@ pub fn kind(head: &str, sub: Option<&str>, args: &[String]) -> Kind {
     // are approved exactly).
     // An unreadable table, or entry, is our bug: the call is opaque (fail closed).
     match lookup(head, sub) {
-        Lookup::Found(s) if s.operands == Operands::Wrapper => Kind::Wrapper(s),
-        Lookup::Found(s) => Kind::Table(s),
-        Lookup::Absent => Kind::Pinned,
-        Lookup::Unreadable(_) => Kind::Code,
+        Lookup::Found(s) if s.operands == Operands::Wrapper => ArgsKind::Wrapper(s),
+        Lookup::Found(s) => ArgsKind::Table(s),
+        Lookup::Absent => ArgsKind::Pinned,
+        Lookup::Unreadable(_) => ArgsKind::Code,
     }
 }
 

@@ -28,7 +28,7 @@ use hosts::network_hosts;
 pub use hosts::{url_host, url_hosts};
 
 use grammar::{Redirect, Unit};
-use kinds::Kind;
+use kinds::ArgsKind;
 
 pub use rule::{RULE_SHAPE, RuleError, RuleWord, rule_words};
 
@@ -196,8 +196,8 @@ fn plain(
     // Flags before a subcommand (`docker -H host run`): the words cannot be told apart.
     if subcommand.is_none() && kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head)) && !args.is_empty() {
         kind = match kind {
-            Kind::Code => Kind::Code,
-            _ => Kind::Pinned,
+            ArgsKind::Code => ArgsKind::Code,
+            _ => ArgsKind::Pinned,
         };
     }
     let moved = current.len() != 1 || current.first().is_some_and(|d| !d.is_empty());
@@ -210,10 +210,10 @@ fn plain(
     }
     let mut cmd = CommandUse { head: head.clone(), subcommand, env, ..CommandUse::default() };
     let judged = match kind {
-        Kind::Code => None,
+        ArgsKind::Code => None,
         // Pinned words name files relative to where the command runs.
-        Kind::Pinned if moved => None,
-        Kind::Pinned => {
+        ArgsKind::Pinned if moved => None,
+        ArgsKind::Pinned => {
             cmd.args = rest.to_vec();
             if kinds::NETWORK.contains(&kinds::base(head)) {
                 network_hosts(head, rest).map(|(hosts, writes)| Judged { hosts, writes, ..Judged::default() })
@@ -221,24 +221,24 @@ fn plain(
                 Some(Judged::default())
             }
         }
-        Kind::Wrapper(spec) => {
+        ArgsKind::Wrapper(spec) => {
             wrapper(text, spec, cmd, rest, seg, dirs, out, depth);
             return;
         }
-        Kind::Cd => {
+        ArgsKind::Cd => {
             cd(head, rest, &current, &mut cmd, &mut seg, dirs);
             Some(Judged::default())
         }
-        Kind::Lookup => {
+        ArgsKind::Lookup => {
             Some(Judged { flags: rest.iter().filter(|a| is_flag(a)).cloned().collect(), ..Judged::default() })
         }
-        Kind::Test => Some(custom::test(rest)),
-        Kind::Dd => custom::dd(rest),
-        Kind::Find => custom::find(rest),
+        ArgsKind::Test => Some(custom::test(rest)),
+        ArgsKind::Dd => custom::dd(rest),
+        ArgsKind::Find => custom::find(rest),
         // What a program opens on its own (git's repository) is found from where it runs,
         // which after a `cd` the text no longer tells.
-        Kind::Table(spec) if moved && !(spec.implicit_reads.is_empty() && spec.implicit_writes.is_empty()) => None,
-        Kind::Table(spec) => args::judge(spec, rest),
+        ArgsKind::Table(spec) if moved && !(spec.implicit_reads.is_empty() && spec.implicit_writes.is_empty()) => None,
+        ArgsKind::Table(spec) => args::judge(spec, rest),
     };
     let Some(judged) = judged else {
         out.push(opaque(text));

@@ -7,7 +7,7 @@ use std::fs;
 
 use super::store::{read_json, write_json};
 use super::{
-    DRIFT_MAX, DRIFT_SUBJECTS_MAX, DRIFT_TEXT_BYTES_MAX, Decision, Drift, DriftStatus, Job, Mode, RUNS_MAX, Scope,
+    DRIFT_MAX, DRIFT_SUBJECTS_MAX, DRIFT_TEXT_BYTES_MAX, Decision, Drift, DriftStatus, Job, JobMode, RUNS_MAX, Scope,
     StateError,
 };
 use crate::call::{self, Aspect, EXEMPT_TOOL, Family, ToolCall};
@@ -79,12 +79,12 @@ impl Job {
         let view = match self.meta() {
             Err(e @ StateError::UnknownJob { .. }) => StateView::NoJob(e.to_string()),
             Err(e) => StateView::Unreadable(e.to_string()),
-            Ok(m) if m.mode == Mode::Observe => StateView::Observe,
+            Ok(m) if m.mode == JobMode::Observe => StateView::Observe,
             Ok(_) => return self.enforce(call, run, scope, ask_interactive, effects),
         };
         let observing = matches!(view, StateView::Observe);
         let decision = match (decide(call.as_ref(), &view, scope), call) {
-            (Outcome::Observe, Ok(call)) => {
+            (CheckOutcome::Observe, Ok(call)) => {
                 if effects == Effects::Record {
                     // Observe mode never blocks, not even on its own errors.
                     let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
@@ -92,7 +92,7 @@ impl Job {
                 }
                 Decision::allow()
             }
-            (Outcome::Block { family, reason, .. }, _) => Decision::block(family, reason),
+            (CheckOutcome::Block { family, reason, .. }, _) => Decision::block(family, reason),
             _ => Decision::allow(),
         };
         Judged { decision, active: None, observing }
@@ -151,13 +151,13 @@ impl Job {
         };
         if effects == Effects::None {
             let decision = match outcome {
-                Outcome::Block { family, reason, .. } => Decision::block(family, reason),
+                CheckOutcome::Block { family, reason, .. } => Decision::block(family, reason),
                 _ => Decision::allow(),
             };
             return Judged { decision, active, observing: false };
         }
         let decision = match outcome {
-            Outcome::Allow { writes } if writes > 0 => {
+            CheckOutcome::Allow { writes } if writes > 0 => {
                 let done = counts.get(run).map_or(0, |(n, _)| *n);
                 counts.insert(run.to_owned(), (done + writes, Timestamp::now().to_string()));
                 if counts.len() > RUNS_MAX {
@@ -175,8 +175,8 @@ impl Job {
                     }
                 }
             }
-            Outcome::Allow { .. } | Outcome::Observe => Decision::allow(),
-            Outcome::Block { family, reason, failures } => {
+            CheckOutcome::Allow { .. } | CheckOutcome::Observe => Decision::allow(),
+            CheckOutcome::Block { family, reason, failures } => {
                 drop(lock);
                 let d = Decision::block(family, reason);
                 let ask = ask_interactive && !failures.is_empty();
@@ -306,7 +306,7 @@ pub enum StateView {
 
 /// The decision, before anything is recorded.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CheckOutcome {
     /// Allowed; `writes` files are counted against the run's budget.
     Allow { writes: u64 },
     /// Observe mode: allowed, and the call is recorded.
@@ -357,18 +357,18 @@ fn writes_state(path: &str, workdir: &str, state_dir: &str) -> bool {
     [resolved(&lexical), lexical].iter().any(|p| states.iter().any(|s| inside(p, s) || (below && inside(s, p))))
 }
 
-fn block(reason: String) -> Outcome {
-    Outcome::Block { family: Family::Integrity, reason, failures: Vec::new() }
+fn block(reason: String) -> CheckOutcome {
+    CheckOutcome::Block { family: Family::Integrity, reason, failures: Vec::new() }
 }
 
 /// The fail-closed decision as a pure function of what was read. Whatever cannot be
 /// decided blocks, except where a person is known to be present (interactive scope) and
 /// there is no state to enforce, and in observe mode, which never blocks.
-pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scope: Scope) -> Outcome {
+pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scope: Scope) -> CheckOutcome {
     let person = scope == Scope::Interactive;
     match (state, call) {
-        (StateView::Observe, _) => Outcome::Observe,
-        (StateView::NoJob(_) | StateView::Unreadable(_), _) if person => Outcome::Allow { writes: 0 },
+        (StateView::Observe, _) => CheckOutcome::Observe,
+        (StateView::NoJob(_) | StateView::Unreadable(_), _) if person => CheckOutcome::Allow { writes: 0 },
         (StateView::NoJob(message), _) => block(message.clone()),
         (StateView::Unreadable(e), _) => block(format!("the job's mode cannot be read ({e})")),
         (StateView::Enforce { .. }, Err(e)) => block(format!("the call cannot be evaluated: {e}")),
@@ -403,10 +403,10 @@ pub fn decide(call: Result<&ToolCall, &call::CallError>, state: &StateView, scop
                 });
             }
             match failures.first() {
-                None => Outcome::Allow { writes },
+                None => CheckOutcome::Allow { writes },
                 Some(first) => {
                     let reason = failures.iter().map(|f| f.reason.clone()).collect::<Vec<_>>().join("; ");
-                    Outcome::Block {
+                    CheckOutcome::Block {
                         family: first.family,
                         reason: format!("{reason} [{}]", families(&failures).join(", ")),
                         failures,
@@ -442,8 +442,8 @@ mod tests {
         StateView::Enforce { mandate: m, written_in_run: written, run: "r".into(), state_dir: Some("/w/.holon".into()) }
     }
 
-    fn blocks(o: &Outcome) -> bool {
-        matches!(o, Outcome::Block { .. })
+    fn blocks(o: &CheckOutcome) -> bool {
+        matches!(o, CheckOutcome::Block { .. })
     }
 
     /// Every state × every scope × a good call, a bad call and an unparseable one.
@@ -476,7 +476,7 @@ mod tests {
             }
         }
         // The write budget: a write passes with budget left, blocks when spent.
-        assert_eq!(decide(write.as_ref(), &enforce(Ok(mandate()), 0), Scope::Cron), Outcome::Allow { writes: 1 });
+        assert_eq!(decide(write.as_ref(), &enforce(Ok(mandate()), 0), Scope::Cron), CheckOutcome::Allow { writes: 1 });
         assert!(blocks(&decide(write.as_ref(), &enforce(Ok(mandate()), 1), Scope::Cron)));
     }
 }

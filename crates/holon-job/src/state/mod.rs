@@ -30,7 +30,7 @@ mod store;
 mod versions;
 mod widen;
 
-pub use check::{Judged, Outcome, StateView, Unusable, decide};
+pub use check::{CheckOutcome, Judged, StateView, Unusable, decide};
 pub use confined::{EXEC_COMMAND_BYTES_MAX, EXEC_RECORDS_MAX, ExecRecord};
 pub use overview::Overview;
 pub use store::{Locked, atomic_write, sha256_hex};
@@ -106,14 +106,14 @@ pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ 
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum Mode {
+pub enum JobMode {
     #[default]
     Observe,
     Enforce,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Approval {
+pub struct VersionApproval {
     pub version: u32,
     pub sha256: String,
     pub at: String,
@@ -128,12 +128,12 @@ pub struct Approval {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Meta {
-    pub mode: Mode,
+    pub mode: JobMode,
     pub active: Option<u32>,
     pub pending: Option<u32>,
     /// Every approval ever given, oldest first.
     #[serde(default)]
-    pub approvals: Vec<Approval>,
+    pub approvals: Vec<VersionApproval>,
     /// Versions activated by approval, oldest first; `undo` walks back through it.
     #[serde(default)]
     pub history: Vec<u32>,

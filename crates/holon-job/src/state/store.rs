@@ -23,7 +23,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 pub(super) use crate::files::Durability;
 
 fn replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<(), StateError> {
-    crate::files::replace(path, bytes, durability, crate::files::Mode::New).map_err(io(path))
+    crate::files::replace(path, bytes, durability, crate::files::FileMode::New).map_err(io(path))
 }
 
 /// Longest wait for the job's lock, in milliseconds.

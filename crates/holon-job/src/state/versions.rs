@@ -3,7 +3,7 @@
 //! approval.
 
 use super::store::{atomic_write, sha256_hex, write_json};
-use super::{Approval, Job, Meta, Mode, StateError};
+use super::{Job, JobMode, Meta, StateError, VersionApproval};
 use crate::mandate::{self, JobMandate};
 use crate::propose;
 use crate::time::Timestamp;
@@ -103,7 +103,7 @@ impl Job {
     /// Activates the pending version and records its SHA-256; the job enforces it.
     /// Activates the pending version; also the active version it replaces when their texts
     /// are identical.
-    pub fn approve(&self) -> Result<(Approval, Option<u32>), StateError> {
+    pub fn approve(&self) -> Result<(VersionApproval, Option<u32>), StateError> {
         let _lock = self.lock(true)?;
         let mut meta = self.meta()?;
         let v = meta.pending.ok_or_else(|| {
@@ -113,7 +113,7 @@ impl Job {
         if let Err(e) = mandate::from_yaml(&text) {
             return Err(StateError::Refused(format!("version {v} is not a valid job mandate, not approved: {e}")));
         }
-        let approval = Approval {
+        let approval = VersionApproval {
             version: v,
             sha256: sha256_hex(&text),
             at: Timestamp::now().to_string(),
@@ -130,7 +130,7 @@ impl Job {
         meta.history.push(v);
         meta.active = Some(v);
         meta.pending = None;
-        meta.mode = Mode::Enforce;
+        meta.mode = JobMode::Enforce;
         write_json(&self.path("meta.json"), &meta)?;
         Ok((approval, same_as))
     }
@@ -151,7 +151,7 @@ impl Job {
         }
         meta.active = meta.history.last().copied();
         if meta.active.is_none() {
-            meta.mode = Mode::Observe;
+            meta.mode = JobMode::Observe;
         }
         write_json(&self.path("meta.json"), &meta)?;
         Ok(meta)
