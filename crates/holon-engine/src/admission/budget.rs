@@ -5,7 +5,6 @@
 use crate::admission::code::{Code, CodeSet};
 use crate::mandate::Mandate;
 use crate::money::Amount;
-use crate::time::Timestamp;
 
 /// A mandate's money limits, in its currency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,17 +48,6 @@ pub fn worst_case(own: Amount, cap: Amount, max_cost: Option<Amount>) -> (WorstC
         // `mc >= own` here, so the subtraction cannot underflow.
         Some(mc) if mc < full => (WorstCase { worst: mc, sub_budget: mc.saturating_sub(own) }, CodeSet::EMPTY),
         _ => (WorstCase { worst: full, sub_budget: cap }, CodeSet::EMPTY),
-    }
-}
-
-/// `from <= at <= until` (both ends inclusive).
-pub fn check_window(from: Timestamp, until: Timestamp, at: Timestamp) -> CodeSet {
-    if at < from {
-        CodeSet::EMPTY.with(Code::MandateNotYetValid)
-    } else if at > until {
-        CodeSet::EMPTY.with(Code::MandateExpired)
-    } else {
-        CodeSet::EMPTY
     }
 }
 
@@ -138,14 +126,5 @@ mod tests {
         assert!(check_limits(&limits, a("1"), Amount::MAX, Amount::ZERO).contains(Code::TotalExceeded));
         assert!(!needs_approval(&limits, a("0.5")));
         assert!(needs_approval(&limits, a("0.500001")));
-    }
-
-    #[test]
-    fn window_is_inclusive() {
-        let (f, u) = (Timestamp::from_unix(100), Timestamp::from_unix(200));
-        assert!(check_window(f, u, Timestamp::from_unix(100)).is_empty());
-        assert!(check_window(f, u, Timestamp::from_unix(200)).is_empty());
-        assert!(check_window(f, u, Timestamp::from_unix(99)).contains(Code::MandateNotYetValid));
-        assert!(check_window(f, u, Timestamp::from_unix(201)).contains(Code::MandateExpired));
     }
 }

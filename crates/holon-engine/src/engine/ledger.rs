@@ -96,7 +96,7 @@ use crossbeam_utils::CachePadded;
 use crate::admission::{Code, CodeSet};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
-#[cfg(any(test, feature = "internals"))]
+#[cfg(feature = "internals")]
 pub use allowance::AllowanceError;
 pub use allowance::{ALLOWANCE_CAP_MICROS, StoreState};
 #[cfg(any(test, feature = "internals"))]

@@ -344,7 +344,7 @@ impl Ledger {
     }
 
     /// The smallest worst case the store's last exhausted answer covers (0: every call).
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     pub fn exhausted_from_micros(&self) -> u64 {
         // Relaxed: a hint.
         self.words().state.load(Ordering::Relaxed) >> 2
