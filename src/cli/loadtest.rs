@@ -13,13 +13,131 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use holon::admission::Code;
-use holon::engine::receipt::LosslessSink;
+use holon::engine::receipt::{LosslessSink, ReceiptReceiver};
 use holon::engine::synthetic::{self, Kind};
-use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, ReceiptSink, SubCall, receipt};
+use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, ReceiptSink, SnapshotInput, SubCall, receipt};
 use holon::money::Amount;
 use serde::Serialize;
 
+use super::exit;
+use super::flags::{
+    flush_ms, loadtest_agents, loadtest_calls, loadtest_duration_s, loadtest_mandates, loadtest_publish_every_ms,
+    loadtest_threads,
+};
 use super::node::{StoreOptions, StoreReport, StoreRun};
+use super::out::errln;
+use super::style::Style;
+
+/// `holon loadtest`'s flags (clap reads them; [`command`] turns them into [`Options`]).
+#[derive(clap::Args)]
+pub(super) struct LoadtestArgs {
+    /// Threads, 1 to 256.
+    #[arg(long, default_value_t = 2, value_parser = loadtest_threads, allow_negative_numbers = true)]
+    threads: usize,
+    /// Mandates, 1 to 1,000,000.
+    #[arg(long, default_value_t = 1_000, value_parser = loadtest_mandates, allow_negative_numbers = true)]
+    mandates: usize,
+    /// Agents, 10 to 1,000,000.
+    #[arg(long, default_value_t = 1_000, value_parser = loadtest_agents, allow_negative_numbers = true)]
+    agents: usize,
+    /// Run this long, 0.01 to 86400 s (default 3 s unless --calls is given).
+    #[arg(
+        long,
+        visible_alias = "seconds",
+        conflicts_with = "calls",
+        value_parser = loadtest_duration_s,
+        allow_negative_numbers = true
+    )]
+    duration_s: Option<f64>,
+    /// Run this many calls in all, 1 to 10,000,000,000.
+    #[arg(long, value_parser = loadtest_calls, allow_negative_numbers = true)]
+    calls: Option<u64>,
+    /// All threads on one mandate whose budget runs out (5.00 unless --total is given).
+    #[arg(long)]
+    hot: bool,
+    /// Every mandate's total budget, a decimal amount (e.g. 1000000 to keep a hot
+    /// mandate's calls allowed for the whole run and measure its throughput).
+    #[arg(long, allow_negative_numbers = true)]
+    total: Option<String>,
+    /// With --hot: each thread stops once the hot mandate's budget is spent (a leaf
+    /// call, the smallest, denied `total_exceeded` or `per_day_exceeded`), --duration-s
+    /// bounding the run (the run waits for the event, not for a window).
+    #[arg(long, requires = "hot")]
+    until_exhausted: bool,
+    /// With --hot: this many sub-mandates of the hot mandate (`m0/c0`, …, each with its
+    /// total), 0 to 16; the calls go round the hot mandate and its sub-mandates, so the
+    /// hot budget is shared by the parent's own calls and its children's.
+    #[arg(long, default_value_t = 0, requires = "hot", value_parser = super::flags::loadtest_sub_mandates)]
+    sub_mandates: usize,
+    /// Only allowed calls (leaf agents), to measure the allowed path alone.
+    #[arg(long)]
+    allowed_only: bool,
+    /// Publish a fresh snapshot this often during the run, 0 (never) to 10000 ms.
+    #[arg(long, default_value_t = 0, value_parser = loadtest_publish_every_ms, allow_negative_numbers = true)]
+    publish_every_ms: u64,
+    /// Keep the budgets in a ledger store shared with other nodes: `memory`,
+    /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (default: in this process only).
+    #[arg(long)]
+    store: Option<String>,
+    /// This node's name in the store, unique among the nodes running at once
+    /// (default: loadtest-PID). A restarted node counts what its name left in leases.
+    #[arg(long, requires = "store")]
+    node: Option<String>,
+    /// Flush what calls settled to the store at least this often, 1 to 60000 ms.
+    #[arg(long, default_value_t = 200, value_parser = flush_ms, requires = "store", allow_negative_numbers = true)]
+    flush_ms: u64,
+    /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}
+    /// and with --store also "store":{"kind","round_trips","round_trips_per_1000_admissions",..},
+    /// "settled_micros" and "store_spent_micros".
+    #[arg(long)]
+    json: bool,
+    /// Write every receipt to FILE as a JSON line (with the agent's version, currency,
+    /// payer, caller and the synthetic outcome and latency): what `holon records build`
+    /// reads. No receipt is dropped: the calls wait for the writer, so the run is slower.
+    #[arg(long)]
+    receipts: Option<std::path::PathBuf>,
+}
+
+/// `holon loadtest`: the run with these flags, its report printed; exit 1 on an overrun.
+pub(super) fn command(a: LoadtestArgs, style: &Style) -> anyhow::Result<u8> {
+    let total = match a.total.as_deref().map(Amount::parse).transpose() {
+        Ok(total) => total,
+        Err(e) => {
+            errln!("holon: --total: {e}");
+            return Ok(exit::BAD_INPUT);
+        }
+    };
+    let duration = match (a.duration_s, a.calls) {
+        // In range and finite (clap checked it with `loadtest_duration_s`).
+        (Some(s), _) => Some(Duration::from_secs_f64(s)),
+        (None, None) => Some(Duration::from_secs(3)),
+        (None, Some(_)) => None,
+    };
+    let opts = Options {
+        threads: a.threads,
+        mandates: a.mandates,
+        agents: a.agents,
+        duration,
+        calls: a.calls,
+        hot: a.hot,
+        total,
+        until_exhausted: a.until_exhausted,
+        sub_mandates: a.sub_mandates,
+        allowed_only: a.allowed_only,
+        publish_every_ms: a.publish_every_ms,
+        progress: !a.json && progress_wanted(),
+        store: a.store.map(|url| StoreOptions {
+            url,
+            node: a.node.unwrap_or_else(|| super::node::default_node("loadtest")),
+            flush_ms: a.flush_ms,
+        }),
+        receipts: a.receipts,
+        receipts_append: false,
+    };
+    let report = run(&opts)?;
+    super::load_report::print(&report, a.json, style)?;
+    Ok(if report.overrun { exit::FAILED } else { exit::OK })
+}
 
 /// Most threads, mandates and agents a load test may ask for.
 pub(crate) const THREADS_MAX: usize = 256;
@@ -150,76 +268,16 @@ struct Worker {
 
 /// Runs a load test. Errors only on impossible options.
 pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
-    anyhow::ensure!((1..=THREADS_MAX).contains(&opts.threads), "--threads must be 1 to {THREADS_MAX}");
-    anyhow::ensure!((1..=MANDATES_MAX).contains(&opts.mandates), "--mandates must be 1 to {MANDATES_MAX}");
-    anyhow::ensure!((10..=AGENTS_MAX).contains(&opts.agents), "--agents must be 10 to {AGENTS_MAX}");
-    anyhow::ensure!(
-        opts.threads.saturating_mul(opts.mandates) <= AUDIT_SLOTS_MAX,
-        "--threads times --mandates must be at most {AUDIT_SLOTS_MAX} (each thread audits every mandate); lower one of them"
-    );
+    check(opts)?;
     // A hot mandate's budget runs out during the test: about 5,000 leaf calls.
     let default = if opts.hot { Amount::from_micros(5_000_000) } else { Amount::from_micros(10_000_000_000_000) };
     let total = opts.total.unwrap_or(default);
-    let shape = synthetic::Shape { agents: opts.agents, mandates: opts.mandates, total };
-    let mut net = synthetic::network(&shape)?;
-    let root = net.input.mandates.first().cloned();
-    for (c, parent) in (0..opts.sub_mandates).filter_map(|c| Some((c, root.as_ref()?))) {
-        net.input.mandates.push(Arc::new(synthetic::sub_mandate(parent, &format!("m0/c{c}"), total)?));
-    }
-    // With a receipts file no receipt may be lost (records are built from it): the calls
-    // wait for the writer instead.
-    let (sink, rx): (Arc<dyn ReceiptSink>, _) = match &opts.receipts {
-        Some(_) => {
-            let (sink, rx) = LosslessSink::new(receipt::RECEIPT_QUEUE_MAX);
-            (Arc::new(sink), rx)
-        }
-        None => {
-            let (sink, rx) = ChannelSink::new(receipt::RECEIPT_QUEUE_MAX);
-            (Arc::new(sink), rx)
-        }
-    };
-    let config = EngineConfig { store_backed: opts.store.is_some(), ..EngineConfig::default() };
-    let engine = Arc::new(Engine::with_sink(config, sink));
-    engine.publish(&net.input)?;
-    let receipts_out = match &opts.receipts {
-        Some(path) => {
-            let mut options = std::fs::OpenOptions::new();
-            options.create(true);
-            if opts.receipts_append {
-                options.append(true)
-            } else {
-                options.write(true).truncate(true)
-            };
-            let file = options.open(path).map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
-            Some(std::io::BufWriter::new(file))
-        }
-        None => None,
-    };
+    let (net, engine, rx) = synthetic_engine(opts, total)?;
+    let receipts_out = receipts_file(opts)?;
     let store = opts.store.as_ref().map(|o| StoreRun::start(&engine, o)).transpose()?;
-    let ids = (0..opts.mandates).map(|j| format!("m{j}")).chain((0..opts.sub_mandates).map(|c| format!("m0/c{c}")));
-    let mandates: Vec<_> = ids.map(|id| engine.mandate_ix(&id)).collect::<Option<Vec<_>>>().unwrap_or_default();
-    let agents: Vec<_> =
-        (0..opts.agents).map(|i| engine.agent_ix(&format!("syn/a{i}"))).collect::<Option<Vec<_>>>().unwrap_or_default();
-    anyhow::ensure!(
-        mandates.len() == opts.mandates + opts.sub_mandates && agents.len() == opts.agents,
-        "the synthetic network is incomplete"
-    );
+    let (mandates, agents) = indices(&engine, opts)?;
     let ledgers: Vec<_> = mandates.iter().filter_map(|m| engine.ledger_view(*m)).collect();
-    let (names, snapshot) = (engine.names(), engine.snapshot());
-    let drained = std::thread::spawn(move || match receipts_out {
-        None => receipt::drain(&rx, |_| Ok::<_, std::io::Error>(()), || Ok(())),
-        Some(out) => {
-            let out = std::cell::RefCell::new(out);
-            receipt::drain(
-                &rx,
-                |r| {
-                    let line = receipt::receipt_json_with_facts(r, &names, &snapshot);
-                    writeln!(out.borrow_mut(), "{line}")
-                },
-                || out.borrow_mut().flush(),
-            )
-        }
-    });
+    let drained = drain_receipts(rx, receipts_out, engine.names(), engine.snapshot());
 
     let stop = AtomicBool::new(false);
     // SIGTERM or SIGINT ends the run early and cleanly: the workers stop, the node drains
@@ -247,91 +305,24 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             .collect();
         if opts.publish_every_ms > 0 {
             let (engine, input, stop, publishes) = (&*engine, &net.input, &stop, &publishes);
-            s.spawn(move || {
-                // Relaxed: the stop flag publishes no data (the scope's join does), and
-                // the publish count is a statistic read after that join.
-                while !stop.load(Ordering::Relaxed) {
-                    if engine.publish(input).is_ok() {
-                        publishes.fetch_add(1, Ordering::Relaxed);
-                    }
-                    std::thread::sleep(Duration::from_millis(opts.publish_every_ms));
-                }
-            });
+            s.spawn(move || republish(engine, input, opts.publish_every_ms, stop, publishes));
         }
-        // A bar on a terminal only (`progress`), hidden when piped or under --json: the
-        // run's length is its calls, or its seconds.
-        let bar = match (opts.progress, opts.calls, opts.duration) {
-            (false, _, _) => indicatif::ProgressBar::hidden(),
-            (true, Some(calls), _) => indicatif::ProgressBar::new(calls),
-            (true, None, Some(d)) => indicatif::ProgressBar::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            (true, None, None) => indicatif::ProgressBar::new_spinner(),
-        };
-        let template = if opts.calls.is_some() {
-            "  {bar:30} {pos}/{len} calls  {elapsed}"
-        } else {
-            "  {bar:30} {elapsed} of the run  {msg}"
-        };
-        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-            bar.set_style(style);
-        }
-        loop {
-            std::thread::sleep(Duration::from_millis(20));
-            let finished = handles.iter().all(|h| h.is_finished());
-            // Relaxed: a stop request only.
-            let signalled = signalled.load(Ordering::Relaxed);
-            if opts.duration.is_some_and(|d| start.elapsed() >= d) || finished || signalled {
-                // Relaxed: a stop request only; the workers' results come back by join.
-                stop.store(true, Ordering::Relaxed);
-                break;
-            }
-            // Relaxed: a progress figure, allowed to lag.
-            let calls = done_calls.load(Ordering::Relaxed);
-            if opts.calls.is_some() {
-                bar.set_position(calls);
-            } else {
-                bar.set_position(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
-                bar.set_message(format!("{calls} calls"));
-            }
-        }
-        let workers = handles.into_iter().filter_map(|h| h.join().ok()).collect();
-        bar.finish_and_clear();
-        workers
+        watch(handles, opts, start, (&stop, &signalled, &done_calls))
     });
     let elapsed = start.elapsed();
     let receipts_dropped = engine.stats().receipts_dropped;
     let limit = total.micros();
-    let mut hist = new_histogram()?;
-    let (mut decisions, mut sub_calls, mut calls) = ([0u64; 3], 0, 0);
-    let (mut lease_pending, mut budget) = (0u64, 0u64);
+    let Totals { hist, decisions, sub_calls, calls, lease_pending, budget, max_claimed } =
+        totals(&workers, &ledgers, opts.mandates)?;
     let first_budget_denial = workers.iter().filter_map(|w| w.settled_at_budget_denial).min();
     let exhausted = opts.until_exhausted && !workers.is_empty() && workers.iter().all(|w| w.exhausted);
-    let mut max_claimed = vec![0u64; opts.mandates];
-    for w in &workers {
-        hist.add(&w.hist)?;
-        for (d, x) in decisions.iter_mut().zip(w.decisions) {
-            *d += x;
-        }
-        sub_calls += w.sub_calls;
-        calls += w.calls;
-        lease_pending += w.lease_pending;
-        budget += w.budget;
-        for (m, x) in max_claimed.iter_mut().zip(&w.max_claimed) {
-            *m = (*m).max(*x);
-        }
-    }
-    // The final state counts too: every ledger, read once more after the threads stopped.
-    for (m, ledger) in max_claimed.iter_mut().zip(&ledgers) {
-        *m = (*m).max(ledger.used_micros());
-    }
     let mut overrun = max_claimed.iter().any(|m| *m > total.micros());
     let (store, settled_micros, store_spent_micros) = match store {
         None => (None, None, None),
         Some(run) => {
-            let (report, stats, statuses) = run.finish(decisions[0], opts.hot.then_some("m0"))?;
-            // Every node's spend on these mandates, as the store counts it.
-            overrun |= statuses.iter().any(|s| s.spent_micros > total.micros());
-            let spent = statuses.iter().map(|s| s.spent_micros).sum();
-            (Some(report), Some(stats.settled_micros), Some(spent))
+            let (report, settled, spent, over) = finish_store(run, decisions[0], opts.hot, limit)?;
+            overrun |= over;
+            (Some(report), Some(settled), Some(spent))
         }
     };
     drop(ledgers);
@@ -374,6 +365,230 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         mix: mix(opts.allowed_only, opts.hot),
         receipts_file: opts.receipts.as_ref().map(|p| p.display().to_string()),
     })
+}
+
+/// The synthetic network (with the hot mandate's sub-mandates), published on an engine
+/// whose receipts go to a sink: lossless with a receipts file (records are built from it:
+/// the calls wait for the writer), else a channel that counts what it drops.
+fn synthetic_engine(
+    opts: &Options,
+    total: Amount,
+) -> anyhow::Result<(synthetic::Network, Arc<Engine>, ReceiptReceiver)> {
+    let shape = synthetic::Shape { agents: opts.agents, mandates: opts.mandates, total };
+    let mut net = synthetic::network(&shape)?;
+    let root = net.input.mandates.first().cloned();
+    for (c, parent) in (0..opts.sub_mandates).filter_map(|c| Some((c, root.as_ref()?))) {
+        net.input.mandates.push(Arc::new(synthetic::sub_mandate(parent, &format!("m0/c{c}"), total)?));
+    }
+    let (sink, rx): (Arc<dyn ReceiptSink>, _) = match &opts.receipts {
+        Some(_) => {
+            let (sink, rx) = LosslessSink::new(receipt::RECEIPT_QUEUE_MAX);
+            (Arc::new(sink), rx)
+        }
+        None => {
+            let (sink, rx) = ChannelSink::new(receipt::RECEIPT_QUEUE_MAX);
+            (Arc::new(sink), rx)
+        }
+    };
+    let config = EngineConfig { store_backed: opts.store.is_some(), ..EngineConfig::default() };
+    let engine = Arc::new(Engine::with_sink(config, sink));
+    engine.publish(&net.input)?;
+    Ok((net, engine, rx))
+}
+
+/// The `--receipts` file, opened for this run (appended to, or started afresh).
+fn receipts_file(opts: &Options) -> anyhow::Result<Option<std::io::BufWriter<std::fs::File>>> {
+    Ok(match &opts.receipts {
+        Some(path) => {
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true);
+            if opts.receipts_append {
+                options.append(true)
+            } else {
+                options.write(true).truncate(true)
+            };
+            let file = options.open(path).map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
+            Some(std::io::BufWriter::new(file))
+        }
+        None => None,
+    })
+}
+
+/// The thread that drains the receipts: into the file if there is one (each line with its
+/// facts: names, version, currency), else counted only. It returns how many it drained.
+fn drain_receipts(
+    rx: ReceiptReceiver,
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    names: Arc<holon::engine::Names>,
+    snapshot: Arc<holon::engine::Snapshot>,
+) -> std::thread::JoinHandle<std::io::Result<u64>> {
+    std::thread::spawn(move || match out {
+        None => receipt::drain(&rx, |_| Ok::<_, std::io::Error>(()), || Ok(())),
+        Some(out) => {
+            let out = std::cell::RefCell::new(out);
+            receipt::drain(
+                &rx,
+                |r| {
+                    let line = receipt::receipt_json_with_facts(r, &names, &snapshot);
+                    writeln!(out.borrow_mut(), "{line}")
+                },
+                || out.borrow_mut().flush(),
+            )
+        }
+    })
+}
+
+/// A bar on a terminal only (`progress`), hidden when piped or under --json: the run's
+/// length is its calls, or its seconds.
+fn progress_bar(opts: &Options) -> indicatif::ProgressBar {
+    let bar = match (opts.progress, opts.calls, opts.duration) {
+        (false, _, _) => indicatif::ProgressBar::hidden(),
+        (true, Some(calls), _) => indicatif::ProgressBar::new(calls),
+        (true, None, Some(d)) => indicatif::ProgressBar::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        (true, None, None) => indicatif::ProgressBar::new_spinner(),
+    };
+    let template = if opts.calls.is_some() {
+        "  {bar:30} {pos}/{len} calls  {elapsed}"
+    } else {
+        "  {bar:30} {elapsed} of the run  {msg}"
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// What the workers counted, summed, and the most each mandate's ledger held.
+struct Totals {
+    hist: Histogram<u64>,
+    decisions: [u64; 3],
+    sub_calls: u64,
+    calls: u64,
+    lease_pending: u64,
+    budget: u64,
+    max_claimed: Vec<u64>,
+}
+
+/// The workers' counts summed; each mandate's most claimed is the largest any worker saw
+/// or the ledger holds now (read once more after the threads stopped).
+fn totals(workers: &[Worker], ledgers: &[holon::engine::LedgerView], mandates: usize) -> anyhow::Result<Totals> {
+    let mut t = Totals {
+        hist: new_histogram()?,
+        decisions: [0; 3],
+        sub_calls: 0,
+        calls: 0,
+        lease_pending: 0,
+        budget: 0,
+        max_claimed: vec![0; mandates],
+    };
+    for w in workers {
+        t.hist.add(&w.hist)?;
+        for (d, x) in t.decisions.iter_mut().zip(w.decisions) {
+            *d += x;
+        }
+        t.sub_calls += w.sub_calls;
+        t.calls += w.calls;
+        t.lease_pending += w.lease_pending;
+        t.budget += w.budget;
+        for (m, x) in t.max_claimed.iter_mut().zip(&w.max_claimed) {
+            *m = (*m).max(*x);
+        }
+    }
+    for (m, ledger) in t.max_claimed.iter_mut().zip(ledgers) {
+        *m = (*m).max(ledger.used_micros());
+    }
+    Ok(t)
+}
+
+/// Waits for the workers, with a progress bar, until the run's time or calls are done (or
+/// SIGTERM/SIGINT came), then stops them and collects their counts.
+fn watch(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Worker>>,
+    opts: &Options,
+    start: Instant,
+    (stop, signalled, done_calls): (&AtomicBool, &AtomicBool, &AtomicU64),
+) -> Vec<Worker> {
+    let bar = progress_bar(opts);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let finished = handles.iter().all(|h| h.is_finished());
+        // Relaxed: a stop request only.
+        let signalled = signalled.load(Ordering::Relaxed);
+        if opts.duration.is_some_and(|d| start.elapsed() >= d) || finished || signalled {
+            // Relaxed: a stop request only; the workers' results come back by join.
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        // Relaxed: a progress figure, allowed to lag.
+        let calls = done_calls.load(Ordering::Relaxed);
+        if opts.calls.is_some() {
+            bar.set_position(calls);
+        } else {
+            bar.set_position(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
+            bar.set_message(format!("{calls} calls"));
+        }
+    }
+    let workers = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+    bar.finish_and_clear();
+    workers
+}
+
+/// Publishes the same documents every `every_ms` until `stop`, counting the publishes: the
+/// calls meet snapshot swaps while they run.
+fn republish(engine: &Engine, input: &SnapshotInput, every_ms: u64, stop: &AtomicBool, publishes: &AtomicU64) {
+    // Relaxed: the stop flag publishes no data (the scope's join does), and the publish
+    // count is a statistic read after that join.
+    while !stop.load(Ordering::Relaxed) {
+        if engine.publish(input).is_ok() {
+            // Relaxed: as above.
+            publishes.fetch_add(1, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(every_ms));
+    }
+}
+
+/// The flags' ranges that clap cannot check alone.
+fn check(opts: &Options) -> anyhow::Result<()> {
+    anyhow::ensure!((1..=THREADS_MAX).contains(&opts.threads), "--threads must be 1 to {THREADS_MAX}");
+    anyhow::ensure!((1..=MANDATES_MAX).contains(&opts.mandates), "--mandates must be 1 to {MANDATES_MAX}");
+    anyhow::ensure!((10..=AGENTS_MAX).contains(&opts.agents), "--agents must be 10 to {AGENTS_MAX}");
+    anyhow::ensure!(
+        opts.threads.saturating_mul(opts.mandates) <= AUDIT_SLOTS_MAX,
+        "--threads times --mandates must be at most {AUDIT_SLOTS_MAX} (each thread audits every mandate); lower one of them"
+    );
+    Ok(())
+}
+
+/// The node's end: it drains (flushes and gives back), and the store says what every node
+/// spent on these mandates: (the node's report, what it settled, the store's spend, whether
+/// any mandate's spend in the store is above `limit_micros`).
+fn finish_store(
+    run: StoreRun,
+    allowed: u64,
+    hot: bool,
+    limit_micros: u64,
+) -> anyhow::Result<(StoreReport, u64, u64, bool)> {
+    let (report, stats, statuses) = run.finish(allowed, hot.then_some("m0"))?;
+    let over = statuses.iter().any(|s| s.spent_micros > limit_micros);
+    let spent = statuses.iter().map(|s| s.spent_micros).sum();
+    Ok((report, stats.settled_micros, spent, over))
+}
+
+/// The synthetic network's mandates (`m0`…, then the hot mandate's `m0/c0`…) and agents
+/// (`syn/a0`…) as the engine numbers them.
+fn indices(
+    engine: &Engine,
+    opts: &Options,
+) -> anyhow::Result<(Vec<holon::engine::MandateIx>, Vec<holon::engine::AgentIx>)> {
+    let ids = (0..opts.mandates).map(|j| format!("m{j}")).chain((0..opts.sub_mandates).map(|c| format!("m0/c{c}")));
+    let mandates: Vec<_> = ids.map(|id| engine.mandate_ix(&id)).collect::<Option<Vec<_>>>().unwrap_or_default();
+    let agents: Vec<_> =
+        (0..opts.agents).map(|i| engine.agent_ix(&format!("syn/a{i}"))).collect::<Option<Vec<_>>>().unwrap_or_default();
+    anyhow::ensure!(
+        mandates.len() == opts.mandates + opts.sub_mandates && agents.len() == opts.agents,
+        "the synthetic network is incomplete"
+    );
+    Ok((mandates, agents))
 }
 
 /// Nanoseconds from 1 to 60 s, 3 significant digits.

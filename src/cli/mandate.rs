@@ -231,53 +231,7 @@ pub(super) enum MandateCommand {
     #[command(
         after_help = "EXIT CODES: 0 every agent allowed, 3 some held for the issuer and none denied, 1 some denied, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --max-cost 0.40\n  holon mandate check examples/mandates/alice-root.yaml examples/agents --revocations examples/trust/revocations.yaml\n  holon mandate check examples/mandates/alice-research.yaml examples/agents --records examples/agents --json\n  holon mandate check examples/mandates/alice-invoices.yaml examples/agents --parents examples/mandates/alice-root.yaml --parent-spent alice/m-2026-11=19.997,19.997"
     )]
-    Check {
-        /// The caller mandate (a YAML file).
-        mandate: PathBuf,
-        /// The agents to decide on: holon.yaml files or directories searched recursively.
-        /// They are also the catalog their declared downstream calls resolve in: an agent
-        /// they call must be among them (give its directory too), else the caller is denied
-        /// `downstream_not_allowed` ("no known manifest of it").
-        #[arg(required = true)]
-        agents: Vec<PathBuf>,
-        /// The caller's ceiling for the call, in the mandate's currency.
-        #[arg(long, allow_hyphen_values = true)]
-        max_cost: Option<String>,
-        /// What the mandate has spent in all, a decimal amount in its currency (default 0).
-        #[arg(long, allow_hyphen_values = true)]
-        spent_total: Option<String>,
-        /// What it has spent today (UTC), a decimal amount in its currency (default 0).
-        #[arg(long, allow_hyphen_values = true)]
-        spent_today: Option<String>,
-        /// The decision time (RFC 3339); default now.
-        #[arg(long)]
-        at: Option<String>,
-        /// Agent records (files or directories): the measured figures `require` thresholds
-        /// are checked against.
-        #[arg(long)]
-        records: Option<PathBuf>,
-        /// Print one decision per agent as JSON, with its codes and reasons.
-        #[arg(long)]
-        json: bool,
-        /// A revocation list (`holon_revocations`): a mandate on it, or whose parent is,
-        /// gets every call denied `mandate_revoked`.
-        #[arg(long)]
-        revocations: Option<PathBuf>,
-        /// A trusted keys file: decide as an engine that requires signatures would, so an
-        /// agent without its publisher's provenance signature is denied
-        /// `provenance_unverified` (check the mandate's own signature with `mandate verify`).
-        #[arg(long)]
-        keys: Option<PathBuf>,
-        /// For a sub-mandate: its ancestors' documents (any order, up to the root), so the
-        /// call is judged as the engine judges it, on every level (docs/admission.md, "Calls
-        /// under a sub-mandate"); a denial names the level that refused it.
-        #[arg(long, num_args = 1..)]
-        parents: Vec<PathBuf>,
-        /// The spend of one ancestor, `ID=TOTAL` or `ID=TOTAL,TODAY` (decimal amounts in
-        /// its currency; repeat per ancestor; an ancestor not named has spent nothing).
-        #[arg(long = "parent-spent", value_name = "ID=TOTAL[,TODAY]")]
-        parent_spent: Vec<String>,
-    },
+    Check(super::mandate_check::CheckArgs),
     /// Is CHILD within PARENT? Exit 0 valid, 1 not.
     #[command(
         after_help = "EXIT CODES: 0 CHILD is within PARENT, 1 it widens it somewhere (each widening printed), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon mandate attenuate examples/mandates/alice-root.yaml examples/mandates/alice-research.yaml"

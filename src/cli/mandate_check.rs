@@ -36,19 +36,54 @@ fn swapped(mandate: &std::path::Path, agents: &[PathBuf]) -> anyhow::Result<()> 
     }
 }
 
+/// `holon mandate check`'s flags.
+#[derive(clap::Args)]
 pub(crate) struct CheckArgs {
-    pub mandate: PathBuf,
-    pub agents: Vec<PathBuf>,
-    pub max_cost: Option<String>,
-    pub spent_total: Option<String>,
-    pub spent_today: Option<String>,
-    pub at: Option<String>,
-    pub records: Option<PathBuf>,
-    pub json: bool,
-    pub revocations: Option<PathBuf>,
-    pub keys: Option<PathBuf>,
-    pub parents: Vec<PathBuf>,
-    pub parent_spent: Vec<String>,
+    /// The caller mandate (a YAML file).
+    pub(super) mandate: PathBuf,
+    /// The agents to decide on: holon.yaml files or directories searched recursively.
+    /// They are also the catalog their declared downstream calls resolve in: an agent
+    /// they call must be among them (give its directory too), else the caller is denied
+    /// `downstream_not_allowed` ("no known manifest of it").
+    #[arg(required = true)]
+    pub(super) agents: Vec<PathBuf>,
+    /// The caller's ceiling for the call, in the mandate's currency.
+    #[arg(long, allow_hyphen_values = true)]
+    pub(super) max_cost: Option<String>,
+    /// What the mandate has spent in all, a decimal amount in its currency (default 0).
+    #[arg(long, allow_hyphen_values = true)]
+    pub(super) spent_total: Option<String>,
+    /// What it has spent today (UTC), a decimal amount in its currency (default 0).
+    #[arg(long, allow_hyphen_values = true)]
+    pub(super) spent_today: Option<String>,
+    /// The decision time (RFC 3339); default now.
+    #[arg(long)]
+    pub(super) at: Option<String>,
+    /// Agent records (files or directories): the measured figures `require` thresholds
+    /// are checked against.
+    #[arg(long)]
+    pub(super) records: Option<PathBuf>,
+    /// Print one decision per agent as JSON, with its codes and reasons.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// A revocation list (`holon_revocations`): a mandate on it, or whose parent is,
+    /// gets every call denied `mandate_revoked`.
+    #[arg(long)]
+    pub(super) revocations: Option<PathBuf>,
+    /// A trusted keys file: decide as an engine that requires signatures would, so an
+    /// agent without its publisher's provenance signature is denied
+    /// `provenance_unverified` (check the mandate's own signature with `mandate verify`).
+    #[arg(long)]
+    pub(super) keys: Option<PathBuf>,
+    /// For a sub-mandate: its ancestors' documents (any order, up to the root), so the
+    /// call is judged as the engine judges it, on every level (docs/admission.md, "Calls
+    /// under a sub-mandate"); a denial names the level that refused it.
+    #[arg(long, num_args = 1..)]
+    pub(super) parents: Vec<PathBuf>,
+    /// The spend of one ancestor, `ID=TOTAL` or `ID=TOTAL,TODAY` (decimal amounts in
+    /// its currency; repeat per ancestor; an ancestor not named has spent nothing).
+    #[arg(long = "parent-spent", value_name = "ID=TOTAL[,TODAY]")]
+    pub(super) parent_spent: Vec<String>,
 }
 
 pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {

@@ -41,11 +41,8 @@ pub(crate) mod exit {
     pub(crate) const HELD: u8 = 3;
 }
 
+use flags::demo_seconds;
 pub(crate) use flags::range;
-use flags::{
-    demo_seconds, flush_ms, loadtest_agents, loadtest_calls, loadtest_duration_s, loadtest_mandates,
-    loadtest_publish_every_ms, loadtest_threads,
-};
 
 #[derive(Parser)]
 #[command(name = "holon", version, about = "Admission engine for AI agents that call and pay other agents")]
@@ -109,73 +106,7 @@ enum Command {
     #[command(
         after_help = "EXIT CODES: 0 no mandate overran its budget, 1 an overrun, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon loadtest --threads 2 --duration-s 3\n  holon loadtest --hot --allowed-only --total 1000000 --agents 100 --json"
     )]
-    Loadtest {
-        /// Threads, 1 to 256.
-        #[arg(long, default_value_t = 2, value_parser = loadtest_threads, allow_negative_numbers = true)]
-        threads: usize,
-        /// Mandates, 1 to 1,000,000.
-        #[arg(long, default_value_t = 1_000, value_parser = loadtest_mandates, allow_negative_numbers = true)]
-        mandates: usize,
-        /// Agents, 10 to 1,000,000.
-        #[arg(long, default_value_t = 1_000, value_parser = loadtest_agents, allow_negative_numbers = true)]
-        agents: usize,
-        /// Run this long, 0.01 to 86400 s (default 3 s unless --calls is given).
-        #[arg(
-            long,
-            visible_alias = "seconds",
-            conflicts_with = "calls",
-            value_parser = loadtest_duration_s,
-            allow_negative_numbers = true
-        )]
-        duration_s: Option<f64>,
-        /// Run this many calls in all, 1 to 10,000,000,000.
-        #[arg(long, value_parser = loadtest_calls, allow_negative_numbers = true)]
-        calls: Option<u64>,
-        /// All threads on one mandate whose budget runs out (5.00 unless --total is given).
-        #[arg(long)]
-        hot: bool,
-        /// Every mandate's total budget, a decimal amount (e.g. 1000000 to keep a hot
-        /// mandate's calls allowed for the whole run and measure its throughput).
-        #[arg(long, allow_negative_numbers = true)]
-        total: Option<String>,
-        /// With --hot: each thread stops once the hot mandate's budget is spent (a leaf
-        /// call, the smallest, denied `total_exceeded` or `per_day_exceeded`), --duration-s
-        /// bounding the run (the run waits for the event, not for a window).
-        #[arg(long, requires = "hot")]
-        until_exhausted: bool,
-        /// With --hot: this many sub-mandates of the hot mandate (`m0/c0`, …, each with its
-        /// total), 0 to 16; the calls go round the hot mandate and its sub-mandates, so the
-        /// hot budget is shared by the parent's own calls and its children's.
-        #[arg(long, default_value_t = 0, requires = "hot", value_parser = flags::loadtest_sub_mandates)]
-        sub_mandates: usize,
-        /// Only allowed calls (leaf agents), to measure the allowed path alone.
-        #[arg(long)]
-        allowed_only: bool,
-        /// Publish a fresh snapshot this often during the run, 0 (never) to 10000 ms.
-        #[arg(long, default_value_t = 0, value_parser = loadtest_publish_every_ms, allow_negative_numbers = true)]
-        publish_every_ms: u64,
-        /// Keep the budgets in a ledger store shared with other nodes: `memory`,
-        /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (default: in this process only).
-        #[arg(long)]
-        store: Option<String>,
-        /// This node's name in the store, unique among the nodes running at once
-        /// (default: loadtest-PID). A restarted node counts what its name left in leases.
-        #[arg(long, requires = "store")]
-        node: Option<String>,
-        /// Flush what calls settled to the store at least this often, 1 to 60000 ms.
-        #[arg(long, default_value_t = 200, value_parser = flush_ms, requires = "store", allow_negative_numbers = true)]
-        flush_ms: u64,
-        /// Print {"threads","calls","ops_per_sec","latency_ns":{"p50","p99","p999"},"decisions":{..},"overrun","mandates_audited",..}
-        /// and with --store also "store":{"kind","round_trips","round_trips_per_1000_admissions",..},
-        /// "settled_micros" and "store_spent_micros".
-        #[arg(long)]
-        json: bool,
-        /// Write every receipt to FILE as a JSON line (with the agent's version, currency,
-        /// payer, caller and the synthetic outcome and latency): what `holon records build`
-        /// reads. No receipt is dropped: the calls wait for the writer, so the run is slower.
-        #[arg(long)]
-        receipts: Option<PathBuf>,
-    },
+    Loadtest(loadtest::LoadtestArgs),
     /// Agent records measured from receipts (docs/records.md).
     #[command(subcommand)]
     Records(records::RecordsCommand),
@@ -295,81 +226,8 @@ pub(crate) fn run() -> ExitCode {
             node,
             &style,
         ),
-        Command::Job { state, command } => match command {
-            job::JobCommand::Observe { job: j, run, input, workdir } => {
-                job::observe(state, &j, run, input.as_deref(), workdir)
-            }
-            job::JobCommand::Propose { job: j } => job::propose(state, &j),
-            job::JobCommand::Approve { job: j } => job::approve(state, &j),
-            job::JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
-            job::JobCommand::Status { job: j } => job_review::status(state, &j, &style),
-            job::JobCommand::Exec(args) => job_exec::exec(state, args),
-            job::JobCommand::Hook(args) => job_exec::hook(state, args),
-            job::JobCommand::Show { job: j, pending, diff } => job::show(state, &j, pending, diff, &style),
-            job::JobCommand::Drift { job: j, json } => job_review::drift(state, &j, json, &style),
-            job::JobCommand::Widen { job: j, drift_id, pattern, json } => {
-                job::widen(state, &j, &drift_id, pattern, json)
-            }
-            job::JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
-            job::JobCommand::Export { job: j, json: _ } => job_review::export(state, &j),
-        },
-        Command::Loadtest {
-            threads,
-            mandates,
-            agents,
-            duration_s,
-            calls,
-            hot,
-            total,
-            until_exhausted,
-            sub_mandates,
-            allowed_only,
-            publish_every_ms,
-            store,
-            node,
-            flush_ms,
-            json,
-            receipts,
-        } => {
-            let total = match total.as_deref().map(holon::money::Amount::parse).transpose() {
-                Ok(total) => total,
-                Err(e) => {
-                    errln!("holon: --total: {e}");
-                    return ExitCode::from(exit::BAD_INPUT);
-                }
-            };
-            let duration = match (duration_s, calls) {
-                // In range and finite (clap checked it with `loadtest_duration_s`).
-                (Some(s), _) => Some(std::time::Duration::from_secs_f64(s)),
-                (None, None) => Some(std::time::Duration::from_secs(3)),
-                (None, Some(_)) => None,
-            };
-            let opts = loadtest::Options {
-                threads,
-                mandates,
-                agents,
-                duration,
-                calls,
-                hot,
-                total,
-                until_exhausted,
-                sub_mandates,
-                allowed_only,
-                publish_every_ms,
-                progress: !json && loadtest::progress_wanted(),
-                store: store.map(|url| node::StoreOptions {
-                    url,
-                    node: node.unwrap_or_else(|| node::default_node("loadtest")),
-                    flush_ms,
-                }),
-                receipts,
-                receipts_append: false,
-            };
-            loadtest::run(&opts).and_then(|report| {
-                load_report::print(&report, json, &style)?;
-                Ok(if report.overrun { exit::FAILED } else { exit::OK })
-            })
-        }
+        Command::Job { state, command } => job_command(state, command, &style),
+        Command::Loadtest(args) => loadtest::command(args, &style),
         Command::Validate { paths, json, keys } => validate::run(&paths, keys.as_deref(), json, &style),
         Command::Completions { shell } => help::completions(shell),
         Command::Man { dir } => help::man(dir.as_deref()),
@@ -399,36 +257,7 @@ pub(crate) fn run() -> ExitCode {
             },
             &style,
         ),
-        Command::Mandate(mandate::MandateCommand::Check {
-            mandate,
-            agents,
-            max_cost,
-            spent_total,
-            spent_today,
-            at,
-            records,
-            json,
-            revocations,
-            keys,
-            parents,
-            parent_spent,
-        }) => mandate_check::check(
-            &mandate_check::CheckArgs {
-                mandate,
-                agents,
-                max_cost,
-                spent_total,
-                spent_today,
-                at,
-                records,
-                json,
-                revocations,
-                keys,
-                parents,
-                parent_spent,
-            },
-            &style,
-        ),
+        Command::Mandate(mandate::MandateCommand::Check(args)) => mandate_check::check(&args, &style),
         Command::Mandate(mandate::MandateCommand::Attenuate { parent, child, agents, json }) => {
             mandate::attenuate(&parent, &child, &agents, json, &style)
         }
@@ -458,6 +287,12 @@ pub(crate) fn run() -> ExitCode {
         }
         Command::Key(trust::KeyCommand::New { account, out, keys }) => trust::key_new(&account, &out, &keys),
     };
+    exit_code(code)
+}
+
+/// The process's exit code for a command's result: its own, or 2 with the error said (a
+/// closed pipe said as such).
+fn exit_code(code: anyhow::Result<u8>) -> ExitCode {
     let code = code.and_then(|code| {
         out::text(format_args!(""))?;
         Ok(code)
@@ -474,5 +309,26 @@ pub(crate) fn run() -> ExitCode {
             errln!("holon: {e:#}");
             ExitCode::from(exit::BAD_INPUT)
         }
+    }
+}
+
+/// `holon job …`: each verb over the state directory `state` (default: HOLON_STATE, else
+/// `.holon`).
+fn job_command(state: Option<PathBuf>, command: job::JobCommand, style: &style::Style) -> anyhow::Result<u8> {
+    match command {
+        job::JobCommand::Observe { job: j, run, input, workdir } => {
+            job::observe(state, &j, run, input.as_deref(), workdir)
+        }
+        job::JobCommand::Propose { job: j } => job::propose(state, &j),
+        job::JobCommand::Approve { job: j } => job::approve(state, &j),
+        job::JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
+        job::JobCommand::Status { job: j } => job_review::status(state, &j, style),
+        job::JobCommand::Exec(args) => job_exec::exec(state, args),
+        job::JobCommand::Hook(args) => job_exec::hook(state, args),
+        job::JobCommand::Show { job: j, pending, diff } => job::show(state, &j, pending, diff, style),
+        job::JobCommand::Drift { job: j, json } => job_review::drift(state, &j, json, style),
+        job::JobCommand::Widen { job: j, drift_id, pattern, json } => job::widen(state, &j, &drift_id, pattern, json),
+        job::JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
+        job::JobCommand::Export { job: j, json: _ } => job_review::export(state, &j),
     }
 }
