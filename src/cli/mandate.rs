@@ -19,56 +19,6 @@ use super::flags::amount;
 use super::out::{errln, out, outln};
 use super::style::Style;
 
-/// Whether the revocation list at `list` (if any) revokes `mandate` (read from
-/// `mandate_path`), itself or through its chain: its parents are looked for among the
-/// mandates beside it, as `mandate verify` looks for them. A parent named by digest that
-/// is not there leaves the question open, and an open question is an error, not a pass.
-pub(crate) fn revoked(
-    mandate: &holon::mandate::Mandate,
-    mandate_path: &Path,
-    list: Option<&Path>,
-) -> anyhow::Result<bool> {
-    let Some(list) = list else { return Ok(false) };
-    let list = documents::load_revocations(list)?;
-    let dir = mandate_path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut pool = super::trust::parent_pool(&[dir.to_path_buf()])?;
-    pool.retain(|m| m.id != mandate.id);
-    let mut chain: Vec<&holon::mandate::Mandate> = vec![mandate];
-    // Up the chain through the mandates beside it, at most a chain's length. Whatever
-    // leaves the chain unknown (a parent not there, two that could be it, a loop, too many
-    // links) leaves the question open: an error, not a pass.
-    let open = |why: String| anyhow::anyhow!("cannot tell whether {} is revoked: {why}", mandate.id);
-    while let Some(parent) = chain.last().and_then(|m| m.parent_ref()) {
-        let mut found = pool.iter().filter(|p| match parent {
-            holon::mandate::ParentRef::Id(id) => p.id == id,
-            holon::mandate::ParentRef::Digest(d) => p.digest() == Some(d),
-        });
-        let (first, second) = (found.next(), found.next());
-        let name = match parent {
-            holon::mandate::ParentRef::Id(id) => id.to_owned(),
-            holon::mandate::ParentRef::Digest(d) => d.to_string(),
-        };
-        match (first, second) {
-            (Some(_), Some(_)) => {
-                return Err(open(format!("two mandates in {} could be its parent {name}", dir.display())));
-            }
-            (None, _) => {
-                return Err(open(format!(
-                    "its chain names a parent {name} that is not among the mandates in {}; put the parent's file there",
-                    dir.display()
-                )));
-            }
-            (Some(p), None) => {
-                if chain.len() >= holon::trust::chain::CHAIN_LINKS_MAX || chain.iter().any(|c| c.id == p.id) {
-                    return Err(open("its chain loops or is longer than a chain may be".into()));
-                }
-                chain.push(p);
-            }
-        }
-    }
-    Ok(list.apply(&chain).contains_key(mandate.id.as_str()))
-}
-
 /// `agents`: manifests for declared agents (what `derive` resolved against); none: no
 /// agent is known, so a child naming declared agents is checked against nothing.
 pub(crate) fn attenuate(
@@ -179,7 +129,7 @@ pub(crate) fn simulate(
 ) -> anyhow::Result<u8> {
     let (s, mandate, catalog) = scenario::load(scenario_path, Some(mandate_path))?;
     let parents = parents.iter().map(|p| documents::load_mandate(p)).collect::<Result<Vec<_>, _>>()?;
-    let revoked = revoked(&mandate, mandate_path, revocations)?;
+    let revoked = super::trust::revoked(&mandate, mandate_path, revocations)?;
     let spent = super::flags::parent_spent(parent_spent)?;
     let report = scenario::run_under(&s, &mandate, (&parents, &spent), &catalog, revoked)?;
     if json {

@@ -13,9 +13,9 @@ use serde_json::json;
 
 use super::exit;
 use super::flags::{amount, parent_spent};
-use super::mandate::revoked;
 use super::out::outln;
 use super::style::Style;
+use super::trust::revoked;
 
 /// `mandate check DIR MANDATE`: the agents given where the mandate goes, and the mandate
 /// among the agents; said, with the order to use.

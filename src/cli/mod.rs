@@ -14,6 +14,7 @@ mod job_review;
 mod ledger;
 mod load_report;
 mod loadtest;
+mod loadtest_command;
 mod mandate;
 mod mandate_check;
 pub(crate) mod node;
@@ -106,7 +107,7 @@ enum Command {
     #[command(
         after_help = "EXIT CODES: 0 no mandate overran its budget, 1 an overrun, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon loadtest --threads 2 --duration-s 3\n  holon loadtest --hot --allowed-only --total 1000000 --agents 100 --json"
     )]
-    Loadtest(loadtest::LoadtestArgs),
+    Loadtest(loadtest_command::LoadtestArgs),
     /// Agent records measured from receipts (docs/records.md).
     #[command(subcommand)]
     Records(records::RecordsCommand),
@@ -227,7 +228,7 @@ pub(crate) fn run() -> ExitCode {
             &style,
         ),
         Command::Job { state, command } => job_command(state, command, &style),
-        Command::Loadtest(args) => loadtest::command(args, &style),
+        Command::Loadtest(args) => loadtest_command::command(args, &style),
         Command::Validate { paths, json, keys } => validate::run(&paths, keys.as_deref(), json, &style),
         Command::Completions { shell } => help::completions(shell),
         Command::Man { dir } => help::man(dir.as_deref()),

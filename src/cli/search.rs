@@ -32,7 +32,7 @@ pub(super) fn run(args: &SearchArgs<'_>, style: &Style) -> anyhow::Result<u8> {
         Some(t) => Timestamp::parse(t)?,
         None => Timestamp::now(),
     };
-    let revoked = super::mandate::revoked(&mandate, args.mandate, args.revocations)?;
+    let revoked = super::trust::revoked(&mandate, args.mandate, args.revocations)?;
     let r = ranking::rank_with(Assessor::new(&mandate, &catalog)?.revoked(revoked)?, &catalog, query, at)?;
     let cur = mandate.budget.currency;
     if json {
