@@ -9,7 +9,8 @@ pub(crate) struct State(pub PathBuf);
 /// Runs `cmd` with `stdin` on its standard input: (exit code, or -1 for a signal; stdout;
 /// stderr).
 pub(crate) fn output_of(mut cmd: Command, stdin: &str) -> (i32, String, String) {
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = spawn_when_not_busy(&mut cmd);
     // A process that does not read its input is fine: ignore a closed pipe.
     let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
     let out = child.wait_with_output().unwrap();
@@ -18,6 +19,25 @@ pub(crate) fn output_of(mut cmd: Command, stdin: &str) -> (i32, String, String) 
         String::from_utf8_lossy(&out.stdout).into(),
         String::from_utf8_lossy(&out.stderr).into(),
     )
+}
+
+/// How many times a spawn is tried while its program is "text file busy".
+const SPAWN_BUSY_TRIES_MAX: u32 = 1_000;
+
+/// Spawns `cmd`, trying again while the kernel says its program is busy (ETXTBSY): a test
+/// that has just copied a program may be exec'ing it while another test thread forked with
+/// the copy's write descriptor open (closed on that child's exec, which under load can take
+/// a while). Up to `SPAWN_BUSY_TRIES_MAX` tries 10 ms apart; any other error at once.
+pub(crate) fn spawn_when_not_busy(cmd: &mut Command) -> std::process::Child {
+    for _ in 0..SPAWN_BUSY_TRIES_MAX {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("{cmd:?} stayed text-file-busy for {SPAWN_BUSY_TRIES_MAX} tries");
 }
 
 /// Runs a `holon job` command with `stdin`, in an environment without the job variables
