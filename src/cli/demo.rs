@@ -277,11 +277,9 @@ fn worked_example(
         }
     }
     let ledger = engine.ledger_view(mandate_ix).context("no ledger")?;
-    let spent = Amount::from_micros(ledger.settled_micros());
-    outln!(
-        "  ledger: {spent} {cur} settled, {} {cur} in flight",
-        Amount::from_micros(ledger.spent_micros().saturating_sub(ledger.settled_micros()))
-    )?;
+    let (reserved, settled) = ledger.reserved_and_settled_micros();
+    let spent = Amount::from_micros(settled);
+    outln!("  ledger: {spent} {cur} settled, {} {cur} in flight", Amount::from_micros(reserved))?;
     drop(ledger);
     let (names, snapshot) = (engine.names(), engine.snapshot());
     let resumed = restart(engine, run, &input, store, style)?;

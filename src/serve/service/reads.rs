@@ -32,8 +32,8 @@ impl Service {
         let b = &m.source().budget;
         let ledger = self.engine.ledger_view(ix);
         let today = u64::try_from(Timestamp::now().utc_day()).unwrap_or(0);
-        let (spent, settled, today_spent) =
-            ledger.as_ref().map_or((0, 0, 0), |l| (l.spent_micros(), l.settled_micros(), l.spent_day_micros(today)));
+        let ((reserved, settled), today_spent) =
+            ledger.as_ref().map_or(((0, 0), 0), |l| (l.reserved_and_settled_micros(), l.spent_day_micros(today)));
         // The store's figures: when the store cannot say, the answer is a 503 that says so,
         // never this server's own figures passed off as the store's.
         let owned = id.to_owned();
@@ -51,11 +51,11 @@ impl Service {
             .iter()
             .filter_map(|a| Some((snap.mandate(*a)?, self.engine.ledger_view(*a)?)))
             .map(|(a, l)| {
-                let (spent, settled) = (l.spent_micros(), l.settled_micros());
+                let (reserved, settled) = l.reserved_and_settled_micros();
                 serde_json::json!({
                     "id": a.source().id,
                     "limits": { "total": a.source().budget.total.to_string(), "per_day": a.source().budget.per_day.map(|d| d.to_string()) },
-                    "this_node": { "reserved": money(spent.saturating_sub(settled)), "settled": money(settled), "today": money(l.spent_day_micros(today)) },
+                    "this_node": { "reserved": money(reserved), "settled": money(settled), "today": money(l.spent_day_micros(today)) },
                 })
             })
             .collect();
@@ -78,7 +78,7 @@ impl Service {
             // This server's own, since it started: in the store's `spent` within a flush.
             "this_node": {
                 "node": self.node_name,
-                "reserved": money(spent.saturating_sub(settled)),
+                "reserved": money(reserved),
                 "settled": money(settled),
                 "today": money(today_spent),
                 "flush_ms": self.flush_ms,

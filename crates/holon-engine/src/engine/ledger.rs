@@ -323,6 +323,15 @@ impl Ledger {
         self.central.settled.load(Ordering::Relaxed).saturating_add(shards)
     }
 
+    /// (reserved, settled), read together: reserved is spent less settled. The words are
+    /// read one after the other while calls run, and a settle between the two reads can
+    /// show settled above spent for that moment: reserved then reads 0 (a display figure,
+    /// never an amount the ledger acts on).
+    pub fn reserved_and_settled_micros(&self) -> (u64, u64) {
+        let settled = self.settled_micros();
+        (self.spent_micros().saturating_sub(settled), settled)
+    }
+
     /// Spent (reserved + settled) on `today` (0 when the word holds an earlier day).
     pub fn spent_day_micros(&self, today: u64) -> u64 {
         let (day, micros) = self.spent_day_word();

@@ -502,6 +502,12 @@ impl LedgerView {
         self.0.settled_micros()
     }
 
+    /// (reserved, settled) read together (micro-units): what calls hold now, and what they
+    /// kept.
+    pub fn reserved_and_settled_micros(&self) -> (u64, u64) {
+        self.0.reserved_and_settled_micros()
+    }
+
     /// Reserved + settled on day `today` (days since 1970-01-01, UTC; micro-units).
     pub fn spent_day_micros(&self, today: u64) -> u64 {
         self.0.spent_day_micros(today)

@@ -146,9 +146,6 @@ impl Engine {
 }
 
 fn tally(ledger: &Ledger) -> ShadowTally {
-    let settled = ledger.settled_micros();
-    ShadowTally {
-        reserved: Amount::from_micros(ledger.spent_micros().saturating_sub(settled)),
-        settled: Amount::from_micros(settled),
-    }
+    let (reserved, settled) = ledger.reserved_and_settled_micros();
+    ShadowTally { reserved: Amount::from_micros(reserved), settled: Amount::from_micros(settled) }
 }
