@@ -20,7 +20,11 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+#[path = "common/source_tree.rs"]
+mod source_tree;
+use source_tree::files_under;
 
 use quote::ToTokens;
 
@@ -38,17 +42,6 @@ const SNAPSHOT: &str = "tests/public_api.txt";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// `a::b` for `a/b.rs` and `a/b/mod.rs`; the crate's name for `lib.rs`.
@@ -222,7 +215,7 @@ fn public_api() -> String {
     for (krate, dir) in LIBRARY {
         let src = root().join(dir);
         let mut paths = Vec::new();
-        files_under(&src, &mut paths);
+        files_under(&src, Some("rs"), &mut paths);
         for p in paths {
             let relative = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
             if NOT_THE_LIBRARY.iter().any(|n| relative.starts_with(n)) {

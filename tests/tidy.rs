@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "common/source_tree.rs"]
+mod source_tree;
+use source_tree::files_under;
+
 /// Words that cite documents outside the repository.
 const OUTSIDE_REFERENCES: [&str; 10] = [
     "DECISIONS.md",
@@ -23,22 +27,10 @@ const OUTSIDE_REFERENCES: [&str; 10] = [
 /// on an offender missing here and on a file listed here that no longer offends.
 const PENDING: [&str; 0] = [];
 
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files_under(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
-
 fn text_files() -> Vec<PathBuf> {
     let mut files = vec![PathBuf::from("README.md")];
     for dir in ["src", "crates", "docs", "tests"] {
-        files_under(Path::new(dir), &mut files);
+        files_under(Path::new(dir), None, &mut files);
     }
     files.retain(|p| p != Path::new("tests/tidy.rs"));
     files
@@ -123,7 +115,7 @@ fn links(markdown: &str) -> Vec<(usize, String)> {
 #[test]
 fn relative_links_resolve() {
     let mut docs = vec![PathBuf::from("README.md")];
-    files_under(Path::new("docs"), &mut docs);
+    files_under(Path::new("docs"), None, &mut docs);
     docs.retain(|p| p.extension().is_some_and(|e| e == "md"));
     let mut broken = Vec::new();
     for doc in &docs {
@@ -207,7 +199,7 @@ const CODE_MAP_DIRECTORY_ROWS: [&str; 1] = ["src/cli/"];
 /// Every `.rs` file under `dir` with its text, paths with `/`.
 fn sources(dir: &str) -> Vec<(String, String)> {
     let mut files = Vec::new();
-    files_under(Path::new(dir), &mut files);
+    files_under(Path::new(dir), None, &mut files);
     files
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))

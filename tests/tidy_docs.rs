@@ -11,27 +11,20 @@
 //!   `bindings/…`, `testdata/…`) exists.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+#[path = "common/source_tree.rs"]
+mod source_tree;
+use source_tree::files_under;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_under(&path, ext, out);
-        } else if path.extension().is_some_and(|e| e == ext) {
-            out.push(path);
-        }
-    }
-}
-
 /// The docs a reader is sent to: `docs/*.md` and the README.
 fn docs() -> Vec<(String, String)> {
     let mut paths = vec![root().join("README.md")];
-    files_under(&root().join("docs"), "md", &mut paths);
+    files_under(&root().join("docs"), Some("md"), &mut paths);
     paths.sort();
     paths
         .into_iter()
@@ -206,9 +199,9 @@ fn missing_paths(docs: &[(String, String)], exists: impl Fn(&str) -> bool) -> (V
 /// Python binding's (docs/python.md quotes its constants).
 fn sources() -> Vec<(String, String)> {
     let mut paths = Vec::new();
-    files_under(&root().join("src"), "rs", &mut paths);
-    files_under(&root().join("crates"), "rs", &mut paths);
-    files_under(&root().join("bindings/python/src"), "rs", &mut paths);
+    files_under(&root().join("src"), Some("rs"), &mut paths);
+    files_under(&root().join("crates"), Some("rs"), &mut paths);
+    files_under(&root().join("bindings/python/src"), Some("rs"), &mut paths);
     paths.sort();
     paths.iter().map(|p| (p.display().to_string(), std::fs::read_to_string(p).unwrap())).collect()
 }

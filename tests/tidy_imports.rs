@@ -13,7 +13,11 @@
 //! layer. Paths inside macro invocations are not seen (syn does not parse them).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "common/source_tree.rs"]
+mod source_tree;
+use source_tree::files_under;
 
 use syn::visit::Visit;
 
@@ -397,17 +401,6 @@ fn upward(arrows: &Arrows, sources: &[Source], layers: &BTreeMap<String, u32>) -
     found
 }
 
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// The sources of holon's packages: the facade and the binary, and each layer crate
 /// (`src/bin/` holds other binaries, each its own crate of one file).
 fn project_sources() -> Vec<Source> {
@@ -415,7 +408,7 @@ fn project_sources() -> Vec<Source> {
     for (package, dir, mount) in SOURCE_ROOTS {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
         let mut paths = Vec::new();
-        files_under(&src, &mut paths);
+        files_under(&src, Some("rs"), &mut paths);
         paths.sort();
         for p in &paths {
             let r = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
