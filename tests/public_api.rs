@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 #[path = "common/source_tree.rs"]
 mod source_tree;
-use source_tree::files_under;
+use source_tree::{files_under, has_attr, is_cfg_test};
 
 use quote::ToTokens;
 
@@ -52,14 +52,6 @@ fn module_of(krate: &str, relative: &str) -> String {
         parts.pop();
     }
     parts.join("::")
-}
-
-fn has_attr(attrs: &[syn::Attribute], name: &str, inner: &str) -> bool {
-    attrs.iter().any(|a| a.path().is_ident(name) && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == inner))
-}
-
-fn is_test(attrs: &[syn::Attribute]) -> bool {
-    has_attr(attrs, "cfg", "test")
 }
 
 /// Public but not promised: `#[doc(hidden)]`, or there only with the `internals` feature.
@@ -125,17 +117,17 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
         out.insert(format!("{mark}{module}: {what}"));
     };
     match item {
-        syn::Item::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => line(out, &f.attrs, signature(&f.sig)),
-        syn::Item::Const(c) if is_pub(&c.vis) && !is_test(&c.attrs) => {
+        syn::Item::Fn(f) if is_pub(&f.vis) && !is_cfg_test(&f.attrs) => line(out, &f.attrs, signature(&f.sig)),
+        syn::Item::Const(c) if is_pub(&c.vis) && !is_cfg_test(&c.attrs) => {
             line(out, &c.attrs, format!("const {}: {}", c.ident, text(&c.ty)));
         }
-        syn::Item::Static(s) if is_pub(&s.vis) && !is_test(&s.attrs) => {
+        syn::Item::Static(s) if is_pub(&s.vis) && !is_cfg_test(&s.attrs) => {
             line(out, &s.attrs, format!("static {}: {}", s.ident, text(&s.ty)));
         }
-        syn::Item::Type(t) if is_pub(&t.vis) && !is_test(&t.attrs) => {
+        syn::Item::Type(t) if is_pub(&t.vis) && !is_cfg_test(&t.attrs) => {
             line(out, &t.attrs, format!("type {}{} = {}", t.ident, text(&t.generics), text(&t.ty)));
         }
-        syn::Item::Struct(s) if is_pub(&s.vis) && !is_test(&s.attrs) => {
+        syn::Item::Struct(s) if is_pub(&s.vis) && !is_cfg_test(&s.attrs) => {
             line(out, &s.attrs, format!("struct {}{}", s.ident, text(&s.generics)));
             for (i, f) in s.fields.iter().enumerate() {
                 if is_pub(&f.vis) {
@@ -144,7 +136,7 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
                 }
             }
         }
-        syn::Item::Enum(e) if is_pub(&e.vis) && !is_test(&e.attrs) => {
+        syn::Item::Enum(e) if is_pub(&e.vis) && !is_cfg_test(&e.attrs) => {
             line(out, &e.attrs, format!("enum {}{}", e.ident, text(&e.generics)));
             for v in &e.variants {
                 let cfg = v.attrs.iter().find(|a| a.path().is_ident("cfg")).map(|a| format!(" {}", text(a)));
@@ -155,7 +147,7 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
                 );
             }
         }
-        syn::Item::Trait(t) if is_pub(&t.vis) && !is_test(&t.attrs) => {
+        syn::Item::Trait(t) if is_pub(&t.vis) && !is_cfg_test(&t.attrs) => {
             line(out, &t.attrs, format!("trait {}{}", t.ident, text(&t.generics)));
             for ti in &t.items {
                 if let syn::TraitItem::Fn(f) = ti {
@@ -163,7 +155,7 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
                 }
             }
         }
-        syn::Item::Mod(m) if is_pub(&m.vis) && !is_test(&m.attrs) => {
+        syn::Item::Mod(m) if is_pub(&m.vis) && !is_cfg_test(&m.attrs) => {
             line(out, &m.attrs, format!("mod {}", m.ident));
             if let Some((_, items)) = &m.content {
                 let inner = format!("{module}::{}", m.ident);
@@ -172,10 +164,10 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
                 }
             }
         }
-        syn::Item::Use(u) if is_pub(&u.vis) && !is_test(&u.attrs) => {
+        syn::Item::Use(u) if is_pub(&u.vis) && !is_cfg_test(&u.attrs) => {
             line(out, &u.attrs, format!("use {}", text(&u.tree)))
         }
-        syn::Item::Impl(i) if !is_test(&i.attrs) => impl_lines(module, i, hidden, out),
+        syn::Item::Impl(i) if !is_cfg_test(&i.attrs) => impl_lines(module, i, hidden, out),
         syn::Item::Macro(m) if has_attr_path(&m.attrs, "macro_export") => {
             line(out, &m.attrs, format!("macro {}", m.ident.as_ref().map(ToString::to_string).unwrap_or_default()));
         }
@@ -197,11 +189,11 @@ fn impl_lines(module: &str, i: &syn::ItemImpl, hidden: bool, out: &mut BTreeSet<
     }
     for item in &i.items {
         match item {
-            syn::ImplItem::Fn(f) if is_pub(&f.vis) && !is_test(&f.attrs) => {
+            syn::ImplItem::Fn(f) if is_pub(&f.vis) && !is_cfg_test(&f.attrs) => {
                 let m = if is_hidden(&f.attrs) { "hidden " } else { mark };
                 out.insert(format!("{m}{module}: {ty}::{}", signature(&f.sig)));
             }
-            syn::ImplItem::Const(c) if is_pub(&c.vis) && !is_test(&c.attrs) => {
+            syn::ImplItem::Const(c) if is_pub(&c.vis) && !is_cfg_test(&c.attrs) => {
                 out.insert(format!("{mark}{module}: {ty}::const {}: {}", c.ident, text(&c.ty)));
             }
             _ => {}

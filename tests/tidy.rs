@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 #[path = "common/source_tree.rs"]
 mod source_tree;
-use source_tree::files_under;
+use source_tree::{files_under, is_cfg_test};
 
 /// Words that cite documents outside the repository.
 const OUTSIDE_REFERENCES: [&str; 10] = [
@@ -300,11 +300,6 @@ fn long_functions(files: &[(String, String)]) -> Vec<String> {
         path: &'a str,
         out: Vec<String>,
     }
-    fn is_test(attrs: &[syn::Attribute]) -> bool {
-        attrs
-            .iter()
-            .any(|a| a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == "test"))
-    }
     impl Visit<'_> {
         fn check(&mut self, name: &syn::Ident, start: proc_macro2::Span, block: &syn::Block) {
             let lines = block.span().end().line + 1 - start.start().line;
@@ -315,18 +310,18 @@ fn long_functions(files: &[(String, String)]) -> Vec<String> {
     }
     impl<'ast> syn::visit::Visit<'ast> for Visit<'_> {
         fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-            if !is_test(&m.attrs) {
+            if !is_cfg_test(&m.attrs) {
                 syn::visit::visit_item_mod(self, m);
             }
         }
         fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-            if !is_test(&f.attrs) {
+            if !is_cfg_test(&f.attrs) {
                 self.check(&f.sig.ident, f.sig.fn_token.span, &f.block);
                 syn::visit::visit_item_fn(self, f);
             }
         }
         fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
-            if !is_test(&f.attrs) {
+            if !is_cfg_test(&f.attrs) {
                 self.check(&f.sig.ident, f.sig.fn_token.span, &f.block);
                 syn::visit::visit_impl_item_fn(self, f);
             }

@@ -17,7 +17,7 @@ use std::path::Path;
 
 #[path = "common/source_tree.rs"]
 mod source_tree;
-use source_tree::files_under;
+use source_tree::{files_under, is_cfg_test};
 
 use syn::visit::Visit;
 
@@ -73,12 +73,6 @@ fn module_of(mount: &str, relative: &str) -> ModPath {
         parts.pop();
     }
     parts
-}
-
-fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
-    attrs
-        .iter()
-        .any(|a| a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == "test"))
 }
 
 /// Collects every path that starts at `crate`, `super`, `self` or one of holon's crates.

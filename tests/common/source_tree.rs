@@ -1,6 +1,7 @@
-//! The repository's own files, for the tests that read them (`tidy`, `tidy_docs`,
-//! `tidy_imports`, `public_api`), which include this file alone rather than all of
-//! `common`.
+//! The repository's own files and how the tests that read them (`tidy`, `tidy_docs`,
+//! `tidy_imports`, `public_api`) tell what is code and what is test code. They include
+//! this file alone rather than all of `common`.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
@@ -16,4 +17,15 @@ pub(crate) fn files_under(dir: &Path, ext: Option<&str>, out: &mut Vec<PathBuf>)
             out.push(p);
         }
     }
+}
+
+/// Whether `attrs` hold an attribute `#[name(inner)]`, e.g. `#[cfg(test)]` or
+/// `#[doc(hidden)]` (its tokens compared as the parser prints them).
+pub(crate) fn has_attr(attrs: &[syn::Attribute], name: &str, inner: &str) -> bool {
+    attrs.iter().any(|a| a.path().is_ident(name) && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == inner))
+}
+
+/// Whether an item is compiled for tests only (`#[cfg(test)]`).
+pub(crate) fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    has_attr(attrs, "cfg", "test")
 }
