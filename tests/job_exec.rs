@@ -933,7 +933,7 @@ fn the_command_ends_when_exec_is_killed() {
     let mut c = Command::new(holon_bin());
     f.exec_args(&mut c, "bash ./attack.sh");
     c.current_dir(&f.work).env("TMPDIR", f.base.join("tmp")).env_remove("HOLON_TEST_LANDLOCK_ABI");
-    let mut exec = c.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut exec = common::job_state::spawn_when_not_busy(c.stdout(std::process::Stdio::piped()));
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(exec.stdout.take().unwrap()), &mut line).unwrap();
     let pid = line.trim().to_owned();
@@ -969,7 +969,9 @@ fn a_sigterm_to_exec_is_passed_on_and_exec_still_cleans_up() {
     let mut c = Command::new(holon_bin());
     f.exec_args(&mut c, "bash ./attack.sh");
     c.current_dir(&f.work).env("TMPDIR", f.base.join("tmp")).env_remove("HOLON_TEST_LANDLOCK_ABI");
-    let mut exec = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut exec = common::job_state::spawn_when_not_busy(
+        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()),
+    );
     let mut stdout = std::io::BufReader::new(exec.stdout.take().unwrap());
     let mut tmp = String::new();
     std::io::BufRead::read_line(&mut stdout, &mut tmp).unwrap();
