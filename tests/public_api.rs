@@ -24,18 +24,11 @@ use std::path::PathBuf;
 
 #[path = "common/source_tree.rs"]
 mod source_tree;
-use source_tree::{files_under, has_attr, is_cfg_test};
+use source_tree::{PACKAGES, files_under, has_attr, is_cfg_test};
 
 use quote::ToTokens;
 
-/// The library's packages: the name the snapshot gives each file's crate, where its
-/// sources are, and the files that are not the library (the binary's).
-const LIBRARY: [(&str, &str); 4] = [
-    ("holon_documents", "crates/holon-documents/src"),
-    ("holon_job", "crates/holon-job/src"),
-    ("holon_engine", "crates/holon-engine/src"),
-    ("holon", "src"),
-];
+/// The files of the `holon` package that are not the library (the binary's).
 const NOT_THE_LIBRARY: [&str; 4] = ["cli/", "serve/", "bin/", "main.rs"];
 
 const SNAPSHOT: &str = "tests/public_api.txt";
@@ -204,7 +197,8 @@ fn impl_lines(module: &str, i: &syn::ItemImpl, hidden: bool, out: &mut BTreeSet<
 /// The public API of the library, one line per item, sorted.
 fn public_api() -> String {
     let mut files = Vec::new();
-    for (krate, dir) in LIBRARY {
+    for (package, dir) in PACKAGES {
+        let krate = package.replace('-', "_");
         let src = root().join(dir);
         let mut paths = Vec::new();
         files_under(&src, Some("rs"), &mut paths);
@@ -214,7 +208,7 @@ fn public_api() -> String {
                 continue;
             }
             let file = syn::parse_file(&std::fs::read_to_string(&p).unwrap()).unwrap();
-            files.push((module_of(krate, &relative), file));
+            files.push((module_of(&krate, &relative), file));
         }
     }
     let internal: Vec<String> = files.iter().filter(|(_, f)| internals_only(f)).map(|(m, _)| m.clone()).collect();

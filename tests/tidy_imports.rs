@@ -17,7 +17,7 @@ use std::path::Path;
 
 #[path = "common/source_tree.rs"]
 mod source_tree;
-use source_tree::{files_under, is_cfg_test};
+use source_tree::{PACKAGES, files_under, is_cfg_test};
 
 use syn::visit::Visit;
 
@@ -26,14 +26,6 @@ use syn::visit::Visit;
 /// `holon_engine::x` and `crate::x` in any of them name the top-level module `x`, except in
 /// the job crate, whose root is the module `job` (`holon::job`).
 type ModPath = Vec<String>;
-
-/// Where each package's sources are, and the module its root is in holon's namespace.
-const SOURCE_ROOTS: [(&str, &str, &str); 4] = [
-    ("holon", "src", ""),
-    ("holon-documents", "crates/holon-documents/src", ""),
-    ("holon-engine", "crates/holon-engine/src", ""),
-    ("holon-job", "crates/holon-job/src", "job"),
-];
 
 /// The module a crate's name stands for in a path (`holon_job::x` is `job::x`).
 fn crate_root(name: &str) -> Option<ModPath> {
@@ -399,11 +391,13 @@ fn upward(arrows: &Arrows, sources: &[Source], layers: &BTreeMap<String, u32>) -
 /// (`src/bin/` holds other binaries, each its own crate of one file).
 fn project_sources() -> Vec<Source> {
     let mut out = Vec::new();
-    for (package, dir, mount) in SOURCE_ROOTS {
+    for (package, dir) in PACKAGES {
+        // The module the package's root is in holon's one namespace (`job` for holon-job).
+        let mount = crate_root(&package.replace('-', "_")).expect("every package has a root").join("/");
+        let mount = mount.as_str();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
         let mut paths = Vec::new();
         files_under(&src, Some("rs"), &mut paths);
-        paths.sort();
         for p in &paths {
             let r = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
             if r.starts_with("bin/") {

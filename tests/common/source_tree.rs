@@ -5,6 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// holon's library and binary packages: each one's name (Cargo.toml's) and where its
+/// sources are.
+pub(crate) const PACKAGES: [(&str, &str); 4] = [
+    ("holon", "src"),
+    ("holon-documents", "crates/holon-documents/src"),
+    ("holon-engine", "crates/holon-engine/src"),
+    ("holon-job", "crates/holon-job/src"),
+];
+
 /// Every file under `dir` (with extension `ext`, if given), recursively and sorted, so
 /// that what a test reports comes out in the same order on every machine.
 pub(crate) fn files_under(dir: &Path, ext: Option<&str>, out: &mut Vec<PathBuf>) {
