@@ -198,7 +198,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         totals(&workers, &ledgers, opts.mandates)?;
     let first_budget_denial = workers.iter().filter_map(|w| w.settled_at_budget_denial).min();
     let exhausted = opts.until_exhausted && !workers.is_empty() && workers.iter().all(|w| w.exhausted);
-    let mut overrun = max_claimed.iter().any(|m| *m > total.micros());
+    let mut overrun = max_claimed.iter().any(|m| *m > limit);
     let (store, settled_micros, store_spent_micros) = match store {
         None => (None, None, None),
         Some(run) => {
