@@ -110,9 +110,11 @@ impl Amount {
     pub const ZERO: Amount = Amount(0);
     pub const MAX: Amount = Amount(u64::MAX);
 
+    #[inline]
     pub const fn from_micros(micros: u64) -> Self {
         Amount(micros)
     }
+    #[inline]
     pub const fn micros(self) -> u64 {
         self.0
     }
@@ -120,12 +122,15 @@ impl Amount {
     pub fn parse(text: &str) -> Result<Self, MoneyError> {
         parse_fixed6(text).map(Amount)
     }
+    #[inline]
     pub fn checked_add(self, other: Amount) -> Result<Amount, MoneyError> {
         self.0.checked_add(other.0).map(Amount).ok_or(MoneyError::Overflow)
     }
+    #[inline]
     pub fn checked_sub(self, other: Amount) -> Result<Amount, MoneyError> {
         self.0.checked_sub(other.0).map(Amount).ok_or(MoneyError::Overflow)
     }
+    #[inline]
     pub fn saturating_sub(self, other: Amount) -> Amount {
         Amount(self.0.saturating_sub(other.0))
     }
@@ -208,6 +213,7 @@ impl FxRate {
             micros => Ok(FxRate(micros)),
         }
     }
+    #[inline]
     pub const fn micros(self) -> u64 {
         self.0
     }
@@ -227,9 +233,11 @@ pub struct Fixed6(u64);
 
 impl Fixed6 {
     pub const ONE: Fixed6 = Fixed6(MICROS_PER_UNIT);
+    #[inline]
     pub const fn from_millionths(v: u64) -> Self {
         Fixed6(v)
     }
+    #[inline]
     pub const fn millionths(self) -> u64 {
         self.0
     }

@@ -25,9 +25,11 @@ pub enum TimeError {
 pub struct Timestamp(i64);
 
 impl Timestamp {
+    #[inline]
     pub const fn from_unix(seconds: i64) -> Self {
         Timestamp(seconds)
     }
+    #[inline]
     pub const fn unix(self) -> i64 {
         self.0
     }
@@ -37,6 +39,7 @@ impl Timestamp {
             .map_err(|_| TimeError::Timestamp(s.chars().take(64).collect()))
     }
     /// The UTC calendar day number (days since 1970-01-01), for `per_day` budgets.
+    #[inline]
     pub const fn utc_day(self) -> i64 {
         self.0.div_euclid(SECONDS_PER_DAY)
     }
