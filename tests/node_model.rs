@@ -454,3 +454,18 @@ fn a_closing_flush_sent_again_after_its_leases_were_purged_is_taken_as_closed() 
     ];
     run(MemoryStore::new(), &ops).unwrap();
 }
+
+/// The node's post-pass invariant: an allowance no lease backs (granted to the ledger
+/// behind the node's back, as a bookkeeping error would) stops the pass instead of being
+/// admitted. Before the invariant the node stepped on and its calls could spend it.
+#[test]
+#[should_panic(expected = "a node admits only inside its leases")]
+fn an_allowance_no_lease_backs_stops_the_nodes_pass() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    CLOCK.store(synthetic::AT_UNIX, Ordering::SeqCst);
+    let store = Arc::new(MemoryStore::new());
+    let mut live = start(&store, 0, LIMIT_MICROS);
+    let m = live.engine.mandate_ix("m0").unwrap();
+    live.engine.ledger(m).unwrap().grant_allowance(LIMIT_MICROS, None).unwrap();
+    live.stepper.step();
+}

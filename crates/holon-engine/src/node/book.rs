@@ -178,6 +178,12 @@ impl Book {
         self.prepaid_micros
     }
 
+    /// What this node may let its calls use: its open leases' outstanding amounts and what
+    /// reconciled leases prepaid (counted as spent by the store, not yet settled here).
+    pub(crate) fn holds_micros(&self) -> u64 {
+        checked_sum(self.outstanding_micros(), self.prepaid_micros, "holding")
+    }
+
     /// Whether a flush has anything to do for this mandate (`settled_now` from the
     /// ledger).
     pub(crate) fn has_work(&self, settled_now_micros: u64) -> bool {
@@ -199,7 +205,15 @@ impl Book {
             })
             .collect();
         // Settled since the last flush; a reconciled lease already counted the first part.
-        let fresh = settled_now_micros.saturating_sub(self.settled_seen_micros);
+        // On in release: settled spend never goes down (the ledger only adds to it), so a
+        // figure below the one seen is an accounting error that stops the node's step
+        // rather than being clamped to nothing.
+        assert!(
+            settled_now_micros >= self.settled_seen_micros,
+            "the ledger's settled figure {settled_now_micros} micro-units is below the {} this book has seen: settled spend never goes down",
+            self.settled_seen_micros
+        );
+        let fresh = settled_now_micros - self.settled_seen_micros;
         let prepaid_used = fresh.min(self.prepaid_micros);
         let mut to_settle = fresh - prepaid_used;
         // Give-backs first (they were withdrawn from the allowance: no call can use them),
@@ -256,9 +270,17 @@ impl Book {
                 // so is whatever the node settles next from it. (A give-back in the entry
                 // is lost to the budget: the store counted it as spent.)
                 let before = held.outstanding_micros;
-                let covered = before.saturating_sub(entry.give_back_micros).saturating_sub(entry.settle_micros);
-                self.prepaid_micros = self.prepaid_micros.saturating_add(covered);
-                done.reconciled_micros = done.reconciled_micros.saturating_add(before);
+                let planned = entry.settle_micros + entry.give_back_micros;
+                assert!(
+                    planned <= before,
+                    "lease {}: the plan settles {} and gives back {} micro-units but the lease holds {before}: a plan never takes more than a lease holds",
+                    entry.lease,
+                    entry.settle_micros,
+                    entry.give_back_micros
+                );
+                let covered = before - planned;
+                self.prepaid_micros = checked_sum(self.prepaid_micros, covered, "prepaid");
+                done.reconciled_micros = checked_sum(done.reconciled_micros, before, "reconciled");
                 self.leases.remove(pos);
                 continue;
             }
@@ -285,7 +307,8 @@ impl Book {
         self.prepaid_micros -= plan.prepaid_used_micros.min(self.prepaid_micros);
         // What no lease could take stays to be flushed: the settled figure seen moves only
         // by what was assigned.
-        self.settled_seen_micros = plan.settled_now_micros.saturating_sub(plan.unassigned_micros);
+        assert!(plan.unassigned_micros <= plan.settled_now_micros, "a plan leaves unassigned only what was settled");
+        self.settled_seen_micros = plan.settled_now_micros - plan.unassigned_micros;
         // Only what this plan gave back is paid: a give-back recorded after the plan was
         // made (while its flush waited to be sent again) is still owed.
         for (id, taken) in plan.give_back_taken {
@@ -298,6 +321,15 @@ impl Book {
         self.give_back.retain(|o| o.micros > 0);
         done
     }
+}
+
+/// `a + b` for a book's running sums of micro-units: on in release, an overflow (more than
+/// 2^64 micro-units, which no budget holds) stops the node's step instead of wrapping or
+/// being clamped.
+fn checked_sum(a: u64, b: u64, what: &str) -> u64 {
+    let sum = a.checked_add(b);
+    assert!(sum.is_some(), "the book's {what} sum overflows u64 micro-units ({a} + {b}): an accounting error");
+    sum.unwrap_or(u64::MAX) // never reached: the assertion above stops the step first
 }
 
 #[cfg(all(test, not(holon_loom)))]
@@ -407,5 +439,29 @@ mod tests {
         let outcomes = open(&plan);
         book.commit(plan, &outcomes);
         assert!(book.has_work(0), "the give-back is still owed");
+    }
+
+    /// Settled spend never goes down: a book shown a settled figure below the one it has
+    /// seen stops (on in release) instead of clamping the difference to nothing, which
+    /// hid the error and planned a flush of 0.
+    #[test]
+    #[should_panic(expected = "settled spend never goes down")]
+    fn a_settled_figure_below_the_seen_one_stops_the_step() {
+        let mut book = Book::starting_at(50);
+        book.add(&lease(1, 100), None);
+        let _ = book.plan(40, None);
+    }
+
+    /// A reconciled lease whose plan took more than it held is an accounting error: it
+    /// stops the step instead of clamping the prepaid figure to 0.
+    #[test]
+    #[should_panic(expected = "a plan never takes more than a lease holds")]
+    fn a_reconciled_lease_planned_beyond_its_holding_stops_the_step() {
+        let mut book = Book::default();
+        book.add(&lease(1, 100), None);
+        let mut plan = book.plan(30, None);
+        plan.entries[0].settle_micros = 130;
+        let outcomes = vec![FlushOutcome { lease: 1, state: LeaseState::Reconciled, outstanding_micros: 0 }];
+        let _ = book.commit(plan, &outcomes);
     }
 }

@@ -159,6 +159,7 @@ impl Runner {
                 self.grant(ix, &request, now)?;
             }
         }
+        self.assert_allowance_in_leases();
         Ok(())
     }
 
@@ -201,6 +202,26 @@ impl Runner {
             let _ = self.grant(ix, &request, now);
         }
         self.mirror_held(renew || due);
+        self.assert_allowance_in_leases();
+    }
+
+    /// The node's invariant after each pass, on in release (a few loads per mandate, next to
+    /// a pass's store round trips): the allowance a ledger may still hand to calls is never
+    /// more than what the node's book holds in leases (and in reconciled leases' prepaid
+    /// part). An allowance no lease backs would let calls spend what the store never
+    /// granted; the step stops (the thread ends, the node reports it) instead of admitting
+    /// it. Calls running meanwhile only move allowance into reserved or back from it, so
+    /// the figure read is never above the true one.
+    fn assert_allowance_in_leases(&self) {
+        for t in &self.mandates {
+            let free = t.ledger.allowance_free_micros();
+            let holds = t.book.holds_micros();
+            assert!(
+                free <= holds,
+                "mandate {}: the ledger may still admit {free} micro-units but the node's leases hold {holds}: a node admits only inside its leases",
+                t.id
+            );
+        }
     }
 
     /// Follows the live snapshot's mandates (a mandate removed from it keeps its book: its
@@ -427,6 +448,8 @@ impl Runner {
         let (node, now_unix) = (self.config.node.clone(), self.unix());
         let Some(t) = self.mandates.get_mut(ix) else { return };
         let s = status.ok().and_then(|s| s.into_iter().next());
+        // Saturating on purpose, unlike the book's sums: a limit lowered under what is
+        // spent and leased leaves nothing (the safe reading), not an accounting error.
         let left = s
             .as_ref()
             .map_or(0, |s| s.limits.total_micros.saturating_sub(s.spent_micros).saturating_sub(s.leased_micros));
