@@ -103,8 +103,37 @@ fn signature(sig: &syn::Signature) -> String {
     text(sig)
 }
 
-/// Lines for one item, in module `module`; `hidden` when an enclosing item is doc(hidden).
-fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<String>) {
+/// Lines for a module's items, in module `module`; `hidden` when an enclosing item is
+/// doc(hidden).
+fn items_lines(module: &str, items: &[syn::Item], hidden: bool, out: &mut BTreeSet<String>) {
+    let private = private_names(items);
+    for item in items {
+        item_lines(module, item, hidden, &private, out);
+    }
+}
+
+/// The types and traits a module declares without `pub`: an impl of or for one of them is
+/// not part of the API (`impl RowTx for Tx` of a store's private transaction).
+fn private_names(items: &[syn::Item]) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for item in items {
+        let (vis, ident) = match item {
+            syn::Item::Struct(s) => (&s.vis, &s.ident),
+            syn::Item::Enum(e) => (&e.vis, &e.ident),
+            syn::Item::Trait(t) => (&t.vis, &t.ident),
+            syn::Item::Type(t) => (&t.vis, &t.ident),
+            _ => continue,
+        };
+        if !is_pub(vis) {
+            names.insert(ident.to_string());
+        }
+    }
+    names
+}
+
+/// Lines for one item, in module `module`; `hidden` when an enclosing item is doc(hidden);
+/// `private`: the module's private type and trait names.
+fn item_lines(module: &str, item: &syn::Item, hidden: bool, private: &BTreeSet<String>, out: &mut BTreeSet<String>) {
     let line = |out: &mut BTreeSet<String>, attrs: &[syn::Attribute], what: String| {
         let mark = if hidden || is_hidden(attrs) { "hidden " } else { "" };
         out.insert(format!("{mark}{module}: {what}"));
@@ -151,16 +180,13 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
         syn::Item::Mod(m) if is_pub(&m.vis) && !is_cfg_test(&m.attrs) => {
             line(out, &m.attrs, format!("mod {}", m.ident));
             if let Some((_, items)) = &m.content {
-                let inner = format!("{module}::{}", m.ident);
-                for i in items {
-                    item_lines(&inner, i, hidden || is_hidden(&m.attrs), out);
-                }
+                items_lines(&format!("{module}::{}", m.ident), items, hidden || is_hidden(&m.attrs), out);
             }
         }
         syn::Item::Use(u) if is_pub(&u.vis) && !is_cfg_test(&u.attrs) => {
             line(out, &u.attrs, format!("use {}", text(&u.tree)))
         }
-        syn::Item::Impl(i) if !is_cfg_test(&i.attrs) => impl_lines(module, i, hidden, out),
+        syn::Item::Impl(i) if !is_cfg_test(&i.attrs) && !of_private(i, private) => impl_lines(module, i, hidden, out),
         syn::Item::Macro(m) if has_attr_path(&m.attrs, "macro_export") => {
             line(out, &m.attrs, format!("macro {}", m.ident.as_ref().map(ToString::to_string).unwrap_or_default()));
         }
@@ -170,6 +196,17 @@ fn item_lines(module: &str, item: &syn::Item, hidden: bool, out: &mut BTreeSet<S
 
 fn has_attr_path(attrs: &[syn::Attribute], name: &str) -> bool {
     attrs.iter().any(|a| a.path().is_ident(name))
+}
+
+/// Whether an impl is of a private trait or for a private type of its module.
+fn of_private(i: &syn::ItemImpl, private: &BTreeSet<String>) -> bool {
+    let last = |path: &syn::Path| path.segments.last().map(|s| s.ident.to_string());
+    let ty = match &*i.self_ty {
+        syn::Type::Path(p) => last(&p.path),
+        _ => None,
+    };
+    let trait_ = i.trait_.as_ref().and_then(|(_, path, _)| last(path));
+    [ty, trait_].into_iter().flatten().any(|name| private.contains(&name))
 }
 
 /// A trait impl by its header; an inherent impl by its public methods and constants.
@@ -215,9 +252,7 @@ fn public_api() -> String {
     let mut lines = BTreeSet::new();
     for (module, file) in &files {
         let hidden = internal.iter().any(|m| module == m || module.starts_with(&format!("{m}::")));
-        for item in &file.items {
-            item_lines(module, item, hidden, &mut lines);
-        }
+        items_lines(module, &file.items, hidden, &mut lines);
     }
     let mut out = String::new();
     for l in lines {
@@ -260,9 +295,7 @@ fn the_reader_sees_public_items_and_their_signatures_only() {
     let read = |src: &str| {
         let file = syn::parse_file(src).unwrap();
         let mut lines = BTreeSet::new();
-        for item in &file.items {
-            item_lines("k", item, false, &mut lines);
-        }
+        items_lines("k", &file.items, false, &mut lines);
         lines.into_iter().collect::<Vec<_>>()
     };
     let base = "pub struct A { pub x: u64, y: u64 } impl A { pub fn f(&self, n: u32) -> Option<u64> { None } fn g(&self) {} } fn h() {} #[cfg(test)] pub fn t() {}";
@@ -274,6 +307,8 @@ fn the_reader_sees_public_items_and_their_signatures_only() {
         ["hidden k: mod internals", "hidden k::internals: use super::A"]
     );
     assert_eq!(read("impl std::fmt::Display for A {}"), ["k: impl std::fmt::Display for A"]);
+    assert!(read("struct P; impl std::fmt::Display for P {}").is_empty(), "an impl for a private type");
+    assert!(read("trait T {} impl T for A {}").is_empty(), "an impl of a private trait");
 }
 
 /// No two public types share a name (four `Outcome`s and two `Limits` once did: a gateway

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use super::escrow::{self, DayRow, LeaseRow, MandateRow};
+use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::keys::{KeyAnswer, KeyBook, KeyClaim, KeyState};
+use super::steps::{self, NewLease, OpenLeases, RowTx};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LeaseState, LedgerStore,
+    FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LeaseState, LedgerStore,
     MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
-    check_flush, check_name, grant_day,
+    check_name,
 };
 
 #[derive(Debug, Default)]
@@ -25,52 +26,47 @@ struct Rows {
     held: BTreeMap<String, (HeldCall, bool)>,
 }
 
-/// Copies of the rows one step changes, written back whole at its end.
-#[derive(Default)]
-struct Staged {
+/// One step's transaction: reads see the step's own writes, then the stored rows; the
+/// writes are copies, written back whole ([`Tx::commit`]) only when the step returns `Ok`
+/// (all or none, as the SQL backends' transactions).
+struct Tx<'r> {
+    rows: &'r mut Rows,
     mandates: BTreeMap<String, MandateRow>,
     days: BTreeMap<(String, u64), DayRow>,
     leases: BTreeMap<u64, LeaseRow>,
+    next_lease: Option<u64>,
+    /// Closed leases that expired before this are purged at the commit.
+    purge_before_unix: Option<i64>,
 }
 
-impl Staged {
-    /// A lease as the step sees it.
-    fn lease(&self, rows: &Rows, id: u64) -> Result<LeaseRow, StoreError> {
-        self.leases
-            .get(&id)
-            .or_else(|| rows.leases.get(&id))
-            .or_else(|| rows.closed.get(&id))
-            .cloned()
-            .ok_or(StoreError::UnknownLease(id))
-    }
-
-    /// Applies `change` to `lease` and copies of the rows it draws on, and stages them.
-    fn apply<T>(
-        &mut self,
-        rows: &Rows,
-        mut lease: LeaseRow,
-        change: impl FnOnce(&mut MandateRow, Option<&mut DayRow>, &mut LeaseRow) -> Result<T, escrow::EscrowError>,
-    ) -> Result<T, StoreError> {
-        let mut mandate = *self
-            .mandates
-            .get(&lease.mandate)
-            .or_else(|| rows.mandates.get(&lease.mandate))
-            .ok_or_else(|| StoreError::UnknownMandate(lease.mandate.clone()))?;
-        let day_key = lease.day.map(|d| (lease.mandate.clone(), d));
-        let mut day =
-            day_key.as_ref().map(|k| self.days.get(k).or_else(|| rows.days.get(k)).copied().unwrap_or_default());
-        let out = change(&mut mandate, day.as_mut(), &mut lease)?;
-        self.mandates.insert(lease.mandate.clone(), mandate);
-        if let (Some(k), Some(row)) = (day_key, day) {
-            self.days.insert(k, row);
+impl<'r> Tx<'r> {
+    fn new(rows: &'r mut Rows) -> Self {
+        Tx {
+            rows,
+            mandates: BTreeMap::new(),
+            days: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            next_lease: None,
+            purge_before_unix: None,
         }
-        self.leases.insert(lease.id, lease);
-        Ok(out)
     }
 
-    fn commit(self, rows: &mut Rows) {
+    /// Every open or reconciled lease as the step sees it (closed ones live apart).
+    fn leases(&self) -> impl Iterator<Item = &LeaseRow> {
+        let stored = self.rows.leases.values().filter(|l| !self.leases.contains_key(&l.id));
+        self.leases.values().chain(stored)
+    }
+
+    fn commit(self) {
+        let rows = self.rows;
         rows.mandates.extend(self.mandates);
         rows.days.extend(self.days);
+        if let Some(id) = self.next_lease {
+            rows.next_lease = id;
+        }
+        if let Some(cutoff) = self.purge_before_unix {
+            rows.closed.retain(|_, l| l.expires_unix >= cutoff);
+        }
         // Closed and reconciled leases are kept (a late or repeated flush finds them and
         // moves nothing); closed ones apart, purged `CLOSED_LEASE_KEEP_S` after their expiry.
         for (id, lease) in self.leases {
@@ -82,6 +78,112 @@ impl Staged {
             }
         }
     }
+}
+
+impl RowTx for Tx<'_> {
+    fn ensure_mandate(&mut self, id: &str, limits: StoreLimits) -> Result<(), StoreError> {
+        if !self.mandates.contains_key(id) && !self.rows.mandates.contains_key(id) {
+            self.mandates.insert(id.to_owned(), MandateRow { limits, spent_micros: 0, leased_micros: 0 });
+        }
+        Ok(())
+    }
+
+    fn load_mandate(&mut self, id: &str) -> Result<MandateRow, StoreError> {
+        let row = self.mandates.get(id).or_else(|| self.rows.mandates.get(id));
+        row.copied().ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))
+    }
+
+    fn save_mandate(&mut self, id: &str, row: &MandateRow) -> Result<(), StoreError> {
+        self.mandates.insert(id.to_owned(), *row);
+        Ok(())
+    }
+
+    fn load_day(&mut self, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
+        let key = (mandate.to_owned(), day);
+        Ok(self.days.get(&key).or_else(|| self.rows.days.get(&key)).copied().unwrap_or_default())
+    }
+
+    fn save_day(&mut self, mandate: &str, day: u64, row: &DayRow) -> Result<(), StoreError> {
+        self.days.insert((mandate.to_owned(), day), *row);
+        Ok(())
+    }
+
+    fn purge_closed(&mut self, _mandate: &str, expired_before_unix: i64) -> Result<(), StoreError> {
+        // Every mandate's (the rows keep closed leases apart, not by mandate): none of them
+        // is counted anywhere, so purging another mandate's early changes no figure.
+        self.purge_before_unix = Some(expired_before_unix);
+        Ok(())
+    }
+
+    fn open_leases(&mut self, mandate: &str, node: &str) -> Result<OpenLeases, StoreError> {
+        let mut others = std::collections::BTreeSet::new();
+        let mut held_micros = 0u64;
+        for l in self.leases().filter(|l| l.mandate == mandate && l.state == LeaseState::Open) {
+            if l.node == node {
+                held_micros = held_micros.checked_add(l.outstanding_micros).ok_or(EscrowError::Overflow)?;
+            } else {
+                others.insert(l.node.as_str());
+            }
+        }
+        Ok(OpenLeases { other_nodes: others.len() as u64, held_micros })
+    }
+
+    fn insert_lease(&mut self, new: &NewLease<'_>) -> Result<u64, StoreError> {
+        let id = self.next_lease.unwrap_or(self.rows.next_lease).checked_add(1).ok_or(EscrowError::Overflow)?;
+        self.next_lease = Some(id);
+        let lease = LeaseRow {
+            id,
+            node: new.node.to_owned(),
+            mandate: new.mandate.to_owned(),
+            day: new.day,
+            outstanding_micros: new.amount_micros,
+            settled_micros: 0,
+            expires_unix: new.expires_unix,
+            state: LeaseState::Open,
+        };
+        self.leases.insert(id, lease);
+        Ok(id)
+    }
+
+    fn lock_mandates_of(&mut self, _ids: &[u64]) -> Result<(), StoreError> {
+        Ok(()) // the store's one lock is held for the whole step
+    }
+
+    fn load_lease(&mut self, id: u64) -> Result<(MandateRow, LeaseRow), StoreError> {
+        let lease = self.leases.get(&id).or_else(|| self.rows.leases.get(&id)).or_else(|| self.rows.closed.get(&id));
+        let lease = lease.cloned().ok_or(StoreError::UnknownLease(id))?;
+        Ok((self.load_mandate(&lease.mandate)?, lease))
+    }
+
+    fn save_lease(&mut self, lease: &LeaseRow) -> Result<(), StoreError> {
+        self.leases.insert(lease.id, lease.clone());
+        Ok(())
+    }
+
+    fn open_lease_ids(
+        &mut self,
+        node: &str,
+        expired_by_unix: Option<i64>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut ids: Vec<u64> = self
+            .leases()
+            .filter(|l| l.node == node && l.state == LeaseState::Open)
+            .filter(|l| expired_by_unix.is_none_or(|at| l.expires_unix <= at))
+            .filter(|l| among.is_none_or(|ids| ids.contains(&l.id)))
+            .map(|l| l.id)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
+/// Runs `step` on a transaction over `rows`, committed only when it returns `Ok`.
+fn in_tx<T>(rows: &mut Rows, step: impl FnOnce(&mut Tx<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let mut tx = Tx::new(rows);
+    let out = step(&mut tx)?;
+    tx.commit();
+    Ok(out)
 }
 
 /// The in-process store.
@@ -118,103 +220,31 @@ impl MemoryStore {
 impl LedgerStore for MemoryStore {
     fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
-        let mut rows = self.rows.lock();
-        let row =
-            rows.mandates.entry(mandate.to_owned()).or_insert(MandateRow { limits, spent_micros: 0, leased_micros: 0 });
-        row.limits = escrow::new_limits(row.limits, limits, raise);
-        Ok(row.limits)
+        in_tx(&mut self.rows.lock(), |tx| steps::publish_limits(tx, mandate, limits, raise))
     }
 
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
-        let mut rows = self.rows.lock();
-        let cutoff = request.now_unix.saturating_sub(CLOSED_LEASE_KEEP_S);
-        rows.closed.retain(|_, l| l.expires_unix >= cutoff);
-        let mut mandate =
-            *rows.mandates.get(&request.mandate).ok_or_else(|| StoreError::UnknownMandate(request.mandate.clone()))?;
-        let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
-        let mut day = day_key.map(|d| rows.days.get(&(request.mandate.clone(), d)).copied().unwrap_or_default());
-        let open = || rows.leases.values().filter(|l| l.mandate == request.mandate && l.state == LeaseState::Open);
-        let others = open()
-            .filter(|l| l.node != request.node)
-            .map(|l| l.node.as_str())
-            .collect::<std::collections::BTreeSet<_>>()
-            .len() as u64;
-        let held =
-            open().filter(|l| l.node == request.node).fold(0u64, |sum, l| sum.saturating_add(l.outstanding_micros));
-        let Some(amount) =
-            escrow::grant(&mut mandate, day.as_mut(), request.want_micros, request.min_micros, held, others)?
-        else {
-            return Ok(None);
-        };
-        let id = rows.next_lease.checked_add(1).ok_or(escrow::EscrowError::Overflow)?;
-        rows.next_lease = id;
-        rows.mandates.insert(request.mandate.clone(), mandate);
-        if let (Some(d), Some(row)) = (day_key, day) {
-            rows.days.insert((request.mandate.clone(), d), row);
-        }
-        rows.leases.insert(
-            id,
-            LeaseRow {
-                id,
-                node: request.node.clone(),
-                mandate: request.mandate.clone(),
-                day: day_key,
-                outstanding_micros: amount,
-                settled_micros: 0,
-                expires_unix,
-                state: LeaseState::Open,
-            },
-        );
-        Ok(Some(Lease { id, amount_micros: amount, expires_unix }))
+        in_tx(&mut self.rows.lock(), |tx| steps::grant(tx, request))
     }
 
     fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
-        check_flush(entries)?;
-        let mut rows = self.rows.lock();
-        // All or none: the batch is applied to copies of the rows it touches, which replace
-        // the stored ones only when every entry succeeded.
-        let mut staged = Staged::default();
-        let mut outcomes = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let lease = staged.lease(&rows, entry.lease)?;
-            let outcome = staged.apply(&rows, lease, |m, d, l| escrow::flush(m, d, l, node, entry, now_unix))?;
-            outcomes.push(outcome);
-        }
-        staged.commit(&mut rows);
-        Ok(outcomes)
+        in_tx(&mut self.rows.lock(), |tx| steps::flush(tx, node, entries, now_unix))
     }
 
     fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
-        let mut rows = self.rows.lock();
-        let mut staged = Staged::default();
-        let mut done = Reconciled::default();
-        let ids: Vec<u64> = rows
-            .leases
-            .values()
-            .filter(|l| l.node == node && l.state == LeaseState::Open && (!expired_only || l.expires_unix <= now_unix))
-            .map(|l| l.id)
-            .collect();
-        for id in ids {
-            let lease = staged.lease(&rows, id)?;
-            let mandate = lease.mandate.clone();
-            let counted = if self.reconcile_gives_back {
-                let entry = FlushEntry {
-                    lease: id,
-                    give_back_micros: lease.outstanding_micros,
-                    close: true,
-                    ..FlushEntry::default()
-                };
-                staged.apply(&rows, lease, |m, d, l| escrow::flush(m, d, l, node, &entry, now_unix))?;
-                0
-            } else {
-                staged.apply(&rows, lease, escrow::reconcile)?
+        // The deliberately broken store gives the remainder back instead of counting it.
+        let gives_back = |m: &mut MandateRow, d: Option<&mut DayRow>, l: &mut LeaseRow| {
+            let entry = FlushEntry {
+                lease: l.id,
+                give_back_micros: l.outstanding_micros,
+                close: true,
+                ..FlushEntry::default()
             };
-            done.counted_micros = done.counted_micros.checked_add(counted).ok_or(escrow::EscrowError::Overflow)?;
-            done.leases.push((id, mandate, counted));
-        }
-        staged.commit(&mut rows);
-        Ok(done)
+            escrow::flush(m, d, l, node, &entry, now_unix).map(|_| 0)
+        };
+        let rule: steps::ReconcileRule<'_> = if self.reconcile_gives_back { &gives_back } else { &escrow::reconcile };
+        in_tx(&mut self.rows.lock(), |tx| steps::reconcile(tx, node, now_unix, expired_only, rule))
     }
 
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {

@@ -22,6 +22,7 @@ pub mod postgres;
 mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod steps;
 
 pub use escrow::EscrowError;
 pub use held::HeldCall;

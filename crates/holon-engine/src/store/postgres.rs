@@ -23,12 +23,12 @@ use r2d2_postgres::{PostgresConnectionManager, r2d2};
 mod keys;
 mod schema;
 
-use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
+use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::sql::{HELD_COLUMNS, LEASE_COLUMNS, held_columns, held_row, int, lease_row, uint};
+use super::steps::{self, NewLease, OpenLeases, RowTx};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore,
-    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
-    check_flush, check_name, grant_day,
+    FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, MANDATE_ID_BYTES_MAX,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits, check_flush, check_name,
 };
 
 /// The schema this build writes (table `holon_schema`).
@@ -143,52 +143,191 @@ fn first_connection(config: &postgres::Config) -> Result<postgres::Client, Store
     }
 }
 
-fn load_mandate(tx: &mut Transaction<'_>, id: &str) -> Result<MandateRow, StoreError> {
-    let row = tx
-        .query_opt("SELECT total_limit, day_limit, spent, leased FROM holon_mandates WHERE id = $1 FOR UPDATE", &[&id])
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
-    Ok(MandateRow {
-        limits: StoreLimits {
-            total_micros: uint(row.get(0))?,
-            per_day_micros: row.get::<_, Option<i64>>(1).map(uint).transpose()?,
-        },
-        spent_micros: uint(row.get(2))?,
-        leased_micros: uint(row.get(3))?,
-    })
-}
+/// One step's row I/O, inside the step's transaction: a row the step writes is read with
+/// `FOR UPDATE`, mandates first and in the order of their ids, then a day, then a lease.
+struct Tx<'a, 'b>(&'a mut Transaction<'b>);
 
-fn save_mandate(tx: &mut Transaction<'_>, id: &str, m: &MandateRow) -> Result<(), StoreError> {
-    let day_limit = m.limits.per_day_micros.map(int).transpose()?;
-    tx.execute(
-        "INSERT INTO holon_mandates (id, total_limit, day_limit, spent, leased) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (id) DO UPDATE SET total_limit = $2, day_limit = $3, spent = $4, leased = $5",
-        &[&id, &int(m.limits.total_micros)?, &day_limit, &int(m.spent_micros)?, &int(m.leased_micros)?],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
+impl RowTx for Tx<'_, '_> {
+    fn ensure_mandate(&mut self, id: &str, limits: StoreLimits) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO holon_mandates (id, total_limit, day_limit, spent, leased) VALUES ($1, $2, $3, 0, 0)
+                 ON CONFLICT DO NOTHING",
+                &[&id, &int(limits.total_micros)?, &limits.per_day_micros.map(int).transpose()?],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
 
-fn load_day(tx: &mut Transaction<'_>, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
-    let day = int(day)?;
-    tx.execute(
-        "INSERT INTO holon_days (mandate, day, spent, leased) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
-        &[&mandate, &day],
-    )
-    .map_err(unavailable)?;
-    let row = tx
-        .query_one("SELECT spent, leased FROM holon_days WHERE mandate = $1 AND day = $2 FOR UPDATE", &[&mandate, &day])
-        .map_err(unavailable)?;
-    Ok(DayRow { spent_micros: uint(row.get(0))?, leased_micros: uint(row.get(1))? })
-}
+    fn load_mandate(&mut self, id: &str) -> Result<MandateRow, StoreError> {
+        let row = self
+            .0
+            .query_opt(
+                "SELECT total_limit, day_limit, spent, leased FROM holon_mandates WHERE id = $1 FOR UPDATE",
+                &[&id],
+            )
+            .map_err(unavailable)?
+            .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
+        Ok(MandateRow {
+            limits: StoreLimits {
+                total_micros: uint(row.get(0))?,
+                per_day_micros: row.get::<_, Option<i64>>(1).map(uint).transpose()?,
+            },
+            spent_micros: uint(row.get(2))?,
+            leased_micros: uint(row.get(3))?,
+        })
+    }
 
-fn save_day(tx: &mut Transaction<'_>, mandate: &str, day: u64, d: &DayRow) -> Result<(), StoreError> {
-    tx.execute(
-        "UPDATE holon_days SET spent = $3, leased = $4 WHERE mandate = $1 AND day = $2",
-        &[&mandate, &int(day)?, &int(d.spent_micros)?, &int(d.leased_micros)?],
-    )
-    .map_err(unavailable)?;
-    Ok(())
+    fn save_mandate(&mut self, id: &str, m: &MandateRow) -> Result<(), StoreError> {
+        let day_limit = m.limits.per_day_micros.map(int).transpose()?;
+        self.0
+            .execute(
+                "INSERT INTO holon_mandates (id, total_limit, day_limit, spent, leased) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (id) DO UPDATE SET total_limit = $2, day_limit = $3, spent = $4, leased = $5",
+                &[&id, &int(m.limits.total_micros)?, &day_limit, &int(m.spent_micros)?, &int(m.leased_micros)?],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn load_day(&mut self, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
+        let day = int(day)?;
+        self.0
+            .execute(
+                "INSERT INTO holon_days (mandate, day, spent, leased) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING",
+                &[&mandate, &day],
+            )
+            .map_err(unavailable)?;
+        let row = self
+            .0
+            .query_one(
+                "SELECT spent, leased FROM holon_days WHERE mandate = $1 AND day = $2 FOR UPDATE",
+                &[&mandate, &day],
+            )
+            .map_err(unavailable)?;
+        Ok(DayRow { spent_micros: uint(row.get(0))?, leased_micros: uint(row.get(1))? })
+    }
+
+    fn save_day(&mut self, mandate: &str, day: u64, d: &DayRow) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE holon_days SET spent = $3, leased = $4 WHERE mandate = $1 AND day = $2",
+                &[&mandate, &int(day)?, &int(d.spent_micros)?, &int(d.leased_micros)?],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn purge_closed(&mut self, mandate: &str, expired_before_unix: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "DELETE FROM holon_leases WHERE mandate = $1 AND state = 'closed' AND expires < $2",
+                &[&mandate, &expired_before_unix],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn open_leases(&mut self, mandate: &str, node: &str) -> Result<OpenLeases, StoreError> {
+        let row = self
+            .0
+            .query_one(
+                "SELECT COUNT(DISTINCT CASE WHEN node <> $2 THEN node END),
+                        COALESCE(SUM(CASE WHEN node = $2 THEN outstanding ELSE 0 END), 0)::BIGINT
+                 FROM holon_leases WHERE mandate = $1 AND state = 'open'",
+                &[&mandate, &node],
+            )
+            .map_err(unavailable)?;
+        Ok(OpenLeases { other_nodes: uint(row.get(0))?, held_micros: uint(row.get(1))? })
+    }
+
+    fn insert_lease(&mut self, new: &NewLease<'_>) -> Result<u64, StoreError> {
+        let day = new.day.map(int).transpose()?;
+        let id: i64 = self
+            .0
+            .query_one(
+                "INSERT INTO holon_leases (node, mandate, day, outstanding, settled, expires, state)
+                 VALUES ($1, $2, $3, $4, 0, $5, 'open') RETURNING id",
+                &[&new.node, &new.mandate, &day, &int(new.amount_micros)?, &new.expires_unix],
+            )
+            .map_err(unavailable)?
+            .get(0);
+        uint(id)
+    }
+
+    fn lock_mandates_of(&mut self, ids: &[u64]) -> Result<(), StoreError> {
+        let ids = ids.iter().map(|id| int(*id)).collect::<Result<Vec<_>, _>>()?;
+        self.0
+            .query(
+                "SELECT id FROM holon_mandates WHERE id IN (SELECT mandate FROM holon_leases WHERE id = ANY($1))
+                 ORDER BY id FOR UPDATE",
+                &[&ids],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn load_lease(&mut self, id: u64) -> Result<(MandateRow, LeaseRow), StoreError> {
+        // Which mandate: read without a lock, then lock the mandate and read the lease
+        // again under its own lock.
+        let mandate_id: String = self
+            .0
+            .query_opt("SELECT mandate FROM holon_leases WHERE id = $1", &[&int(id)?])
+            .map_err(unavailable)?
+            .ok_or(StoreError::UnknownLease(id))?
+            .get(0);
+        let mandate = self.load_mandate(&mandate_id)?;
+        let found = self
+            .0
+            .query_opt(&format!("SELECT {LEASE_COLUMNS} FROM holon_leases WHERE id = $1 FOR UPDATE"), &[&int(id)?])
+            .map_err(unavailable)?
+            .ok_or(StoreError::UnknownLease(id))?;
+        Ok((mandate, lease_of(&found)?))
+    }
+
+    fn save_lease(&mut self, l: &LeaseRow) -> Result<(), StoreError> {
+        // Closed and reconciled leases are kept: a late or repeated flush finds them and
+        // moves nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry,
+        // on a grant).
+        self.0
+            .execute(
+                "UPDATE holon_leases SET outstanding = $2, settled = $3, expires = $4, state = $5 WHERE id = $1",
+                &[
+                    &int(l.id)?,
+                    &int(l.outstanding_micros)?,
+                    &int(l.settled_micros)?,
+                    &l.expires_unix,
+                    &l.state.as_str(),
+                ],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn open_lease_ids(
+        &mut self,
+        node: &str,
+        expired_by_unix: Option<i64>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let (expired_only, by) = (expired_by_unix.is_some(), expired_by_unix.unwrap_or(0));
+        let rows = match among {
+            None => self.0.query(
+                "SELECT id FROM holon_leases WHERE node = $1 AND state = 'open' AND (NOT $2 OR expires <= $3)
+                 ORDER BY id",
+                &[&node, &expired_only, &by],
+            ),
+            Some(among) => {
+                let among = among.iter().map(|id| int(*id)).collect::<Result<Vec<_>, _>>()?;
+                self.0.query(
+                    "SELECT id FROM holon_leases WHERE id = ANY($1) AND node = $2 AND state = 'open'
+                     AND (NOT $3 OR expires <= $4) ORDER BY id FOR UPDATE",
+                    &[&among, &node, &expired_only, &by],
+                )
+            }
+        };
+        rows.map_err(unavailable)?.iter().map(|r| uint(r.get(0))).collect()
+    }
 }
 
 fn lease_of(r: &postgres::Row) -> Result<LeaseRow, StoreError> {
@@ -199,171 +338,24 @@ fn held_of(r: &postgres::Row) -> Result<HeldCall, StoreError> {
     held_row((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)))
 }
 
-fn save_lease(tx: &mut Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
-    // Closed and reconciled leases are kept: a late or repeated flush finds them and moves
-    // nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry, on a grant).
-    tx.execute(
-        "UPDATE holon_leases SET outstanding = $2, settled = $3, expires = $4, state = $5 WHERE id = $1",
-        &[&int(l.id)?, &int(l.outstanding_micros)?, &int(l.settled_micros)?, &l.expires_unix, &l.state.as_str()],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
-
-/// Locks the mandate rows of `lease_ids` in the order of their ids, before any other row of
-/// the step: every step locks mandates first and in one order, so no two steps deadlock.
-fn lock_mandates_of(tx: &mut Transaction<'_>, lease_ids: &[i64]) -> Result<(), StoreError> {
-    tx.query(
-        "SELECT id FROM holon_mandates WHERE id IN (SELECT mandate FROM holon_leases WHERE id = ANY($1))
-         ORDER BY id FOR UPDATE",
-        &[&lease_ids],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
-
-/// Applies `change` to one lease and the rows it draws on (locked mandate first, then day,
-/// then the lease: one order everywhere, so two steps cannot deadlock), and writes them.
-fn with_lease_rows<T>(
-    tx: &mut Transaction<'_>,
-    lease_id: u64,
-    change: impl FnOnce(&mut MandateRow, Option<&mut DayRow>, &mut LeaseRow) -> Result<T, EscrowError>,
-) -> Result<(T, LeaseRow), StoreError> {
-    // Which mandate: read without a lock, then lock in order and read the lease again.
-    let mandate_id: String = tx
-        .query_opt("SELECT mandate FROM holon_leases WHERE id = $1", &[&int(lease_id)?])
-        .map_err(unavailable)?
-        .ok_or(StoreError::UnknownLease(lease_id))?
-        .get(0);
-    let mut mandate = load_mandate(tx, &mandate_id)?;
-    let found = tx
-        .query_opt(&format!("SELECT {LEASE_COLUMNS} FROM holon_leases WHERE id = $1 FOR UPDATE"), &[&int(lease_id)?])
-        .map_err(unavailable)?
-        .ok_or(StoreError::UnknownLease(lease_id))?;
-    let mut lease = lease_of(&found)?;
-    let mut day = match lease.day {
-        Some(d) => Some(load_day(tx, &lease.mandate, d)?),
-        None => None,
-    };
-    let out = change(&mut mandate, day.as_mut(), &mut lease)?;
-    save_mandate(tx, &lease.mandate, &mandate)?;
-    if let (Some(d), Some(row)) = (lease.day, day) {
-        save_day(tx, &lease.mandate, d, &row)?;
-    }
-    save_lease(tx, &lease)?;
-    Ok((out, lease))
-}
-
 impl LedgerStore for PostgresStore {
     fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO holon_mandates (id, total_limit, day_limit, spent, leased) VALUES ($1, $2, $3, 0, 0)
-                 ON CONFLICT DO NOTHING",
-                &[&mandate, &int(limits.total_micros)?, &limits.per_day_micros.map(int).transpose()?],
-            )
-            .map_err(unavailable)?;
-            let mut row = load_mandate(tx, mandate)?;
-            row.limits = escrow::new_limits(row.limits, limits, raise);
-            save_mandate(tx, mandate, &row)?;
-            Ok(row.limits)
-        })
+        self.write(|tx| steps::publish_limits(&mut Tx(tx), mandate, limits, raise))
     }
 
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
-        self.write(|tx| {
-            let mut mandate = load_mandate(tx, &request.mandate)?;
-            tx.execute(
-                "DELETE FROM holon_leases WHERE mandate = $1 AND state = 'closed' AND expires < $2",
-                &[&request.mandate, &request.now_unix.saturating_sub(CLOSED_LEASE_KEEP_S)],
-            )
-            .map_err(unavailable)?;
-            let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
-            let mut day = match day_key {
-                Some(d) => Some(load_day(tx, &request.mandate, d)?),
-                None => None,
-            };
-            let row = tx
-                .query_one(
-                    "SELECT COUNT(DISTINCT CASE WHEN node <> $2 THEN node END),
-                            COALESCE(SUM(CASE WHEN node = $2 THEN outstanding ELSE 0 END), 0)::BIGINT
-                     FROM holon_leases WHERE mandate = $1 AND state = 'open'",
-                    &[&request.mandate, &request.node],
-                )
-                .map_err(unavailable)?;
-            let (others, held): (i64, i64) = (row.get(0), row.get(1));
-            let (want, min) = (request.want_micros, request.min_micros);
-            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), want, min, uint(held)?, uint(others)?)? else {
-                return Ok(None);
-            };
-            save_mandate(tx, &request.mandate, &mandate)?;
-            if let (Some(d), Some(row)) = (day_key, day) {
-                save_day(tx, &request.mandate, d, &row)?;
-            }
-            let day_value = day_key.map(int).transpose()?;
-            let id: i64 = tx
-                .query_one(
-                    "INSERT INTO holon_leases (node, mandate, day, outstanding, settled, expires, state)
-                     VALUES ($1, $2, $3, $4, 0, $5, 'open') RETURNING id",
-                    &[&request.node, &request.mandate, &day_value, &int(amount)?, &expires_unix],
-                )
-                .map_err(unavailable)?
-                .get(0);
-            Ok(Some(Lease { id: uint(id)?, amount_micros: amount, expires_unix }))
-        })
+        self.write(|tx| steps::grant(&mut Tx(tx), request))
     }
 
     fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
         check_flush(entries)?;
-        let ids = entries.iter().map(|e| int(e.lease)).collect::<Result<Vec<_>, _>>()?;
-        self.write(|tx| {
-            lock_mandates_of(tx, &ids)?;
-            let mut outcomes = Vec::with_capacity(entries.len());
-            for entry in entries {
-                let (outcome, _) =
-                    with_lease_rows(tx, entry.lease, |m, d, l| escrow::flush(m, d, l, node, entry, now_unix))?;
-                outcomes.push(outcome);
-            }
-            Ok(outcomes)
-        })
+        self.write(|tx| steps::flush(&mut Tx(tx), node, entries, now_unix))
     }
 
     fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
-        self.write(|tx| {
-            let ids: Vec<i64> = tx
-                .query(
-                    "SELECT id FROM holon_leases WHERE node = $1 AND state = 'open' AND (NOT $2 OR expires <= $3)
-                     ORDER BY id",
-                    &[&node, &expired_only, &now_unix],
-                )
-                .map_err(unavailable)?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            lock_mandates_of(tx, &ids)?;
-            // Read again under the mandates' locks: a flush that renewed or closed one of
-            // these leases before we got the locks has committed, and that lease is no
-            // longer ours to reconcile.
-            let ids: Vec<i64> = tx
-                .query(
-                    "SELECT id FROM holon_leases WHERE id = ANY($1) AND node = $2 AND state = 'open'
-                     AND (NOT $3 OR expires <= $4) ORDER BY id FOR UPDATE",
-                    &[&ids, &node, &expired_only, &now_unix],
-                )
-                .map_err(unavailable)?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            let mut done = Reconciled::default();
-            for id in ids {
-                let (counted, lease) = with_lease_rows(tx, uint(id)?, escrow::reconcile)?;
-                done.counted_micros = done.counted_micros.checked_add(counted).ok_or(EscrowError::Overflow)?;
-                done.leases.push((lease.id, lease.mandate, counted));
-            }
-            Ok(done)
-        })
+        self.write(|tx| steps::reconcile(&mut Tx(tx), node, now_unix, expired_only, &escrow::reconcile))
     }
 
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {

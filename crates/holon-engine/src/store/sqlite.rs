@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
+use super::escrow::{self, DayRow, LeaseRow, MandateRow};
 use super::sql::{
     HELD_COLUMNS, HeldColumns, LEASE_COLUMNS, LeaseColumns, held_columns, held_row, int, lease_row, uint,
 };
+use super::steps::{self, NewLease, OpenLeases, RowTx};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore,
-    MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
-    check_flush, check_name, grant_day,
+    FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, MANDATE_ID_BYTES_MAX,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits, check_name,
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
@@ -151,58 +151,177 @@ impl SqliteStore {
     }
 }
 
-fn load_mandate(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<MandateRow, StoreError> {
-    let row = tx
-        .query_row("SELECT total_limit, day_limit, spent, leased FROM mandates WHERE id = ?1", [id], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
-        })
-        .optional()
-        .map_err(unavailable)?
-        .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
-    Ok(MandateRow {
-        limits: StoreLimits { total_micros: uint(row.0)?, per_day_micros: row.1.map(uint).transpose()? },
-        spent_micros: uint(row.2)?,
-        leased_micros: uint(row.3)?,
-    })
-}
+/// One step's row I/O, inside the step's `BEGIN IMMEDIATE` transaction (the file's write
+/// lock is held for the whole step: no row lock to take).
+struct Tx<'a, 'c>(&'a rusqlite::Transaction<'c>);
 
-fn save_mandate(tx: &rusqlite::Transaction<'_>, id: &str, m: &MandateRow) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO mandates (id, total_limit, day_limit, spent, leased) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (id) DO UPDATE SET total_limit = ?2, day_limit = ?3, spent = ?4, leased = ?5",
-        params![
-            id,
-            int(m.limits.total_micros)?,
-            m.limits.per_day_micros.map(int).transpose()?,
-            int(m.spent_micros)?,
-            int(m.leased_micros)?
-        ],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
-
-fn load_day(tx: &rusqlite::Transaction<'_>, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
-    let row = tx
-        .query_row("SELECT spent, leased FROM days WHERE mandate = ?1 AND day = ?2", params![mandate, int(day)?], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
-        })
-        .optional()
-        .map_err(unavailable)?;
-    match row {
-        Some((spent, leased)) => Ok(DayRow { spent_micros: uint(spent)?, leased_micros: uint(leased)? }),
-        None => Ok(DayRow::default()),
+impl RowTx for Tx<'_, '_> {
+    fn ensure_mandate(&mut self, id: &str, limits: StoreLimits) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO mandates (id, total_limit, day_limit, spent, leased) VALUES (?1, ?2, ?3, 0, 0)
+                 ON CONFLICT (id) DO NOTHING",
+                params![id, int(limits.total_micros)?, limits.per_day_micros.map(int).transpose()?],
+            )
+            .map_err(unavailable)?;
+        Ok(())
     }
-}
 
-fn save_day(tx: &rusqlite::Transaction<'_>, mandate: &str, day: u64, d: &DayRow) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO days (mandate, day, spent, leased) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (mandate, day) DO UPDATE SET spent = ?3, leased = ?4",
-        params![mandate, int(day)?, int(d.spent_micros)?, int(d.leased_micros)?],
-    )
-    .map_err(unavailable)?;
-    Ok(())
+    fn load_mandate(&mut self, id: &str) -> Result<MandateRow, StoreError> {
+        let row = self
+            .0
+            .query_row("SELECT total_limit, day_limit, spent, leased FROM mandates WHERE id = ?1", [id], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            })
+            .optional()
+            .map_err(unavailable)?
+            .ok_or_else(|| StoreError::UnknownMandate(id.to_owned()))?;
+        Ok(MandateRow {
+            limits: StoreLimits { total_micros: uint(row.0)?, per_day_micros: row.1.map(uint).transpose()? },
+            spent_micros: uint(row.2)?,
+            leased_micros: uint(row.3)?,
+        })
+    }
+
+    fn save_mandate(&mut self, id: &str, m: &MandateRow) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO mandates (id, total_limit, day_limit, spent, leased) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO UPDATE SET total_limit = ?2, day_limit = ?3, spent = ?4, leased = ?5",
+                params![
+                    id,
+                    int(m.limits.total_micros)?,
+                    m.limits.per_day_micros.map(int).transpose()?,
+                    int(m.spent_micros)?,
+                    int(m.leased_micros)?
+                ],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn load_day(&mut self, mandate: &str, day: u64) -> Result<DayRow, StoreError> {
+        let row = self
+            .0
+            .query_row(
+                "SELECT spent, leased FROM days WHERE mandate = ?1 AND day = ?2",
+                params![mandate, int(day)?],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        match row {
+            Some((spent, leased)) => Ok(DayRow { spent_micros: uint(spent)?, leased_micros: uint(leased)? }),
+            None => Ok(DayRow::default()),
+        }
+    }
+
+    fn save_day(&mut self, mandate: &str, day: u64, d: &DayRow) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO days (mandate, day, spent, leased) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (mandate, day) DO UPDATE SET spent = ?3, leased = ?4",
+                params![mandate, int(day)?, int(d.spent_micros)?, int(d.leased_micros)?],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn purge_closed(&mut self, mandate: &str, expired_before_unix: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "DELETE FROM leases WHERE mandate = ?1 AND state = 'closed' AND expires < ?2",
+                params![mandate, expired_before_unix],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn open_leases(&mut self, mandate: &str, node: &str) -> Result<OpenLeases, StoreError> {
+        let (others, held): (i64, i64) = self
+            .0
+            .query_row(
+                "SELECT COUNT(DISTINCT CASE WHEN node <> ?2 THEN node END),
+                        COALESCE(SUM(CASE WHEN node = ?2 THEN outstanding ELSE 0 END), 0)
+                 FROM leases WHERE mandate = ?1 AND state = 'open'",
+                params![mandate, node],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(unavailable)?;
+        Ok(OpenLeases { other_nodes: uint(others)?, held_micros: uint(held)? })
+    }
+
+    fn insert_lease(&mut self, new: &NewLease<'_>) -> Result<u64, StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO leases (node, mandate, day, outstanding, settled, expires, state)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, 'open')",
+                params![
+                    new.node,
+                    new.mandate,
+                    new.day.map(int).transpose()?,
+                    int(new.amount_micros)?,
+                    new.expires_unix
+                ],
+            )
+            .map_err(unavailable)?;
+        uint(self.0.last_insert_rowid())
+    }
+
+    fn lock_mandates_of(&mut self, _ids: &[u64]) -> Result<(), StoreError> {
+        Ok(()) // the file's write lock is held for the whole step
+    }
+
+    fn load_lease(&mut self, id: u64) -> Result<(MandateRow, LeaseRow), StoreError> {
+        let found = self
+            .0
+            .query_row(&format!("SELECT {LEASE_COLUMNS} FROM leases WHERE id = ?1"), [int(id)?], lease_of)
+            .optional()
+            .map_err(unavailable)?;
+        let lease = lease_row(found.ok_or(StoreError::UnknownLease(id))?)?;
+        Ok((self.load_mandate(&lease.mandate)?, lease))
+    }
+
+    fn save_lease(&mut self, l: &LeaseRow) -> Result<(), StoreError> {
+        // Closed and reconciled leases are kept: a late or repeated flush finds them and
+        // moves nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry,
+        // on a grant).
+        self.0
+            .execute(
+                "UPDATE leases SET outstanding = ?2, settled = ?3, expires = ?4, state = ?5 WHERE id = ?1",
+                params![
+                    int(l.id)?,
+                    int(l.outstanding_micros)?,
+                    int(l.settled_micros)?,
+                    l.expires_unix,
+                    l.state.as_str()
+                ],
+            )
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    fn open_lease_ids(
+        &mut self,
+        node: &str,
+        expired_by_unix: Option<i64>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut stmt = self
+            .0
+            .prepare(
+                "SELECT id FROM leases WHERE node = ?1 AND state = 'open' AND (?2 = 0 OR expires <= ?3) ORDER BY id",
+            )
+            .map_err(unavailable)?;
+        let (expired_only, by) = (i64::from(expired_by_unix.is_some()), expired_by_unix.unwrap_or(0));
+        let ids = stmt
+            .query_map(params![node, expired_only, by], |r| r.get::<_, i64>(0))
+            .map_err(unavailable)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(unavailable)?;
+        let ids = ids.into_iter().map(uint).collect::<Result<Vec<_>, _>>()?;
+        Ok(ids.into_iter().filter(|id| among.is_none_or(|a| a.contains(id))).collect())
+    }
 }
 
 fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseColumns> {
@@ -213,133 +332,23 @@ fn held_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeldColumns> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
 }
 
-fn save_lease(tx: &rusqlite::Transaction<'_>, l: &LeaseRow) -> Result<(), StoreError> {
-    // Closed and reconciled leases are kept: a late or repeated flush finds them and moves
-    // nothing (closed ones are purged `CLOSED_LEASE_KEEP_S` after their expiry, on a grant).
-    tx.execute(
-        "UPDATE leases SET outstanding = ?2, settled = ?3, expires = ?4, state = ?5 WHERE id = ?1",
-        params![int(l.id)?, int(l.outstanding_micros)?, int(l.settled_micros)?, l.expires_unix, l.state.as_str()],
-    )
-    .map_err(unavailable)?;
-    Ok(())
-}
-
-/// Applies `change` to one lease and the rows it draws on, and writes them back.
-fn with_lease_rows<T>(
-    tx: &rusqlite::Transaction<'_>,
-    lease: &mut LeaseRow,
-    change: impl FnOnce(&mut MandateRow, Option<&mut DayRow>, &mut LeaseRow) -> Result<T, EscrowError>,
-) -> Result<T, StoreError> {
-    let mut mandate = load_mandate(tx, &lease.mandate)?;
-    let mut day = lease.day.map(|d| load_day(tx, &lease.mandate, d)).transpose()?;
-    let out = change(&mut mandate, day.as_mut(), lease)?;
-    save_mandate(tx, &lease.mandate, &mandate)?;
-    if let (Some(d), Some(row)) = (lease.day, day) {
-        save_day(tx, &lease.mandate, d, &row)?;
-    }
-    save_lease(tx, lease)?;
-    Ok(out)
-}
-
 impl LedgerStore for SqliteStore {
     fn publish_limits(&self, mandate: &str, limits: StoreLimits, raise: bool) -> Result<StoreLimits, StoreError> {
         check_name("a mandate id", mandate, MANDATE_ID_BYTES_MAX)?;
-        self.write(|tx| {
-            let row = match load_mandate(tx, mandate) {
-                Ok(mut row) => {
-                    row.limits = escrow::new_limits(row.limits, limits, raise);
-                    row
-                }
-                Err(StoreError::UnknownMandate(_)) => MandateRow { limits, spent_micros: 0, leased_micros: 0 },
-                Err(e) => return Err(e),
-            };
-            save_mandate(tx, mandate, &row)?;
-            Ok(row.limits)
-        })
+        self.write(|tx| steps::publish_limits(&mut Tx(tx), mandate, limits, raise))
     }
 
     fn grant(&self, request: &GrantRequest) -> Result<Option<Lease>, StoreError> {
         check_name("a node name", &request.node, NODE_NAME_BYTES_MAX)?;
-        self.write(|tx| {
-            let mut mandate = load_mandate(tx, &request.mandate)?;
-            tx.execute(
-                "DELETE FROM leases WHERE mandate = ?1 AND state = 'closed' AND expires < ?2",
-                params![request.mandate, request.now_unix.saturating_sub(CLOSED_LEASE_KEEP_S)],
-            )
-            .map_err(unavailable)?;
-            let (day_key, expires_unix) = grant_day(request, mandate.limits.per_day_micros.is_some())?;
-            let mut day = day_key.map(|d| load_day(tx, &request.mandate, d)).transpose()?;
-            let (others, held): (i64, i64) = tx
-                .query_row(
-                    "SELECT COUNT(DISTINCT CASE WHEN node <> ?2 THEN node END),
-                            COALESCE(SUM(CASE WHEN node = ?2 THEN outstanding ELSE 0 END), 0)
-                     FROM leases WHERE mandate = ?1 AND state = 'open'",
-                    params![request.mandate, request.node],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .map_err(unavailable)?;
-            let (want, min) = (request.want_micros, request.min_micros);
-            let Some(amount) = escrow::grant(&mut mandate, day.as_mut(), want, min, uint(held)?, uint(others)?)? else {
-                return Ok(None);
-            };
-            save_mandate(tx, &request.mandate, &mandate)?;
-            if let (Some(d), Some(row)) = (day_key, day) {
-                save_day(tx, &request.mandate, d, &row)?;
-            }
-            tx.execute(
-                "INSERT INTO leases (node, mandate, day, outstanding, settled, expires, state)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?5, 'open')",
-                params![request.node, request.mandate, day_key.map(int).transpose()?, int(amount)?, expires_unix],
-            )
-            .map_err(unavailable)?;
-            let id = uint(tx.last_insert_rowid())?;
-            Ok(Some(Lease { id, amount_micros: amount, expires_unix }))
-        })
+        self.write(|tx| steps::grant(&mut Tx(tx), request))
     }
 
     fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
-        check_flush(entries)?;
-        self.write(|tx| {
-            let mut outcomes = Vec::with_capacity(entries.len());
-            for entry in entries {
-                let found = tx
-                    .query_row(
-                        &format!("SELECT {LEASE_COLUMNS} FROM leases WHERE id = ?1"),
-                        [int(entry.lease)?],
-                        lease_of,
-                    )
-                    .optional()
-                    .map_err(unavailable)?;
-                let mut lease = lease_row(found.ok_or(StoreError::UnknownLease(entry.lease))?)?;
-                outcomes
-                    .push(with_lease_rows(tx, &mut lease, |m, d, l| escrow::flush(m, d, l, node, entry, now_unix))?);
-            }
-            Ok(outcomes)
-        })
+        self.write(|tx| steps::flush(&mut Tx(tx), node, entries, now_unix))
     }
 
     fn reconcile(&self, node: &str, now_unix: i64, expired_only: bool) -> Result<Reconciled, StoreError> {
-        self.write(|tx| {
-            let mut stmt = tx
-                .prepare(&format!(
-                    "SELECT {LEASE_COLUMNS} FROM leases WHERE node = ?1 AND state = 'open' AND (?2 = 0 OR expires <= ?3) ORDER BY id"
-                ))
-                .map_err(unavailable)?;
-            let rows = stmt
-                .query_map(params![node, i64::from(expired_only), now_unix], lease_of)
-                .map_err(unavailable)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(unavailable)?;
-            drop(stmt);
-            let mut done = Reconciled::default();
-            for t in rows {
-                let mut lease = lease_row(t)?;
-                let counted = with_lease_rows(tx, &mut lease, escrow::reconcile)?;
-                done.counted_micros = done.counted_micros.checked_add(counted).ok_or(EscrowError::Overflow)?;
-                done.leases.push((lease.id, lease.mandate.clone(), counted));
-            }
-            Ok(done)
-        })
+        self.write(|tx| steps::reconcile(&mut Tx(tx), node, now_unix, expired_only, &escrow::reconcile))
     }
 
     fn status(&self, mandate: Option<&str>) -> Result<Vec<MandateStatus>, StoreError> {
@@ -360,7 +369,7 @@ impl LedgerStore for SqliteStore {
             }
             let mut out = Vec::new();
             for id in ids {
-                let row = load_mandate(tx, &id)?;
+                let row = Tx(tx).load_mandate(&id)?;
                 let mut stmt = tx
                     .prepare(
                         "SELECT node, SUM(outstanding), MAX(expires) FROM leases
