@@ -228,53 +228,7 @@ fn worked_example(
     let mandate_ix = engine.mandate_ix(&input.mandates.first().map(|m| m.id.clone()).unwrap_or_default());
     let mandate_ix = mandate_ix.context("the mandate is not in the snapshot")?;
     for (n, top) in s.calls.iter().enumerate() {
-        let agent = engine.agent_ix(top.agent.as_str()).with_context(|| format!("unknown agent {}", top.agent))?;
-        let call = Call { max_cost: top.max_cost, ..Call::new(mandate_ix, agent, s.at) };
-        let max = top.max_cost.map(|m| format!(" max_cost {m} {cur}")).unwrap_or_default();
-        outln!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent)?;
-        let mut admission = retrying(|| Ok(engine.admit(&call)))?;
-        if let Admission::Held(p) = &admission {
-            outln!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case)?;
-            match &top.approve_as {
-                Some(who) => {
-                    let id = p.id;
-                    // Through the node: the held call is in the store, approvable on any node.
-                    let held = run.node().held_id(id);
-                    admission = retrying(|| run.node().approve(&held, who, s.at))?;
-                    outln!("    approved by {who}")?;
-                }
-                None => continue,
-            }
-        }
-        match admission {
-            Admission::Denied(d) => {
-                outln!("    {} worst case {} {cur}", style.bad("denied"), d.worst_case)?;
-                for r in engine.explain(&call).map(|a| a.reasons).unwrap_or_default() {
-                    outln!("      {} {}", style.dim(r.code.as_str()), r.message)?;
-                }
-            }
-            Admission::Held(_) => outln!("    {}", style.warn("still held"))?,
-            Admission::Allowed(r) => {
-                outln!(
-                    "    {} reserved {} {cur}; its sub-calls may spend {} {cur}",
-                    style.good("allowed"),
-                    r.worst_case(),
-                    r.sub_budget()
-                )?;
-                for sc in &top.sub_calls {
-                    sub_call(&engine, &r, sc, s.at, style, &cur.to_string())?;
-                }
-                let own = top.charge.or(catalog.get(&top.agent).and_then(|e| e.manifest.pricing.ceiling()));
-                let settled = r.settle(own.unwrap_or(Amount::ZERO), s.at)?;
-                outln!(
-                    "    {} own {} + sub-calls {} = {} {cur}",
-                    style.bold("billed"),
-                    own.unwrap_or(Amount::ZERO),
-                    settled.passthrough,
-                    settled.billed
-                )?;
-            }
-        }
+        example_call(&engine, &run, mandate_ix, (n, top), s.at, &catalog, style)?;
     }
     let ledger = engine.ledger_view(mandate_ix).context("no ledger")?;
     let (reserved, settled) = ledger.reserved_and_settled_micros();
@@ -285,16 +239,7 @@ fn worked_example(
     let resumed = restart(engine, run, &input, store, style)?;
     let receipts: Vec<Receipt> = rx.try_iter().collect();
     if let Some(path) = receipts_file {
-        let mut out = std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map(std::io::BufWriter::new)
-            .map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
-        let (names, snap) = (names, snapshot);
-        for r in &receipts {
-            writeln!(out, "{}", holon::engine::receipt::receipt_json_with_facts(r, &names, &snap))?;
-        }
-        out.flush()?;
+        append_receipts(path, &receipts, &names, &snapshot)?;
     }
     outln!("  receipts: {} (one per call; sub-calls name their orchestrator's receipt as parent)", receipts.len())?;
     // The worked example's bill (docs/mandate.md), or nothing under a revoked mandate.
@@ -304,6 +249,82 @@ fn worked_example(
         outln!("  {} expected {expected} {cur} billed, got {spent}", style.bad("mismatch:"))?;
     }
     Ok(reproduced)
+}
+
+/// One top-level call of the worked example: admitted (held ones approved through the
+/// node when the scenario says who approves), its sub-calls, its settlement, each printed.
+fn example_call(
+    engine: &Engine,
+    run: &StoreRun,
+    mandate_ix: holon::engine::MandateIx,
+    (n, top): (usize, &scenario::TopCall),
+    at: holon::time::Timestamp,
+    catalog: &holon::catalog::Catalog,
+    style: &Style,
+) -> anyhow::Result<()> {
+    let cur = engine.snapshot().mandate(mandate_ix).map(|m| m.source().budget.currency).context("no mandate")?;
+    let agent = engine.agent_ix(top.agent.as_str()).with_context(|| format!("unknown agent {}", top.agent))?;
+    let call = Call { max_cost: top.max_cost, ..Call::new(mandate_ix, agent, at) };
+    let max = top.max_cost.map(|m| format!(" max_cost {m} {cur}")).unwrap_or_default();
+    outln!("  {} {}{max}", style.bold(&format!("call {}", n + 1)), top.agent)?;
+    let mut admission = retrying(|| Ok(engine.admit(&call)))?;
+    if let Admission::Held(p) = &admission {
+        outln!("    {} worst case {} {cur} is above the approval threshold", style.warn("held"), p.worst_case)?;
+        let Some(who) = &top.approve_as else { return Ok(()) };
+        // Through the node: the held call is in the store, approvable on any node.
+        let held = run.node().held_id(p.id);
+        admission = retrying(|| run.node().approve(&held, who, at))?;
+        outln!("    approved by {who}")?;
+    }
+    match admission {
+        Admission::Denied(d) => {
+            outln!("    {} worst case {} {cur}", style.bad("denied"), d.worst_case)?;
+            for r in engine.explain(&call).map(|a| a.reasons).unwrap_or_default() {
+                outln!("      {} {}", style.dim(r.code.as_str()), r.message)?;
+            }
+        }
+        Admission::Held(_) => outln!("    {}", style.warn("still held"))?,
+        Admission::Allowed(r) => {
+            outln!(
+                "    {} reserved {} {cur}; its sub-calls may spend {} {cur}",
+                style.good("allowed"),
+                r.worst_case(),
+                r.sub_budget()
+            )?;
+            for sc in &top.sub_calls {
+                sub_call(engine, &r, sc, at, style, &cur.to_string())?;
+            }
+            let own = top.charge.or(catalog.get(&top.agent).and_then(|e| e.manifest.pricing.ceiling()));
+            let settled = r.settle(own.unwrap_or(Amount::ZERO), at)?;
+            outln!(
+                "    {} own {} + sub-calls {} = {} {cur}",
+                style.bold("billed"),
+                own.unwrap_or(Amount::ZERO),
+                settled.passthrough,
+                settled.billed
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends the worked example's receipts to `--receipts`, one JSON line each.
+fn append_receipts(
+    path: &Path,
+    receipts: &[Receipt],
+    names: &holon::engine::Names,
+    snapshot: &holon::engine::Snapshot,
+) -> anyhow::Result<()> {
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map(std::io::BufWriter::new)
+        .map_err(|e| anyhow::anyhow!("--receipts {}: {e}", path.display()))?;
+    for r in receipts {
+        writeln!(out, "{}", holon::engine::receipt::receipt_json_with_facts(r, names, snapshot))?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 fn sub_call(

@@ -56,6 +56,12 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
             if report.exhausted { "; every thread stopped then" } else { "" }
         )?;
     }
+    print_budgets(report, style)?;
+    print_receipts(report)
+}
+
+/// The audit of every mandate's claims against its limit, and the store's figures.
+fn print_budgets(report: &Report, style: &super::style::Style) -> anyhow::Result<()> {
     let audit = if report.overrun { style.bad("OVERRUN") } else { style.good("within limits") };
     let cur = report.currency;
     outln!(
@@ -85,6 +91,11 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
             if store.store_errors > 0 { format!("; {} store errors", store.store_errors) } else { String::new() }
         )?;
     }
+    Ok(())
+}
+
+/// What became of the receipts.
+fn print_receipts(report: &Report) -> anyhow::Result<()> {
     let kept = match &report.receipts_file {
         Some(file) => format!("written to {file}"),
         None => "made and counted, not kept (--receipts FILE writes them)".to_owned(),

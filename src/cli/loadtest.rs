@@ -531,54 +531,14 @@ fn work(
         let started = Instant::now();
         let admission = engine.admit(&call);
         match admission {
-            Admission::Allowed(r) => {
-                w.decisions[0] += 1;
-                // The audit, right after our reservation: the claimed word (reserved +
-                // settled + leased), an upper bound of reserved + settled and the word the
-                // limit is enforced on. One load (the exact figure would read every lease
-                // shard, pulling the other threads' lines into this core).
-                if let (Some(ledger), Some(slot)) = (ledgers.get(mi), w.max_claimed.get_mut(mi)) {
-                    *slot = (*slot).max(ledger.used_micros());
-                }
-                if synthetic::kind_of(ai) == Kind::Orchestrator
-                    && let Some(leaf) = leaf
-                {
-                    let sub = SubCall { agent: leaf, capability: Some("syn.leaf"), at };
-                    w.sub_calls += 1;
-                    match r.sub_call(&sub) {
-                        Admission::Allowed(child) => {
-                            w.decisions[0] += 1;
-                            let report = synthetic::report(1, w.calls);
-                            let _ = child.settle_reported(Amount::from_micros(SUB_CALL_CHARGE_MICROS), at, report);
-                        }
-                        Admission::Held(_) => w.decisions[1] += 1,
-                        Admission::Denied(_) => w.decisions[2] += 1,
-                    }
-                }
-                let _ = r.settle_reported(Amount::from_micros(CALL_CHARGE_MICROS), at, synthetic::report(ai, w.calls));
-            }
+            Admission::Allowed(r) => w.allowed(r, (mi, ai), ledgers, leaf, at),
             Admission::Held(p) => {
                 w.decisions[1] += 1;
                 let _ = engine.refuse(p.id);
             }
             Admission::Denied(d) => {
-                w.decisions[2] += 1;
-                if d.codes.contains(Code::LeasePending) {
-                    w.lease_pending += 1;
-                    // A gateway waits for the refill; spinning would take the node's CPU.
-                    std::thread::sleep(Duration::from_micros(LEASE_WAIT_US));
-                } else if (d.codes.contains(Code::TotalExceeded) || d.codes.contains(Code::PerDayExceeded))
-                    && synthetic::kind_of(ai) == Kind::Leaf
-                {
-                    // The smallest call (a leaf's 0.001) denied for the budget: it is spent. A
-                    // larger call denied so (0.90 with 0.89 left) is only too large for it.
-                    w.budget += 1;
-                    let settled = ledgers.get(mi).map_or(0, |l| l.settled_micros());
-                    w.settled_at_budget_denial.get_or_insert(settled);
-                    if opts.until_exhausted {
-                        w.exhausted = true;
-                        break;
-                    }
+                if w.denied(&d, (mi, ai), ledgers, opts) {
+                    break;
                 }
             }
         }
@@ -590,6 +550,75 @@ fn work(
         }
     }
     w
+}
+
+impl Worker {
+    /// An allowed call: audited, its sub-call made for an orchestrator, settled.
+    #[inline]
+    fn allowed(
+        &mut self,
+        r: holon::engine::Reservation<'_>,
+        (mi, ai): (usize, usize),
+        ledgers: &[holon::engine::LedgerView],
+        leaf: Option<holon::engine::AgentIx>,
+        at: holon::time::Timestamp,
+    ) {
+        self.decisions[0] += 1;
+        // The audit, right after our reservation: the claimed word (reserved + settled +
+        // leased), an upper bound of reserved + settled and the word the limit is enforced
+        // on. One load (the exact figure would read every lease shard, pulling the other
+        // threads' lines into this core).
+        if let (Some(ledger), Some(slot)) = (ledgers.get(mi), self.max_claimed.get_mut(mi)) {
+            *slot = (*slot).max(ledger.used_micros());
+        }
+        if synthetic::kind_of(ai) == Kind::Orchestrator
+            && let Some(leaf) = leaf
+        {
+            let sub = SubCall { agent: leaf, capability: Some("syn.leaf"), at };
+            self.sub_calls += 1;
+            match r.sub_call(&sub) {
+                Admission::Allowed(child) => {
+                    self.decisions[0] += 1;
+                    let report = synthetic::report(1, self.calls);
+                    let _ = child.settle_reported(Amount::from_micros(SUB_CALL_CHARGE_MICROS), at, report);
+                }
+                Admission::Held(_) => self.decisions[1] += 1,
+                Admission::Denied(_) => self.decisions[2] += 1,
+            }
+        }
+        let _ = r.settle_reported(Amount::from_micros(CALL_CHARGE_MICROS), at, synthetic::report(ai, self.calls));
+    }
+
+    /// A denied call, counted by why; true when the worker stops (`--until-exhausted` and
+    /// the budget spent).
+    #[inline]
+    fn denied(
+        &mut self,
+        d: &holon::engine::Denial,
+        (mi, ai): (usize, usize),
+        ledgers: &[holon::engine::LedgerView],
+        opts: &Options,
+    ) -> bool {
+        self.decisions[2] += 1;
+        if d.codes.contains(Code::LeasePending) {
+            self.lease_pending += 1;
+            // A gateway waits for the refill; spinning would take the node's CPU.
+            std::thread::sleep(Duration::from_micros(LEASE_WAIT_US));
+        } else if (d.codes.contains(Code::TotalExceeded) || d.codes.contains(Code::PerDayExceeded))
+            && synthetic::kind_of(ai) == Kind::Leaf
+        {
+            // The smallest call (a leaf's 0.001) denied for the budget: it is spent. A larger
+            // call denied so (0.90 with 0.89 left) is only too large for it.
+            self.budget += 1;
+            let settled = ledgers.get(mi).map_or(0, |l| l.settled_micros());
+            self.settled_at_budget_denial.get_or_insert(settled);
+            if opts.until_exhausted {
+                self.exhausted = true;
+                return true;
+            }
+        }
+        false
+    }
 }
 
 pub(super) fn progress_wanted() -> bool {

@@ -85,42 +85,15 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     let listeners = Listeners::bind(options)?;
     let mut conn_limits = options.conn;
     conn::fit_descriptors(&mut conn_limits, options.connections_max_given)?;
-    let tokens = auth::Tokens::load(&options.tokens).map_err(anyhow::Error::msg)?;
-    if tokens.len() == 0 {
-        anyhow::bail!(
-            "tokens file {} holds no token: add one with `holon token new --role gateway --tokens {}`",
-            options.tokens.display(),
-            options.tokens.display()
-        );
-    }
-    // A keys file among the documents would let whoever writes them trust a key.
-    if let Some(keys) = &options.trust_files.keys
-        && let (Ok(keys), Ok(docs)) = (std::fs::canonicalize(keys), std::fs::canonicalize(&options.documents))
-        && keys.starts_with(&docs)
-    {
-        anyhow::bail!(
-            "--keys {} is inside --documents: whoever writes the documents could trust a key; keep the keys file elsewhere",
-            keys.display()
-        );
-    }
+    let tokens = load_tokens(options)?;
+    refuse_keys_among_documents(options)?;
     let loaded = loader::load(&options.documents, &options.trust_files).map_err(|f| anyhow::anyhow!("{f}"))?;
     if options.require_signatures && loaded.input.keys.keys.is_empty() {
         anyhow::bail!(
             "--require-signatures with no trusted key: every mandate would be barred; pass --keys FILE (`holon key new` writes one; keys are never read from the documents directory)"
         );
     }
-    let (sink, receipts): (Arc<dyn ReceiptSink>, _) = match &options.receipts {
-        Some(path) => {
-            let (sink, rx) = ChannelSink::new(RECEIPT_QUEUE);
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("receipts file {}", path.display()))?;
-            (Arc::new(sink), Some((rx, file)))
-        }
-        None => (Arc::new(NullSink), None),
-    };
+    let (sink, receipts) = open_receipts(options)?;
     let engine = Arc::new(Engine::with_sink(
         EngineConfig {
             store_backed: true,
@@ -133,24 +106,7 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     ));
     engine.publish(&loaded.input).context("compiling the documents")?;
     warn_untrusted(&engine);
-    if let Some(path) = options.store.strip_prefix("sqlite:").map(std::path::Path::new)
-        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("the store's directory {}", dir.display()))?;
-    }
-    let store: Arc<dyn LedgerStore> = Arc::from(store::open(&options.store)?);
-    let node_config = NodeConfig::new(&options.node);
-    let flush_ms = node_config.flush_ms;
-    let node = Node::start(Arc::clone(&engine), Box::new(Arc::clone(&store)), node_config)?;
-    // This node's previous run's keyed requests still in flight died with it (their
-    // reservations with them, their leases counted at the node's start): let their keys go.
-    let dropped = store.forget_node_keys(&options.node).context("the idempotency keys of this node's last run")?;
-    if dropped > 0 {
-        tracing::warn!(
-            keys = dropped,
-            "idempotency keys of requests in flight when this node last stopped were let go"
-        );
-    }
+    let (store, node, flush_ms) = start_node(options, &engine)?;
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
@@ -178,34 +134,8 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     *service.last_input.lock() = Some(loaded.input);
     let svc: &'static Service = Box::leak(Box::new(service));
     let writer = receipts.map(|(rx, file)| ReceiptWriter::start(rx, engine, file));
-
-    // The reaper has a thread of its own: no request can keep it waiting (a store that
-    // hangs holds request tasks, never the reclaiming of expired reservations).
     let reaping = Arc::new(AtomicBool::new(true));
-    let reaper = {
-        let reaping = Arc::clone(&reaping);
-        std::thread::Builder::new()
-            .name("holon-reaper".to_owned())
-            .spawn(move || {
-                let prune_s = if svc.store.in_process() {
-                    service::idempotency::PRUNE_IN_PROCESS_S
-                } else {
-                    service::idempotency::PRUNE_S
-                };
-                let prune_every = (prune_s * 1_000 / REAP_MS).max(1);
-                let mut ticks = 0u64;
-                // Acquire: pairs with the Release that stops it (a flag, read alone).
-                while reaping.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(REAP_MS));
-                    svc.reap();
-                    ticks = ticks.wrapping_add(1);
-                    if ticks.is_multiple_of(prune_every) {
-                        svc.prune_keys();
-                    }
-                }
-            })
-            .context("starting the reaper")?
-    };
+    let reaper = start_reaper(svc, Arc::clone(&reaping))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("the async runtime")?;
     let result = runtime.block_on(serve(svc, options, listeners, conn_limits));
     // The signal tasks never end on their own.
@@ -221,6 +151,104 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     tracing::info!(open = svc.open_count(), "stopped");
     drained.context("draining the node")?;
     result
+}
+
+/// The gateways' tokens; a file with none is an error (no request could be served).
+fn load_tokens(options: &ServeOptions) -> anyhow::Result<auth::Tokens> {
+    let tokens = auth::Tokens::load(&options.tokens).map_err(anyhow::Error::msg)?;
+    if tokens.len() == 0 {
+        anyhow::bail!(
+            "tokens file {} holds no token: add one with `holon token new --role gateway --tokens {}`",
+            options.tokens.display(),
+            options.tokens.display()
+        );
+    }
+    Ok(tokens)
+}
+
+/// A keys file among the documents would let whoever writes them trust a key.
+fn refuse_keys_among_documents(options: &ServeOptions) -> anyhow::Result<()> {
+    if let Some(keys) = &options.trust_files.keys
+        && let (Ok(keys), Ok(docs)) = (std::fs::canonicalize(keys), std::fs::canonicalize(&options.documents))
+        && keys.starts_with(&docs)
+    {
+        anyhow::bail!(
+            "--keys {} is inside --documents: whoever writes the documents could trust a key; keep the keys file elsewhere",
+            keys.display()
+        );
+    }
+    Ok(())
+}
+
+/// Receipts opened for the process: the engine's sink, and (with `--receipts`) the
+/// channel's receiving end with the file it is written to.
+type Receipts = (Arc<dyn ReceiptSink>, Option<(holon::engine::receipt::ReceiptReceiver, std::fs::File)>);
+
+fn open_receipts(options: &ServeOptions) -> anyhow::Result<Receipts> {
+    match &options.receipts {
+        Some(path) => {
+            let (sink, rx) = ChannelSink::new(RECEIPT_QUEUE);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("receipts file {}", path.display()))?;
+            Ok((Arc::new(sink), Some((rx, file))))
+        }
+        None => Ok((Arc::new(NullSink), None)),
+    }
+}
+
+/// Opens the store and starts this process's node on it; lets go of the idempotency keys
+/// of requests this node's last run left in flight. Returns the store, the node and its
+/// flush interval.
+fn start_node(options: &ServeOptions, engine: &Arc<Engine>) -> anyhow::Result<(Arc<dyn LedgerStore>, Node, u64)> {
+    if let Some(path) = options.store.strip_prefix("sqlite:").map(std::path::Path::new)
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("the store's directory {}", dir.display()))?;
+    }
+    let store: Arc<dyn LedgerStore> = Arc::from(store::open(&options.store)?);
+    let node_config = NodeConfig::new(&options.node);
+    let flush_ms = node_config.flush_ms;
+    let node = Node::start(Arc::clone(engine), Box::new(Arc::clone(&store)), node_config)?;
+    // This node's previous run's keyed requests still in flight died with it (their
+    // reservations with them, their leases counted at the node's start): let their keys go.
+    let dropped = store.forget_node_keys(&options.node).context("the idempotency keys of this node's last run")?;
+    if dropped > 0 {
+        tracing::warn!(
+            keys = dropped,
+            "idempotency keys of requests in flight when this node last stopped were let go"
+        );
+    }
+    Ok((store, node, flush_ms))
+}
+
+/// The reaper has a thread of its own: no request can keep it waiting (a store that hangs
+/// holds request tasks, never the reclaiming of expired reservations). It runs while
+/// `reaping` is set.
+fn start_reaper(svc: &'static Service, reaping: Arc<AtomicBool>) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("holon-reaper".to_owned())
+        .spawn(move || {
+            let prune_s = if svc.store.in_process() {
+                service::idempotency::PRUNE_IN_PROCESS_S
+            } else {
+                service::idempotency::PRUNE_S
+            };
+            let prune_every = (prune_s * 1_000 / REAP_MS).max(1);
+            let mut ticks = 0u64;
+            // Acquire: pairs with the Release that stops it (a flag, read alone).
+            while reaping.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(REAP_MS));
+                svc.reap();
+                ticks = ticks.wrapping_add(1);
+                if ticks.is_multiple_of(prune_every) {
+                    svc.prune_keys();
+                }
+            }
+        })
+        .context("starting the reaper")
 }
 
 /// Both listeners, bound before anything else starts.

@@ -187,19 +187,7 @@ fn plain(
         *dirs = None;
         return;
     };
-    let subcommand = (kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head))
-        && args.first().is_some_and(|a| !a.starts_with('-')))
-    .then(|| args.first().cloned())
-    .flatten();
-    let rest = if subcommand.is_some() { args.get(1..).unwrap_or_default() } else { args };
-    let mut kind = kinds::kind(head, subcommand.as_deref(), args);
-    // Flags before a subcommand (`docker -H host run`): the words cannot be told apart.
-    if subcommand.is_none() && kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head)) && !args.is_empty() {
-        kind = match kind {
-            ArgsKind::Code => ArgsKind::Code,
-            _ => ArgsKind::Pinned,
-        };
-    }
+    let (subcommand, rest, kind) = command_kind(head, args);
     let moved = current.len() != 1 || current.first().is_some_and(|d| !d.is_empty());
     // Variables that change which program runs, how it reads its options, or what it
     // loads (`PATH=…`, `LD_PRELOAD=…`, `POSIXLY_CORRECT=1`, `TAR_OPTIONS=…`).
@@ -245,6 +233,33 @@ fn plain(
         *dirs = None;
         return;
     };
+    record(judged, cmd, &mut seg, resolve);
+    finish(&mut seg);
+    out.push(seg);
+}
+
+/// The subcommand a command names (`git push`: only for the heads that have them, and
+/// only as the first word), the words after it, and how those words are judged.
+fn command_kind<'w>(head: &str, args: &'w [String]) -> (Option<String>, &'w [String], ArgsKind) {
+    let subcommand = (kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head))
+        && args.first().is_some_and(|a| !a.starts_with('-')))
+    .then(|| args.first().cloned())
+    .flatten();
+    let rest = if subcommand.is_some() { args.get(1..).unwrap_or_default() } else { args };
+    let mut kind = kinds::kind(head, subcommand.as_deref(), args);
+    // Flags before a subcommand (`docker -H host run`): the words cannot be told apart.
+    if subcommand.is_none() && kinds::SUBCOMMAND_HEADS.contains(&kinds::base(head)) && !args.is_empty() {
+        kind = match kind {
+            ArgsKind::Code => ArgsKind::Code,
+            _ => ArgsKind::Pinned,
+        };
+    }
+    (subcommand, rest, kind)
+}
+
+/// What the judge found, into the command's use (flags and pinned words, sorted, once
+/// each) and the segment's files (resolved from where it runs) and hosts.
+fn record(judged: Judged, mut cmd: CommandUse, seg: &mut Segment, resolve: impl Fn(&str) -> Vec<String>) {
     cmd.flags.extend(judged.flags);
     cmd.args.extend(judged.pinned);
     for p in judged.reads {
@@ -259,8 +274,6 @@ fn plain(
     cmd.env.sort();
     cmd.env.dedup();
     seg.command = Some(cmd);
-    finish(&mut seg);
-    out.push(seg);
 }
 
 fn finish(seg: &mut Segment) {
