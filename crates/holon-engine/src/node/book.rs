@@ -72,6 +72,9 @@ pub(crate) struct Book {
     /// reconciled, which counted its whole remainder, so that much of what the node settles
     /// next must not be flushed again.
     prepaid_micros: u64,
+    /// Allowance the ledger held when the book began, backed by no lease of this book (see
+    /// [`Book::starting_at`]).
+    inherited_micros: u64,
     /// Withdrawn from the ledger's allowance and not yet given back to the store.
     give_back: Vec<Owed>,
     /// The id of the next give-back recorded.
@@ -116,8 +119,11 @@ pub(crate) struct Committed {
 impl Book {
     /// A book for a ledger that has settled `settled_micros` already (not this node's to
     /// flush).
-    pub(crate) fn starting_at(settled_micros: u64) -> Self {
-        Book { settled_seen_micros: settled_micros, ..Book::default() }
+    /// `inherited_micros`: the allowance the ledger already holds that no lease of this book
+    /// backs (a node ran on this engine before: its leases were reconciled, counted as
+    /// spent, at this node's start).
+    pub(crate) fn starting_at(settled_micros: u64, inherited_micros: u64) -> Self {
+        Book { settled_seen_micros: settled_micros, inherited_micros, ..Book::default() }
     }
 
     /// Records a lease the store granted (and the ledger's allowance took in).
@@ -178,10 +184,12 @@ impl Book {
         self.prepaid_micros
     }
 
-    /// What this node may let its calls use: its open leases' outstanding amounts and what
-    /// reconciled leases prepaid (counted as spent by the store, not yet settled here).
+    /// What this node may let its calls use: its open leases' outstanding amounts, what
+    /// reconciled leases prepaid (counted as spent by the store, not yet settled here), and
+    /// what the ledger held when the book began.
     pub(crate) fn holds_micros(&self) -> u64 {
-        checked_sum(self.outstanding_micros(), self.prepaid_micros, "holding")
+        let booked = checked_sum(self.outstanding_micros(), self.prepaid_micros, "holding");
+        checked_sum(booked, self.inherited_micros, "holding")
     }
 
     /// Whether a flush has anything to do for this mandate (`settled_now` from the
@@ -447,7 +455,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "settled spend never goes down")]
     fn a_settled_figure_below_the_seen_one_stops_the_step() {
-        let mut book = Book::starting_at(50);
+        let mut book = Book::starting_at(50, 0);
         book.add(&lease(1, 100), None);
         let _ = book.plan(40, None);
     }

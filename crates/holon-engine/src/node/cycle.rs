@@ -207,11 +207,15 @@ impl Runner {
 
     /// The node's invariant after each pass, on in release (a few loads per mandate, next to
     /// a pass's store round trips): the allowance a ledger may still hand to calls is never
-    /// more than what the node's book holds in leases (and in reconciled leases' prepaid
-    /// part). An allowance no lease backs would let calls spend what the store never
-    /// granted; the step stops (the thread ends, the node reports it) instead of admitting
-    /// it. Calls running meanwhile only move allowance into reserved or back from it, so
-    /// the figure read is never above the true one.
+    /// more than what the node's book holds (its leases, reconciled leases' prepaid part,
+    /// and what the ledger held when the book began). An allowance granted to the ledger
+    /// that the book did not record would let calls spend what the store never granted;
+    /// the step stops (the thread ends, the node reports it) instead of admitting it.
+    /// Why a true book never trips it: the allowance granted changes only on this thread,
+    /// and the ledger's settled figure only grows and is never below the one the book has
+    /// seen, so free (granted less reserved, settled and leased) stays within what the book
+    /// holds (granted less what it flushed as settled, plus what it owes back), whatever
+    /// calls run meanwhile.
     fn assert_allowance_in_leases(&self) {
         for t in &self.mandates {
             let free = t.ledger.allowance_free_micros();
@@ -244,9 +248,7 @@ impl Runner {
                     ledger: Arc::clone(&m.ledger),
                     documents,
                     published: None,
-                    // What this engine settled before the node started is not this node's
-                    // to flush (a second node on one engine would flush it twice).
-                    book: Book::starting_at(m.ledger.settled_micros()),
+                    book: new_book(&m.ledger),
                     rate_micros_per_s: 0,
                     used_seen_micros: m.ledger.used_micros(),
                     seen_at: now,
@@ -503,4 +505,16 @@ impl Runner {
         // Exhausted for calls of `usual` and more: a smaller one may still fit.
         t.ledger.set_store_state_from(state, usual);
     }
+}
+
+/// A book for a ledger the node starts to follow. What the engine settled before is not
+/// this node's to flush (a second node on one engine would flush it twice); what the
+/// ledger was granted before and has not settled (a node ran on this engine before, and
+/// calls may still hold it) is inherited: no lease of this book backs it.
+fn new_book(ledger: &Ledger) -> Book {
+    let settled = ledger.settled_micros();
+    // Never below: settled is inside what was granted. Read in this order, a settle in
+    // between only makes the inherited figure larger.
+    let inherited = ledger.allowance_granted_micros().saturating_sub(settled);
+    Book::starting_at(settled, inherited)
 }

@@ -9,7 +9,7 @@ use super::steps::{self, NewLease, OpenLeases, RowTx};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LeaseState, LedgerStore,
     MANDATE_ID_BYTES_MAX, MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits,
-    check_name,
+    check_flush, check_name,
 };
 
 #[derive(Debug, Default)]
@@ -229,6 +229,7 @@ impl LedgerStore for MemoryStore {
     }
 
     fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        check_flush(entries)?;
         in_tx(&mut self.rows.lock(), |tx| steps::flush(tx, node, entries, now_unix))
     }
 

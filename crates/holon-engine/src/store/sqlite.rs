@@ -21,7 +21,7 @@ use super::sql::{
 use super::steps::{self, NewLease, OpenLeases, RowTx};
 use super::{
     FlushEntry, FlushOutcome, GrantRequest, HELD_KEEP_S, HeldCall, Lease, LedgerStore, MANDATE_ID_BYTES_MAX,
-    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits, check_name,
+    MandateStatus, NODE_NAME_BYTES_MAX, NodeLeases, Reconciled, StoreError, StoreLimits, check_flush, check_name,
 };
 
 /// The schema this build writes (`PRAGMA user_version`).
@@ -344,6 +344,7 @@ impl LedgerStore for SqliteStore {
     }
 
     fn flush(&self, node: &str, entries: &[FlushEntry], now_unix: i64) -> Result<Vec<FlushOutcome>, StoreError> {
+        check_flush(entries)?;
         self.write(|tx| steps::flush(&mut Tx(tx), node, entries, now_unix))
     }
 

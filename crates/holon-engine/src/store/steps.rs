@@ -5,15 +5,15 @@
 //! `BEGIN IMMEDIATE` transaction, `postgres` inside one transaction with row locks. Every
 //! step runs inside that transaction and returns an error with nothing written.
 //!
-//! The order of reads is the one PostgreSQL's locking needs (every step locks mandate rows
-//! first, in the order of their ids, then a day row, then the lease), so that two steps
-//! cannot deadlock; the other backends hold one lock for the whole step and take the same
-//! order for free.
+//! The order of reads is the one PostgreSQL's locking needs: every step locks the mandate
+//! rows it touches first, in the order of their ids, and touches a day or lease row only
+//! under its mandate's lock (a grant: mandate, then day; a flush or reconcile: mandate,
+//! then lease, then day), so two steps cannot deadlock. The other backends hold one lock
+//! for the whole step and take the same order for free.
 
 use super::escrow::{self, DayRow, EscrowError, LeaseRow, MandateRow};
 use super::{
-    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, Lease, Reconciled, StoreError, StoreLimits,
-    check_flush, grant_day,
+    CLOSED_LEASE_KEEP_S, FlushEntry, FlushOutcome, GrantRequest, Lease, Reconciled, StoreError, StoreLimits, grant_day,
 };
 
 /// Open leases of a mandate as a grant sizes a new one: how many other nodes hold some,
@@ -110,14 +110,14 @@ pub(crate) fn grant(tx: &mut impl RowTx, request: &GrantRequest) -> Result<Optio
     Ok(Some(Lease { id, amount_micros: amount, expires_unix }))
 }
 
-/// Applies one node's flush ([`escrow::flush`]), all entries or none.
+/// Applies one node's flush ([`escrow::flush`]), all entries or none. The backend checks
+/// its size ([`super::check_flush`]) before it opens the transaction.
 pub(crate) fn flush(
     tx: &mut impl RowTx,
     node: &str,
     entries: &[FlushEntry],
     now_unix: i64,
 ) -> Result<Vec<FlushOutcome>, StoreError> {
-    check_flush(entries)?;
     let ids: Vec<u64> = entries.iter().map(|e| e.lease).collect();
     tx.lock_mandates_of(&ids)?;
     let mut outcomes = Vec::with_capacity(entries.len());
@@ -155,8 +155,8 @@ pub(crate) fn reconcile(
     Ok(done)
 }
 
-/// Applies `change` to one lease and the rows it draws on (mandate, then day, then lease)
-/// and writes them back.
+/// Applies `change` to one lease and the rows it draws on (read: mandate, lease, day) and
+/// writes them back.
 fn apply<T>(
     tx: &mut impl RowTx,
     id: u64,

@@ -183,6 +183,15 @@ impl Ledger {
         self.claimed_micros().saturating_sub(self.withheld_micros())
     }
 
+    /// Granted to this ledger so far, less what was withdrawn (0 for a ledger that is not
+    /// store-backed): what calls may hold in all (reserved + settled + leased).
+    pub fn allowance_granted_micros(&self) -> u64 {
+        if !self.central.store_backed {
+            return 0;
+        }
+        ALLOWANCE_CAP_MICROS.saturating_sub(self.withheld_micros())
+    }
+
     /// Granted and not used: room for calls before the node needs another lease.
     pub fn allowance_free_micros(&self) -> u64 {
         if !self.central.store_backed {
