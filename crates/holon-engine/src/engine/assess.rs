@@ -173,7 +173,7 @@ impl<'a> Assessor<'a> {
         run: Option<(&Manifest, Callee<'_>)>,
     ) -> Result<Assessment, EngineError> {
         let compiled = self.compile(agent, record)?;
-        let mut facts = CallFacts { max_cost: ctx.max_cost, by_capability: ctx.by_capability, ..CallFacts::at(ctx.at) };
+        let mut facts = CallFacts::of_context(ctx);
         if let Some((orchestrator, callee)) = run {
             let capability = match callee {
                 Callee::Agent => None,
@@ -235,7 +235,7 @@ pub(crate) fn judged_in_chain(
             (Verdict::Allowed, crate::admission::CodeSet::EMPTY, worst, Spent::default())
         }
     };
-    let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
+    let facts = facts.with_terms_of(ctx);
     let level = spent.limited_by.and_then(|ix| levels.iter().find(|(m, _)| m.ix == ix));
     let reasons = match level {
         Some((level, spend)) => {
@@ -265,7 +265,7 @@ pub(crate) fn judged(
     let own_ceiling = fit.own_ceiling;
     let judgement = judge::judge_known(mandate, fit, facts, spend);
     let spent = Spent { total: ctx.spent_total, today: ctx.spent_today, limited_by: None };
-    let facts = CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..*facts };
+    let facts = facts.with_terms_of(ctx);
     Assessment {
         verdict: match judgement.step {
             Step::Deny => Verdict::Denied,

@@ -9,7 +9,7 @@ use super::reasons::{ancestor_reasons, reasons_for};
 use super::snapshot::{CompiledAgent, CompiledMandate};
 use super::{Call, Denial, Engine, Reservation, Snapshot, SubCall, assess};
 use crate::admission::explain::{self, Documents};
-use crate::admission::{self, CallContext, CodeSet, Reason};
+use crate::admission::{self, CodeSet, Reason};
 use crate::money::Amount;
 
 /// Sentences for codes whose documents are not in the snapshot (a mandate or agent it no
@@ -30,15 +30,11 @@ impl Engine {
         // the engine's clock, so its "today" is at most the clock's.
         let clock_day = u64::try_from(self.now().utc_day()).unwrap_or(0);
         let today = judge::day_number(call.at).unwrap_or(0).min(clock_day);
-        let ctx = CallContext {
-            at: call.at,
-            max_cost: call.max_cost,
-            spent_total: Amount::from_micros(m.ledger.spent_micros()),
-            spent_today: Amount::from_micros(m.ledger.spent_day_micros(today)),
-            by_capability: call.by_capability,
-            delegated: false,
-        };
-        let facts = root_facts(call);
+        let facts = CallFacts::of_call(call, false);
+        let ctx = facts.context(
+            Amount::from_micros(m.ledger.spent_micros()),
+            Amount::from_micros(m.ledger.spent_day_micros(today)),
+        );
         let docs = documents(m, a, snap, None);
         if !m.ancestors.is_empty() {
             // Under a sub-mandate: every level on its own ledger's spend, as `admit` judges.
@@ -74,11 +70,17 @@ impl Engine {
                     level,
                     m,
                     a,
-                    &root_facts(call),
+                    &CallFacts::of_call(call, false),
                     (codes, worst, spent),
                     &documents(m, a, snap, None),
                 ),
-                None => reasons_for(m, a, &root_facts(call), (codes, worst, spent), &documents(m, a, snap, None)),
+                None => reasons_for(
+                    m,
+                    a,
+                    &CallFacts::of_call(call, false),
+                    (codes, worst, spent),
+                    &documents(m, a, snap, None),
+                ),
             },
             _ => without_documents(codes),
         }
@@ -95,25 +97,9 @@ impl Reservation<'_> {
         let (Some(run), Some(callee)) = (self.run(), snap.agent(call.agent)) else {
             return without_documents(denial.codes);
         };
-        let facts = CallFacts {
-            at: call.at,
-            max_cost,
-            by_capability: call.capability.is_some(),
-            approved: false,
-            sub_call: Some(CodeSet::EMPTY),
-        };
+        let facts = CallFacts::of_sub_call(call, max_cost, CodeSet::EMPTY);
         let docs = documents(&run.mandate, callee, snap, Some(&run.orchestrator));
         reasons_for(&run.mandate, callee, &facts, (denial.codes, denial.worst_case, denial.spent), &docs)
-    }
-}
-
-fn root_facts(call: &Call) -> CallFacts {
-    CallFacts {
-        at: call.at,
-        max_cost: call.max_cost,
-        by_capability: call.by_capability,
-        approved: false,
-        sub_call: None,
     }
 }
 

@@ -16,12 +16,16 @@
 
 use super::ledger::{DAY_NUMBER_MAX, Ledger};
 use super::snapshot::{self, CompiledAgent, CompiledMandate, FitFacts, MandateIx};
-use crate::admission::{Code, CodeSet, WorstCase, budget};
+use crate::admission::{CallContext, Code, CodeSet, WorstCase, budget};
 use crate::manifest::Manifest;
 use crate::money::Amount;
 use crate::time::Timestamp;
 
-/// What one call brings besides its mandate and agent.
+/// What one call brings besides its mandate and agent, as the engine judges it. The one
+/// place the engine's three call types meet: a gateway's [`Call`](super::Call) (by index,
+/// as it asks) and a sub-call become these facts, and these facts with a spend become the
+/// documents-level [`CallContext`] the explanations and the reference rules read (which
+/// carries spend figures instead of a ledger, and no approval or run codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CallFacts {
     pub at: Timestamp,
@@ -38,6 +42,47 @@ pub(crate) struct CallFacts {
 impl CallFacts {
     pub(crate) fn at(at: Timestamp) -> Self {
         CallFacts { at, max_cost: None, by_capability: false, approved: false, sub_call: None }
+    }
+
+    /// A gateway's call on a root or published mandate (`approved`: the issuer approved it).
+    #[inline]
+    pub(crate) fn of_call(call: &super::Call, approved: bool) -> Self {
+        CallFacts { at: call.at, max_cost: call.max_cost, by_capability: call.by_capability, approved, sub_call: None }
+    }
+
+    /// A sub-call of a delegated run, with the run's own codes for it (`run_codes`).
+    #[inline]
+    pub(crate) fn of_sub_call(call: &super::SubCall<'_>, max_cost: Option<Amount>, run_codes: CodeSet) -> Self {
+        CallFacts {
+            at: call.at,
+            max_cost,
+            by_capability: call.capability.is_some(),
+            approved: false,
+            sub_call: Some(run_codes),
+        }
+    }
+
+    /// The call as the documents-level rules know it: its terms from `ctx` (a caller's
+    /// figures), nothing approved, not in a run.
+    pub(crate) fn of_context(ctx: &CallContext) -> Self {
+        CallFacts { max_cost: ctx.max_cost, by_capability: ctx.by_capability, ..CallFacts::at(ctx.at) }
+    }
+
+    /// These facts with the time and ceiling of `ctx` (an assessment's own).
+    pub(crate) fn with_terms_of(self, ctx: &CallContext) -> Self {
+        CallFacts { at: ctx.at, max_cost: ctx.max_cost, ..self }
+    }
+
+    /// The documents-level call: these facts with the spend the judgement read.
+    pub(crate) fn context(&self, spent_total: Amount, spent_today: Amount) -> CallContext {
+        CallContext {
+            at: self.at,
+            max_cost: self.max_cost,
+            spent_total,
+            spent_today,
+            by_capability: self.by_capability,
+            delegated: self.sub_call.is_some(),
+        }
     }
 
     /// `codes` as this call reports them: inside a delegated run, the run's total is the

@@ -325,13 +325,7 @@ impl Engine {
             mandate: m,
             agent: a,
             snapshot: &snap,
-            call: judge::CallFacts {
-                at: call.at,
-                max_cost: call.max_cost,
-                by_capability: call.by_capability,
-                approved,
-                sub_call: None,
-            },
+            call: judge::CallFacts::of_call(call, approved),
             parent_receipt: 0,
         })
     }
@@ -411,20 +405,8 @@ impl Engine {
                     return self.deny_read(ask, ask.call.in_run(codes), wc.worst, spent);
                 }
             };
-        let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
-        self.slots.activate(
-            ticket,
-            &SlotRecord {
-                worst_micros: charge.worst_micros,
-                deadline,
-                ids: (u64::from(m.ix.0) << 32) | u64::from(a.ix.0),
-                receipt_id,
-                parent_id: ask.parent_receipt,
-                at: ask.call.at.unix(),
-                shadow: false,
-            },
-        );
-        let mut reservation = Reservation::with_extra(
+        self.activate_slot(ask, ticket, charge.worst_micros, receipt_id);
+        let reservation = Reservation::with_extra(
             self,
             held::Held {
                 ledger: held_ledger,
@@ -442,22 +424,54 @@ impl Engine {
             extra,
         );
         if a.has_calls {
-            // An orchestrator: derive its sub-mandate and open the run's ledger. A
-            // sub-mandate that would widen its parent denies the call before it runs.
-            match Run::open(self, ask.snapshot, m, a, wc.sub_budget) {
-                Ok(run) => reservation.attach_run(run),
-                Err(refused) => {
-                    // Never handed out: the call did not run, so its charge goes back.
-                    reservation.release_quietly();
-                    let code = match refused {
-                        reservation::RunRefused::Widens => Code::SubMandateWidens,
-                        reservation::RunRefused::Engine => Code::InternalError,
-                    };
-                    return self.deny(ask, CodeSet::EMPTY.with(code), wc.worst);
-                }
-            }
+            return self.open_run(ask, reservation, wc);
         }
         Admission::Allowed(reservation)
+    }
+
+    /// The reservation's slot, made live: what the reaper reads to reclaim it past its
+    /// deadline (the agent's timeout and the engine's grace).
+    #[inline(always)]
+    fn activate_slot(&self, ask: &Ask<'_>, ticket: slots::Ticket, worst_micros: u64, receipt_id: u64) {
+        let (m, a) = (ask.mandate, ask.agent);
+        let deadline = ask.call.at.unix().saturating_add_unsigned(a.timeout_s.saturating_add(self.config.grace_s));
+        self.slots.activate(
+            ticket,
+            &SlotRecord {
+                worst_micros,
+                deadline,
+                ids: (u64::from(m.ix.0) << 32) | u64::from(a.ix.0),
+                receipt_id,
+                parent_id: ask.parent_receipt,
+                at: ask.call.at.unix(),
+                shadow: false,
+            },
+        );
+    }
+
+    /// An orchestrator's call: derive its sub-mandate and open the run's ledger. A
+    /// sub-mandate that would widen its parent denies the call before it runs.
+    fn open_run<'e>(
+        &'e self,
+        ask: &Ask<'_>,
+        mut reservation: Reservation<'e>,
+        wc: crate::admission::WorstCase,
+    ) -> Admission<'e> {
+        match Run::open(self, ask.snapshot, ask.mandate, ask.agent, wc.sub_budget) {
+            Ok(run) => {
+                reservation.attach_run(run);
+                Admission::Allowed(reservation)
+            }
+            Err(refused) => {
+                // Never handed out: the call did not run, so its charge goes back.
+                reservation.release_quietly();
+                let code = match refused {
+                    reservation::RunRefused::Widens => Code::SubMandateWidens,
+                    reservation::RunRefused::Engine => Code::InternalError,
+                };
+                self.deny(ask, CodeSet::EMPTY.with(code), wc.worst)
+            }
+        }
     }
 
     fn deny<'e>(&'e self, ask: &Ask<'_>, codes: CodeSet, worst: Amount) -> Admission<'e> {

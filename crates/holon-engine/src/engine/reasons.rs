@@ -6,7 +6,7 @@
 use super::judge::{CallFacts, Spent};
 use super::snapshot::{CompiledAgent, CompiledMandate};
 use crate::admission::explain::{self, Documents, Figures};
-use crate::admission::{CallContext, Code, CodeSet, Reason};
+use crate::admission::{Code, CodeSet, Reason};
 use crate::money::Amount;
 
 /// The sentences for `codes` of a call judged on `mandate` and `agent`, quoting the spend
@@ -20,14 +20,7 @@ pub(super) fn reasons_for(
     docs: &Documents<'_>,
 ) -> Vec<Reason> {
     let fit = super::snapshot::fit_codes(mandate, agent, facts.by_capability);
-    let ctx = CallContext {
-        at: facts.at,
-        max_cost: facts.max_cost,
-        spent_total: spent.total,
-        spent_today: spent.today,
-        by_capability: facts.by_capability,
-        delegated: facts.sub_call.is_some(),
-    };
+    let ctx = facts.context(spent.total, spent.today);
     let mut reasons = explain::reasons(codes, docs, &ctx, Figures { worst, own_ceiling: fit.own_ceiling });
     if let Some(why) = &mandate.chain_error {
         for r in reasons.iter_mut().filter(|r| r.code == Code::SubMandateChainBroken) {

@@ -89,13 +89,7 @@ impl<'e> Reservation<'e> {
             mandate: &run.mandate,
             agent: callee,
             snapshot: &snap,
-            call: super::judge::CallFacts {
-                at: call.at,
-                max_cost,
-                by_capability: call.capability.is_some(),
-                approved: false,
-                sub_call: Some(extra),
-            },
+            call: super::judge::CallFacts::of_sub_call(call, max_cost, extra),
             parent_receipt: self.held.receipt_id,
         })
     }
