@@ -72,9 +72,6 @@ pub(crate) struct Book {
     /// reconciled, which counted its whole remainder, so that much of what the node settles
     /// next must not be flushed again.
     prepaid_micros: u64,
-    /// Allowance the ledger held when the book began, backed by no lease of this book (see
-    /// [`Book::starting_at`]).
-    inherited_micros: u64,
     /// Withdrawn from the ledger's allowance and not yet given back to the store.
     give_back: Vec<Owed>,
     /// The id of the next give-back recorded.
@@ -119,11 +116,13 @@ pub(crate) struct Committed {
 impl Book {
     /// A book for a ledger that has settled `settled_micros` already (not this node's to
     /// flush).
+    ///
     /// `inherited_micros`: the allowance the ledger already holds that no lease of this book
-    /// backs (a node ran on this engine before: its leases were reconciled, counted as
-    /// spent, at this node's start).
+    /// backs (a node ran on this engine before; its leases are counted as spent by a
+    /// reconcile, at this node's start or at their expiry). It is prepaid, as a lease
+    /// reconciled under a live node is: what calls settle from it is not flushed again.
     pub(crate) fn starting_at(settled_micros: u64, inherited_micros: u64) -> Self {
-        Book { settled_seen_micros: settled_micros, inherited_micros, ..Book::default() }
+        Book { settled_seen_micros: settled_micros, prepaid_micros: inherited_micros, ..Book::default() }
     }
 
     /// Records a lease the store granted (and the ledger's allowance took in).
@@ -184,12 +183,11 @@ impl Book {
         self.prepaid_micros
     }
 
-    /// What this node may let its calls use: its open leases' outstanding amounts, what
-    /// reconciled leases prepaid (counted as spent by the store, not yet settled here), and
-    /// what the ledger held when the book began.
+    /// What this node may let its calls use: its open leases' outstanding amounts, and what
+    /// reconciled leases (its own, or a predecessor's on this engine) prepaid: counted as
+    /// spent by the store, not yet settled here.
     pub(crate) fn holds_micros(&self) -> u64 {
-        let booked = checked_sum(self.outstanding_micros(), self.prepaid_micros, "holding");
-        checked_sum(booked, self.inherited_micros, "holding")
+        checked_sum(self.outstanding_micros(), self.prepaid_micros, "holding")
     }
 
     /// Whether a flush has anything to do for this mandate (`settled_now` from the

@@ -207,8 +207,8 @@ impl Runner {
 
     /// The node's invariant after each pass, on in release (a few loads per mandate, next to
     /// a pass's store round trips): the allowance a ledger may still hand to calls is never
-    /// more than what the node's book holds (its leases, reconciled leases' prepaid part,
-    /// and what the ledger held when the book began). An allowance granted to the ledger
+    /// more than what the node's book holds (its leases, and the prepaid part of leases
+    /// reconciled under it or of a predecessor's on this engine). An allowance granted to the ledger
     /// that the book did not record would let calls spend what the store never granted;
     /// the step stops (the thread ends, the node reports it) instead of admitting it.
     /// Why a true book never trips it: the allowance granted changes only on this thread,
@@ -510,7 +510,9 @@ impl Runner {
 /// A book for a ledger the node starts to follow. What the engine settled before is not
 /// this node's to flush (a second node on one engine would flush it twice); what the
 /// ledger was granted before and has not settled (a node ran on this engine before, and
-/// calls may still hold it) is inherited: no lease of this book backs it.
+/// calls may still hold it) is inherited as prepaid: the predecessor's leases are counted
+/// as spent (reconciled at this node's start, or at their expiry), so what calls settle
+/// from it must not be flushed again against this node's leases.
 fn new_book(ledger: &Ledger) -> Book {
     let settled = ledger.settled_micros();
     // Never below: settled is inside what was granted. Read in this order, a settle in

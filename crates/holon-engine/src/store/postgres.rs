@@ -144,7 +144,8 @@ fn first_connection(config: &postgres::Config) -> Result<postgres::Client, Store
 }
 
 /// One step's row I/O, inside the step's transaction: a row the step writes is read with
-/// `FOR UPDATE`, mandates first and in the order of their ids, then a day, then a lease.
+/// `FOR UPDATE`, mandates first and in the order of their ids; a day or lease row only under
+/// its mandate's lock.
 struct Tx<'a, 'b>(&'a mut Transaction<'b>);
 
 impl RowTx for Tx<'_, '_> {
