@@ -97,7 +97,7 @@ impl Reservation<'_> {
         let (Some(run), Some(callee)) = (self.run(), snap.agent(call.agent)) else {
             return without_documents(denial.codes);
         };
-        let facts = CallFacts::of_sub_call(call, max_cost, CodeSet::EMPTY);
+        let facts = call.facts(max_cost, CodeSet::EMPTY);
         let docs = documents(&run.mandate, callee, snap, Some(&run.orchestrator));
         reasons_for(&run.mandate, callee, &facts, (denial.codes, denial.worst_case, denial.spent), &docs)
     }

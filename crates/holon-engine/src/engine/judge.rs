@@ -21,9 +21,9 @@ use crate::manifest::Manifest;
 use crate::money::Amount;
 use crate::time::Timestamp;
 
-/// What one call brings besides its mandate and agent, as the engine judges it. The one
-/// place the engine's three call types meet: a gateway's [`Call`](super::Call) (by index,
-/// as it asks) and a sub-call become these facts, and these facts with a spend become the
+/// What one call brings besides its mandate and agent, as the engine judges it. Where the
+/// engine's three call types meet: a gateway's [`Call`](super::Call) (by index, as it asks)
+/// and a sub-call (`SubCall::facts`) become these facts, and these facts with a spend become the
 /// documents-level [`CallContext`] the explanations and the reference rules read (which
 /// carries spend figures instead of a ledger, and no approval or run codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,18 +48,6 @@ impl CallFacts {
     #[inline]
     pub(crate) fn of_call(call: &super::Call, approved: bool) -> Self {
         CallFacts { at: call.at, max_cost: call.max_cost, by_capability: call.by_capability, approved, sub_call: None }
-    }
-
-    /// A sub-call of a delegated run, with the run's own codes for it (`run_codes`).
-    #[inline]
-    pub(crate) fn of_sub_call(call: &super::SubCall<'_>, max_cost: Option<Amount>, run_codes: CodeSet) -> Self {
-        CallFacts {
-            at: call.at,
-            max_cost,
-            by_capability: call.capability.is_some(),
-            approved: false,
-            sub_call: Some(run_codes),
-        }
     }
 
     /// The call as the documents-level rules know it: its terms from `ctx` (a caller's

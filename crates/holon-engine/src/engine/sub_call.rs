@@ -20,6 +20,20 @@ pub struct SubCall<'a> {
     pub at: Timestamp,
 }
 
+impl SubCall<'_> {
+    /// The sub-call as the engine judges it: with the run's own codes for it (`run_codes`).
+    #[inline]
+    pub(crate) fn facts(&self, max_cost: Option<Amount>, run_codes: CodeSet) -> super::judge::CallFacts {
+        super::judge::CallFacts {
+            at: self.at,
+            max_cost,
+            by_capability: self.capability.is_some(),
+            approved: false,
+            sub_call: Some(run_codes),
+        }
+    }
+}
+
 impl<'e> Reservation<'e> {
     /// Admits one sub-call of this orchestrator's delegated run against the run's ledger.
     /// A reservation without a run denies every sub-call (`call_not_declared`).
@@ -89,7 +103,7 @@ impl<'e> Reservation<'e> {
             mandate: &run.mandate,
             agent: callee,
             snapshot: &snap,
-            call: super::judge::CallFacts::of_sub_call(call, max_cost, extra),
+            call: call.facts(max_cost, extra),
             parent_receipt: self.held.receipt_id,
         })
     }
