@@ -63,8 +63,17 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// A client error as the store's error, with the server's own words: the client's
+/// `Display` says only "db error" for an error the server reported, which told an operator
+/// (and a failed test) nothing.
 fn unavailable(e: postgres::Error) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+    match e.as_db_error() {
+        Some(db) => StoreError::Unavailable(format!("{e}: {} (SQLSTATE {})", db.message(), db.code().code())),
+        None => match std::error::Error::source(&e) {
+            Some(cause) => StoreError::Unavailable(format!("{e}: {cause}")),
+            None => StoreError::Unavailable(e.to_string()),
+        },
+    }
 }
 
 impl PostgresStore {
