@@ -145,10 +145,6 @@ impl RowTx for Tx<'_> {
         Ok(id)
     }
 
-    fn lock_mandates_of(&mut self, _ids: &[u64]) -> Result<(), StoreError> {
-        Ok(()) // the store's one lock is held for the whole step
-    }
-
     fn load_lease(&mut self, id: u64) -> Result<(MandateRow, LeaseRow), StoreError> {
         let lease = self.leases.get(&id).or_else(|| self.rows.leases.get(&id)).or_else(|| self.rows.closed.get(&id));
         let lease = lease.cloned().ok_or(StoreError::UnknownLease(id))?;
@@ -160,17 +156,11 @@ impl RowTx for Tx<'_> {
         Ok(())
     }
 
-    fn open_lease_ids(
-        &mut self,
-        node: &str,
-        expired_by_unix: Option<i64>,
-        among: Option<&[u64]>,
-    ) -> Result<Vec<u64>, StoreError> {
+    fn open_lease_ids(&mut self, node: &str, expired_by_unix: Option<i64>) -> Result<Vec<u64>, StoreError> {
         let mut ids: Vec<u64> = self
             .leases()
             .filter(|l| l.node == node && l.state == LeaseState::Open)
             .filter(|l| expired_by_unix.is_none_or(|at| l.expires_unix <= at))
-            .filter(|l| among.is_none_or(|ids| ids.contains(&l.id)))
             .map(|l| l.id)
             .collect();
         ids.sort_unstable();

@@ -314,29 +314,36 @@ impl RowTx for Tx<'_, '_> {
         Ok(())
     }
 
-    fn open_lease_ids(
-        &mut self,
-        node: &str,
-        expired_by_unix: Option<i64>,
-        among: Option<&[u64]>,
-    ) -> Result<Vec<u64>, StoreError> {
+    fn open_lease_ids(&mut self, node: &str, expired_by_unix: Option<i64>) -> Result<Vec<u64>, StoreError> {
         let (expired_only, by) = (expired_by_unix.is_some(), expired_by_unix.unwrap_or(0));
-        let rows = match among {
-            None => self.0.query(
+        let rows = self
+            .0
+            .query(
                 "SELECT id FROM holon_leases WHERE node = $1 AND state = 'open' AND (NOT $2 OR expires <= $3)
                  ORDER BY id",
                 &[&node, &expired_only, &by],
-            ),
-            Some(among) => {
-                let among = among.iter().map(|id| int(*id)).collect::<Result<Vec<_>, _>>()?;
-                self.0.query(
-                    "SELECT id FROM holon_leases WHERE id = ANY($1) AND node = $2 AND state = 'open'
-                     AND (NOT $3 OR expires <= $4) ORDER BY id FOR UPDATE",
-                    &[&among, &node, &expired_only, &by],
-                )
-            }
-        };
-        rows.map_err(unavailable)?.iter().map(|r| uint(r.get(0))).collect()
+            )
+            .map_err(unavailable)?;
+        rows.iter().map(|r| uint(r.get(0))).collect()
+    }
+
+    fn still_open_lease_ids(
+        &mut self,
+        ids: &[u64],
+        node: &str,
+        expired_by_unix: Option<i64>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let (expired_only, by) = (expired_by_unix.is_some(), expired_by_unix.unwrap_or(0));
+        let ids = ids.iter().map(|id| int(*id)).collect::<Result<Vec<_>, _>>()?;
+        let rows = self
+            .0
+            .query(
+                "SELECT id FROM holon_leases WHERE id = ANY($1) AND node = $2 AND state = 'open'
+                 AND (NOT $3 OR expires <= $4) ORDER BY id FOR UPDATE",
+                &[&ids, &node, &expired_only, &by],
+            )
+            .map_err(unavailable)?;
+        rows.iter().map(|r| uint(r.get(0))).collect()
     }
 }
 

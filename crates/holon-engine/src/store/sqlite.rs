@@ -268,10 +268,6 @@ impl RowTx for Tx<'_, '_> {
         uint(self.0.last_insert_rowid())
     }
 
-    fn lock_mandates_of(&mut self, _ids: &[u64]) -> Result<(), StoreError> {
-        Ok(()) // the file's write lock is held for the whole step
-    }
-
     fn load_lease(&mut self, id: u64) -> Result<(MandateRow, LeaseRow), StoreError> {
         let found = self
             .0
@@ -301,12 +297,7 @@ impl RowTx for Tx<'_, '_> {
         Ok(())
     }
 
-    fn open_lease_ids(
-        &mut self,
-        node: &str,
-        expired_by_unix: Option<i64>,
-        among: Option<&[u64]>,
-    ) -> Result<Vec<u64>, StoreError> {
+    fn open_lease_ids(&mut self, node: &str, expired_by_unix: Option<i64>) -> Result<Vec<u64>, StoreError> {
         let mut stmt = self
             .0
             .prepare(
@@ -319,8 +310,7 @@ impl RowTx for Tx<'_, '_> {
             .map_err(unavailable)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(unavailable)?;
-        let ids = ids.into_iter().map(uint).collect::<Result<Vec<_>, _>>()?;
-        Ok(ids.into_iter().filter(|id| among.is_none_or(|a| a.contains(id))).collect())
+        ids.into_iter().map(uint).collect()
     }
 }
 

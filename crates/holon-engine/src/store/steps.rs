@@ -52,22 +52,31 @@ pub(crate) trait RowTx {
     /// Writes a new open lease; returns its id.
     fn insert_lease(&mut self, lease: &NewLease<'_>) -> Result<u64, StoreError>;
     /// Locks the mandate rows the leases `ids` draw on, in the order of the mandates' ids,
-    /// before any other row of the step (nothing to do for a backend with one lock).
-    fn lock_mandates_of(&mut self, ids: &[u64]) -> Result<(), StoreError>;
+    /// before any other row of the step. Nothing to do for a backend whose one lock is held
+    /// for the whole step.
+    fn lock_mandates_of(&mut self, _ids: &[u64]) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// A lease (closed and reconciled ones too) with its mandate's row, the mandate read
     /// first; [`StoreError::UnknownLease`] when there is none.
     fn load_lease(&mut self, id: u64) -> Result<(MandateRow, LeaseRow), StoreError>;
     /// Writes a lease's figures, expiry and state back.
     fn save_lease(&mut self, lease: &LeaseRow) -> Result<(), StoreError>;
     /// The ids of `node`'s open leases, in order, only those expired by `expired_by_unix`
-    /// when given, and only among `among` when given (read again under the mandates'
-    /// locks: a lease a flush renewed or closed meanwhile is no longer one of them).
-    fn open_lease_ids(
+    /// when given.
+    fn open_lease_ids(&mut self, node: &str, expired_by_unix: Option<i64>) -> Result<Vec<u64>, StoreError>;
+    /// Those of `ids` that are still `node`'s open leases (expired by `expired_by_unix`
+    /// when given), read again and locked once the step holds their mandates' locks: a
+    /// lease a flush renewed or closed meanwhile is no longer one of them. A backend whose
+    /// one lock is held for the whole step has `ids` unchanged.
+    fn still_open_lease_ids(
         &mut self,
-        node: &str,
-        expired_by_unix: Option<i64>,
-        among: Option<&[u64]>,
-    ) -> Result<Vec<u64>, StoreError>;
+        ids: &[u64],
+        _node: &str,
+        _expired_by_unix: Option<i64>,
+    ) -> Result<Vec<u64>, StoreError> {
+        Ok(ids.to_vec())
+    }
 }
 
 /// Sets a mandate's limits as a publish (`raise`: an operator's command) leaves them
@@ -143,9 +152,9 @@ pub(crate) fn reconcile(
     rule: ReconcileRule<'_>,
 ) -> Result<Reconciled, StoreError> {
     let expired_by = expired_only.then_some(now_unix);
-    let ids = tx.open_lease_ids(node, expired_by, None)?;
+    let ids = tx.open_lease_ids(node, expired_by)?;
     tx.lock_mandates_of(&ids)?;
-    let ids = tx.open_lease_ids(node, expired_by, Some(&ids))?;
+    let ids = tx.still_open_lease_ids(&ids, node, expired_by)?;
     let mut done = Reconciled::default();
     for id in ids {
         let (counted, lease) = apply(tx, id, rule)?;
