@@ -270,26 +270,6 @@ impl Book {
             let Some(pos) = self.leases.iter().position(|l| l.id == entry.lease) else { continue };
             let state = outcomes.iter().find(|o| o.lease == entry.lease).map_or(LeaseState::Open, |o| o.state);
             let Some(held) = self.leases.get_mut(pos) else { continue };
-            if state == LeaseState::Reconciled {
-                // The store counted the lease's whole remainder as spent and applied
-                // nothing of this entry: what this entry settled is inside that count, and
-                // so is whatever the node settles next from it. (A give-back in the entry
-                // is lost to the budget: the store counted it as spent.)
-                let before = held.outstanding_micros;
-                let planned = entry.settle_micros + entry.give_back_micros;
-                assert!(
-                    planned <= before,
-                    "lease {}: the plan settles {} and gives back {} micro-units but the lease holds {before}: a plan never takes more than a lease holds",
-                    entry.lease,
-                    entry.settle_micros,
-                    entry.give_back_micros
-                );
-                let covered = before - planned;
-                self.prepaid_micros = checked_sum(self.prepaid_micros, covered, "prepaid");
-                done.reconciled_micros = checked_sum(done.reconciled_micros, before, "reconciled");
-                self.leases.remove(pos);
-                continue;
-            }
             // On in release: a book that disagrees with the store stops the node's step
             // (its thread ends, the engine admits no more than its leases hold, and the
             // node reports it) rather than being clamped into agreement.
@@ -302,6 +282,17 @@ impl Book {
                 entry.give_back_micros,
                 held.outstanding_micros
             );
+            if state == LeaseState::Reconciled {
+                // The store counted the lease's whole remainder as spent and applied
+                // nothing of this entry: what this entry settled is inside that count, and
+                // so is whatever the node settles next from it. (A give-back in the entry
+                // is lost to the budget: the store counted it as spent.)
+                let before = held.outstanding_micros;
+                self.prepaid_micros = checked_sum(self.prepaid_micros, before - taken, "prepaid");
+                done.reconciled_micros = checked_sum(done.reconciled_micros, before, "reconciled");
+                self.leases.remove(pos);
+                continue;
+            }
             held.outstanding_micros -= taken;
             done.settled_micros += entry.settle_micros;
             done.given_back_micros += entry.give_back_micros;
