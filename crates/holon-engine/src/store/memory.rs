@@ -51,7 +51,8 @@ impl<'r> Tx<'r> {
         }
     }
 
-    /// Every open or reconciled lease as the step sees it (closed ones live apart).
+    /// Every lease as the step sees it, except those stored closed (apart, in
+    /// `rows.closed`); a lease the step closed stays here until the commit moves it.
     fn leases(&self) -> impl Iterator<Item = &LeaseRow> {
         let stored = self.rows.leases.values().filter(|l| !self.leases.contains_key(&l.id));
         self.leases.values().chain(stored)
