@@ -63,6 +63,24 @@ fn internals_only(file: &syn::File) -> bool {
     })
 }
 
+/// The modules a file declares `#[doc(hidden)] pub mod name;` (their items live in files of
+/// their own, so the mark must reach them from here): holon's support code for its binary
+/// and tests, public to them and not promised to a gateway.
+fn hidden_file_modules(module: &str, items: &[syn::Item]) -> Vec<String> {
+    let mut out = Vec::new();
+    for item in items {
+        if let syn::Item::Mod(m) = item {
+            let inner = format!("{module}::{}", m.ident);
+            if m.content.is_none() && is_pub(&m.vis) && is_hidden(&m.attrs) {
+                out.push(inner);
+            } else if let Some((_, items)) = &m.content {
+                out.extend(hidden_file_modules(&inner, items));
+            }
+        }
+    }
+    out
+}
+
 fn is_pub(vis: &syn::Visibility) -> bool {
     matches!(vis, syn::Visibility::Public(_))
 }
@@ -248,7 +266,8 @@ fn public_api() -> String {
             files.push((module_of(&krate, &relative), file));
         }
     }
-    let internal: Vec<String> = files.iter().filter(|(_, f)| internals_only(f)).map(|(m, _)| m.clone()).collect();
+    let mut internal: Vec<String> = files.iter().filter(|(_, f)| internals_only(f)).map(|(m, _)| m.clone()).collect();
+    internal.extend(files.iter().flat_map(|(m, f)| hidden_file_modules(m, &f.items)));
     let mut lines = BTreeSet::new();
     for (module, file) in &files {
         let hidden = internal.iter().any(|m| module == m || module.starts_with(&format!("{m}::")));
@@ -305,6 +324,12 @@ fn the_reader_sees_public_items_and_their_signatures_only() {
     assert_eq!(
         read("#[doc(hidden)] pub mod internals { pub use super::A; }"),
         ["hidden k: mod internals", "hidden k::internals: use super::A"]
+    );
+    let hidden_files = |src: &str| hidden_file_modules("k", &syn::parse_file(src).unwrap().items);
+    assert_eq!(
+        hidden_files("#[doc(hidden)] pub mod files; pub mod doc; pub mod engine { #[doc(hidden)] pub mod synthetic; }"),
+        ["k::files", "k::engine::synthetic"],
+        "a hidden module declared here, whose items live in a file of its own"
     );
     assert_eq!(read("impl std::fmt::Display for A {}"), ["k: impl std::fmt::Display for A"]);
     assert!(read("struct P; impl std::fmt::Display for P {}").is_empty(), "an impl for a private type");

@@ -2,8 +2,9 @@
 //! 1 to 5 but `sync`), a crate of their own so that the compiler holds them below the
 //! decisions: nothing here can name an admission rule, a ledger or a store.
 //!
-//! - values: [`money`] (exact amounts), [`pattern`] (names and their patterns), [`time`],
-//!   [`hex`], [`files`] (bounded, regular-file reads and atomic writes);
+//! - values: [`money`] (exact amounts), [`pattern`] (names and their patterns), [`time`];
+//!   `hex` and `files` (bounded, regular-file reads and atomic writes), support for holon's
+//!   own crates and binary, not promised to a gateway;
 //! - [`doc`]: YAML under limits, the document kinds and their schemas;
 //! - [`sign`]: the signature primitives the documents carry (public to the engine crate's
 //!   `trust`, which a gateway sees as `holon::trust::{canonical, keys, signature}`);
@@ -14,7 +15,11 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 pub mod doc;
+// Support for holon's own crates, binary and tests (public to them, not promised to a
+// gateway: tests/public_api.txt lists them as `hidden`).
+#[doc(hidden)]
 pub mod files;
+#[doc(hidden)]
 pub mod hex;
 pub mod mandate;
 pub mod manifest;

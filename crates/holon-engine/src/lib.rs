@@ -26,7 +26,9 @@ pub mod delegation;
 pub mod documents;
 pub mod engine;
 pub mod lookup;
+// The load test's recorder, for holon's binary: not promised to a gateway.
 #[cfg(feature = "records")]
+#[doc(hidden)]
 pub mod measure;
 pub mod node;
 pub mod settlement;

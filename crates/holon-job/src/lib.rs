@@ -8,9 +8,9 @@
 //! - [`mandate`]: the document, its evidence, and the compiled [`mandate::Checker`];
 //! - [`state`]: the state directory (atomic writes, a lock), versions, approvals,
 //!   drift, write budgets, and the fail-closed decision;
-//! - [`lines`]: bounded line reading (the observation log, `observe`'s input);
-//! - [`redact`]: secrets masked before anything is shown or stored;
-//! - [`leash`]: the Leash Line status view;
+//! - `lines`, `redact`, `leash` (support for holon's command line, not promised): bounded
+//!   line reading (the observation log, `observe`'s input); secrets masked before anything
+//!   is shown or stored; the Leash Line status view;
 //! - [`sandbox`]: the kernel sandbox of `holon job exec` (Landlock) compiled from the
 //!   approved mandate.
 //!
@@ -24,10 +24,15 @@
 use holon_documents::{doc, files, hex, time};
 
 pub mod call;
+// The command line's views and input reading (`leash`, `lines`, `redact`): public to
+// holon's binary and tests, not promised to a gateway.
+#[doc(hidden)]
 pub mod leash;
+#[doc(hidden)]
 pub mod lines;
 pub mod mandate;
 pub mod propose;
+#[doc(hidden)]
 pub mod redact;
 pub mod sandbox;
 pub mod shell;

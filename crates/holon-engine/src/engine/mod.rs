@@ -54,6 +54,8 @@ mod snapshot;
 pub mod spend;
 mod sub_call;
 mod symbols;
+// Generated networks for the load test and the benches: not promised to a gateway.
+#[doc(hidden)]
 pub mod synthetic;
 
 /// The engine's inside, for the node (in this crate) and, under the `internals` feature,

@@ -15,9 +15,13 @@ use serde::{Deserialize, Serialize};
 
 use super::mandate::JobMandate;
 
+// The steps of `holon job exec` (the binary and its helper use them; not promised).
+#[doc(hidden)]
 pub mod handoff;
 pub mod kernel;
+#[doc(hidden)]
 pub mod reap;
+#[doc(hidden)]
 pub mod temp;
 
 /// Directories outside the workdir a command may read and run programs from, when the
