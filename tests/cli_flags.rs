@@ -239,3 +239,42 @@ fn the_examples_in_the_help_run_as_documented() {
     }
     assert!(ran >= 8, "only {ran} examples ran");
 }
+
+/// `--store` and `--node` are checked by the library's one rule (`store::kind_of`,
+/// `node::check_node_name`) as clap parses them, in every command that takes them, before
+/// anything runs: `demo --store foo` used to print the whole worked example first.
+#[test]
+fn every_store_and_node_flag_is_checked_before_anything_runs() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["demo", "--store", "foo"], "is not a store URL"),
+        (&["demo", "--store", "sqlite:"], "is not a store URL"),
+        (&["demo", "--node", ""], "a node name is 1 to 128 bytes"),
+        (&["loadtest", "--store", "mysql://x/y", "--calls", "1"], "is not a store URL"),
+        (&["loadtest", "--store", "memory", "--node", "a\tb", "--calls", "1"], "no control characters"),
+        (&["serve", "--store", "file:/tmp/x"], "is not a store URL"),
+        (&["serve", "--node", &"n".repeat(129)], "a node name is 1 to 128 bytes"),
+        (&["ledger", "status", "--store", "sqlite:"], "is not a store URL"),
+        (&["ledger", "reconcile", "--store", "memory", "--node", ""], "a node name"),
+        (&["ledger", "raise", "--store", "postgres:/x", "--mandate", "m", "--total", "1"], "is not a store URL"),
+    ];
+    let mut problems = Vec::new();
+    for (args, says) in cases {
+        let (code, err, _) = holon_within(args, Duration::from_secs(120));
+        if code != Some(2) || !err.contains(says) || !err.starts_with("error: invalid value") {
+            problems.push(format!("{args:?}: exit {code:?}, expected {says:?}, stderr: {err}"));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// An error's causes are said once each: the store's error quotes its source, and the
+/// binary printed the source again after it.
+#[test]
+fn an_error_says_each_cause_once() {
+    let (code, err, _) =
+        holon_within(&["demo", "--store", "sqlite:/proc/no-such-dir/ledger.db"], Duration::from_secs(120));
+    assert_eq!(code, Some(2), "{err}");
+    let line = err.lines().find(|l| l.starts_with("holon: ")).unwrap_or_else(|| panic!("no error line in {err}"));
+    assert_eq!(line.matches("cannot be reached or used").count(), 1, "{line}");
+    assert_eq!(line.matches("unable to open database file").count(), 1, "{line}");
+}

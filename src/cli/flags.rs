@@ -1,6 +1,8 @@
 //! The value parsers of the numeric flags, each with its range (`range`): a value
 //! outside it, NaN, infinity or a non-number is refused with exit 2 and a sentence; and
-//! the parsers of the money flags (`--max-cost`, `--spent-*`, `--parent-spent`).
+//! the parsers of the money flags (`--max-cost`, `--spent-*`, `--parent-spent`); and of
+//! `--store` and `--node`, which every command that takes them checks with the library's
+//! one rule before anything runs (their defaults and help differ by command on purpose).
 
 use anyhow::Context;
 use holon::money::Amount;
@@ -21,6 +23,19 @@ pub(crate) mod range {
     /// `loadtest --sub-mandates`: sub-mandates of the hot mandate, at most.
     pub(crate) const LOADTEST_SUB_MANDATES_MAX: u64 = 16;
     pub(crate) use super::super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
+}
+
+/// `--store`: a URL the library can open (`holon::store::kind_of`, the one reading of it).
+pub(super) fn store_url(text: &str) -> Result<String, String> {
+    holon::store::kind_of(text).map(|_| text.to_owned()).map_err(|e| e.to_string())
+}
+
+/// `--node`: a name the store can keep (`holon::node::check_node_name`).
+pub(super) fn node_name(text: &str) -> Result<String, String> {
+    holon::node::check_node_name(text).map(|()| text.to_owned()).map_err(|e| match e {
+        holon::node::NodeError::BadConfig(why) => why,
+        other => other.to_string(),
+    })
 }
 
 /// A finite number of seconds within `[min, max]`.

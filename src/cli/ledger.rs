@@ -21,7 +21,7 @@ pub(super) enum LedgerCommand {
     )]
     Status {
         /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
+        #[arg(long, value_parser = super::flags::store_url)]
         store: String,
         /// Only this mandate (its id).
         #[arg(long)]
@@ -42,10 +42,10 @@ pub(super) enum LedgerCommand {
     )]
     Reconcile {
         /// The store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
+        #[arg(long, value_parser = super::flags::store_url)]
         store: String,
         /// The node whose expired leases to reconcile.
-        #[arg(long)]
+        #[arg(long, value_parser = super::flags::node_name)]
         node: String,
         /// Print {"node","counted_as_spent","leases":[{"lease","mandate","counted_as_spent"}]}.
         #[arg(long)]
@@ -60,7 +60,7 @@ pub(super) enum LedgerCommand {
     )]
     Raise {
         /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
+        #[arg(long, value_parser = super::flags::store_url)]
         store: String,
         /// The mandate (its id, as `holon ledger status` shows it); it must be in the store
         /// already: a node registers it when it first publishes it.

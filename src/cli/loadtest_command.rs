@@ -64,11 +64,11 @@ pub(super) struct LoadtestArgs {
     publish_every_ms: u64,
     /// Keep the budgets in a ledger store shared with other nodes: `memory`,
     /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (default: in this process only).
-    #[arg(long)]
+    #[arg(long, value_parser = super::flags::store_url)]
     store: Option<String>,
     /// This node's name in the store, unique among the nodes running at once
     /// (default: loadtest-PID). A restarted node counts what its name left in leases.
-    #[arg(long, requires = "store")]
+    #[arg(long, requires = "store", value_parser = super::flags::node_name)]
     node: Option<String>,
     /// Flush what calls settled to the store at least this often, 1 to 60000 ms.
     #[arg(long, default_value_t = 200, value_parser = flush_ms, requires = "store", allow_negative_numbers = true)]

@@ -89,10 +89,10 @@ enum Command {
         /// Keep the budgets in this ledger store: `memory`, `sqlite:PATH` or
         /// `postgres://USER@HOST:PORT/DB` (default: a fresh SQLite file in a temporary
         /// directory, removed at the end, so every run starts the same).
-        #[arg(long)]
+        #[arg(long, value_parser = flags::store_url)]
         store: Option<String>,
         /// This node's name in the store (default: demo-PID; the load runs add -load and -hot).
-        #[arg(long)]
+        #[arg(long, value_parser = flags::node_name)]
         node: Option<String>,
         /// A revocation list (`holon_revocations`) published with the worked example's
         /// documents: revoking alice's mandate denies every call (`mandate_revoked`).
@@ -307,10 +307,28 @@ fn exit_code(code: anyhow::Result<u8>) -> ExitCode {
             ExitCode::from(exit::BAD_INPUT)
         }
         Err(e) => {
-            errln!("holon: {e:#}");
+            errln!("holon: {}", sentence(&e));
             ExitCode::from(exit::BAD_INPUT)
         }
     }
+}
+
+/// An error and its causes as one line, `outer: cause: …`, each cause said once: a library
+/// error that quotes its source in its own message (`the store at URL: {source}`) is not
+/// followed by the same words again.
+fn sentence(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// `holon job …`: each verb over the state directory `state` (default: HOLON_STATE, else

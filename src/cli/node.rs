@@ -19,7 +19,8 @@ pub(super) struct StoreOptions {
 impl StoreOptions {
     /// The store's kind as a report names it.
     pub(super) fn kind(&self) -> &'static str {
-        holon::store::kind_of(&self.url)
+        // The URL was checked as the flag was parsed (`flags::store_url`).
+        holon::store::kind_of(&self.url).unwrap_or("unknown")
     }
 }
 

@@ -30,11 +30,11 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value = "x-holon-agent")]
     agent_header: String,
     /// The ledger store: `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`.
-    #[arg(long, default_value = "sqlite:.holon/ledger.db")]
+    #[arg(long, default_value = "sqlite:.holon/ledger.db", value_parser = super::flags::store_url)]
     store: String,
     /// This node's name in the store (keep it across restarts: a restarted node counts
     /// what it left in leases).
-    #[arg(long, default_value = "serve")]
+    #[arg(long, default_value = "serve", value_parser = super::flags::node_name)]
     node: String,
     /// The tokens file (`holon token new` writes it).
     #[arg(long, default_value = ".holon/tokens")]

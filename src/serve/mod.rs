@@ -110,7 +110,8 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     // For the process's life (see `service`): reservations are held across requests.
     let engine: &'static Arc<Engine> = Box::leak(Box::new(engine));
     let node: &'static Node = Box::leak(Box::new(node));
-    let kind = holon::store::kind_of(&options.store);
+    // The URL was checked as the flag was parsed (`cli::flags::store_url`).
+    let kind = holon::store::kind_of(&options.store).unwrap_or("unknown");
     let mut service = Service::new(
         engine,
         node,

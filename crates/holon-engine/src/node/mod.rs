@@ -62,6 +62,18 @@ pub struct NodeConfig {
     pub clock: fn() -> Timestamp,
 }
 
+/// A node's name as the store keeps it: 1 to `NODE_NAME_BYTES_MAX` bytes, no control
+/// characters. The one rule: [`NodeConfig`] checks it, and the command line checks every
+/// `--node` with it before anything runs.
+pub fn check_node_name(name: &str) -> Result<(), NodeError> {
+    if name.is_empty() || name.len() > NODE_NAME_BYTES_MAX || name.chars().any(char::is_control) {
+        return Err(NodeError::BadConfig(format!(
+            "a node name is 1 to {NODE_NAME_BYTES_MAX} bytes with no control characters"
+        )));
+    }
+    Ok(())
+}
+
 impl NodeConfig {
     pub fn new(node: &str) -> Self {
         NodeConfig { node: node.to_owned(), flush_ms: 200, lease_ttl_s: 30, poll_ms: 2, clock: Timestamp::now }
@@ -69,9 +81,7 @@ impl NodeConfig {
 
     fn check(&self) -> Result<(), NodeError> {
         let bad = |what: String| Err(NodeError::BadConfig(what));
-        if self.node.is_empty() || self.node.len() > NODE_NAME_BYTES_MAX || self.node.chars().any(char::is_control) {
-            return bad(format!("a node name is 1 to {NODE_NAME_BYTES_MAX} bytes with no control characters"));
-        }
+        check_node_name(&self.node)?;
         if !(FLUSH_MS_MIN..=FLUSH_MS_MAX).contains(&self.flush_ms) {
             return bad(format!("flush_ms {} is outside {FLUSH_MS_MIN}..={FLUSH_MS_MAX}", self.flush_ms));
         }

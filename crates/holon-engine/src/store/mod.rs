@@ -367,15 +367,18 @@ pub fn open_existing(url: &str) -> Result<Box<dyn LedgerStore>, OpenError> {
     open(url)
 }
 
-/// A store URL's kind as reports name it (`loadtest --json`, `holon serve`'s status):
-/// `memory`, `sqlite`, or `postgres` for anything else (which [`open`] judges).
-pub fn kind_of(url: &str) -> &'static str {
+/// The kind of store a URL names (`memory`, `sqlite`, `postgres`: the names reports use),
+/// or why it names none. The one reading of a store URL: [`open`] dispatches on it and the
+/// command line checks every `--store` with it before anything runs.
+pub fn kind_of(url: &str) -> Result<&'static str, OpenError> {
     if url == "memory" {
-        "memory"
-    } else if url.starts_with("sqlite:") {
-        "sqlite"
+        Ok("memory")
+    } else if url.strip_prefix("sqlite:").is_some_and(|path| !path.is_empty()) {
+        Ok("sqlite")
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok("postgres")
     } else {
-        "postgres"
+        Err(OpenError::BadUrl(url.to_owned()))
     }
 }
 
@@ -383,26 +386,20 @@ pub fn kind_of(url: &str) -> &'static str {
 /// (`postgresql://…`).
 pub fn open(url: &str) -> Result<Box<dyn LedgerStore>, OpenError> {
     let wrap = |source| OpenError::Store { url: url.to_owned(), source };
-    if url == "memory" {
-        return Ok(Box::new(MemoryStore::new()));
-    }
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        if path.is_empty() {
-            return Err(OpenError::BadUrl(url.to_owned()));
-        }
+    match kind_of(url)? {
+        "memory" => Ok(Box::new(MemoryStore::new())),
         #[cfg(feature = "sqlite")]
-        return sqlite::SqliteStore::open(std::path::Path::new(path))
-            .map(|s| Box::new(s) as Box<dyn LedgerStore>)
-            .map_err(wrap);
-        #[cfg(not(feature = "sqlite"))]
-        return Err(OpenError::NotBuilt { feature: "sqlite" });
-    }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        "sqlite" => {
+            let path = url.strip_prefix("sqlite:").unwrap_or_default();
+            sqlite::SqliteStore::open(std::path::Path::new(path))
+                .map(|s| Box::new(s) as Box<dyn LedgerStore>)
+                .map_err(wrap)
+        }
         #[cfg(feature = "postgres")]
-        return postgres::PostgresStore::connect(url).map(|s| Box::new(s) as Box<dyn LedgerStore>).map_err(wrap);
-        #[cfg(not(feature = "postgres"))]
-        return Err(OpenError::NotBuilt { feature: "postgres" });
+        "postgres" => postgres::PostgresStore::connect(url).map(|s| Box::new(s) as Box<dyn LedgerStore>).map_err(wrap),
+        feature => {
+            let _ = wrap;
+            Err(OpenError::NotBuilt { feature })
+        }
     }
-    let _ = wrap;
-    Err(OpenError::BadUrl(url.to_owned()))
 }
