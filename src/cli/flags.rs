@@ -155,15 +155,13 @@ pub(super) fn flush_ms(text: &str) -> Result<u64, String> {
     count(text, holon::node::FLUSH_MS_MIN, holon::node::FLUSH_MS_MAX)
 }
 
-/// Input problems exit 2; `anyhow` carries the message to `cli::run`.
-pub(super) fn amount(flag: &str, v: &Option<String>) -> anyhow::Result<Option<Amount>> {
-    v.as_deref()
-        .map(|s| {
-            // The value in the message: `-1` was taken for a flag and got clap's tip to
-            // pass `-- -1` (which would make it an agent argument).
-            Amount::parse(s).with_context(|| format!("--{flag} {s}"))
-        })
-        .transpose()
+/// A money flag (`--max-cost`, `--spent-total`, `--spent-today`, `--total`, `--per-day`):
+/// a decimal string, read by the one reading of money (`Amount::parse`) as clap parses it,
+/// so a typo is refused with exit 2 before anything is opened or written. Each such flag
+/// takes values that start with `-` (`allow_negative_numbers`), so that `-1` is refused as
+/// an amount rather than taken for a flag.
+pub(super) fn money(text: &str) -> Result<Amount, String> {
+    Amount::parse(text).map_err(|e| e.to_string())
 }
 
 /// `--parent-spent ID=TOTAL[,TODAY]` values.

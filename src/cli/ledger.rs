@@ -2,7 +2,6 @@
 //! a gone node's expired leases as spent, and the operator's command that sets a mandate's
 //! limits in the store (docs/store.md).
 
-use anyhow::Context;
 use holon::money::Amount;
 use holon::store::{self, MandateStatus, StoreError, StoreLimits};
 use holon::time::Timestamp;
@@ -68,12 +67,18 @@ pub(super) enum LedgerCommand {
         mandate: String,
         /// The total the store enforces from now on: a decimal amount in the mandate's
         /// currency, like 250.00 (at most 6 decimals).
-        #[arg(long, value_name = "AMOUNT", allow_negative_numbers = true)]
-        total: String,
+        #[arg(long, value_name = "AMOUNT", value_parser = super::flags::money, allow_negative_numbers = true)]
+        total: Amount,
         /// The limit per UTC day from now on, a decimal amount; without it the store keeps
         /// the per-day limit it has.
-        #[arg(long, value_name = "AMOUNT", conflicts_with = "no_per_day", allow_negative_numbers = true)]
-        per_day: Option<String>,
+        #[arg(
+            long,
+            value_name = "AMOUNT",
+            value_parser = super::flags::money,
+            conflicts_with = "no_per_day",
+            allow_negative_numbers = true
+        )]
+        per_day: Option<Amount>,
         /// Remove the store's per-day limit (for documents that have none).
         #[arg(long)]
         no_per_day: bool,
@@ -238,7 +243,7 @@ pub(crate) fn reconcile(url: &str, node: &str, json: bool) -> anyhow::Result<u8>
 /// What `raise` does to the store's per-day limit.
 pub(crate) enum PerDay {
     /// `--per-day AMOUNT`, or keep the store's when `None`.
-    Set(Option<String>),
+    Set(Option<Amount>),
     /// `--no-per-day`.
     Remove,
 }
@@ -248,11 +253,11 @@ fn limits_text(limits: &StoreLimits) -> String {
     format!("total {}, per day {per_day}", money(limits.total_micros))
 }
 
-pub(crate) fn raise(url: &str, mandate: &str, total: &str, per_day: PerDay, json: bool) -> anyhow::Result<u8> {
-    // The amounts first: a typo opens nothing and writes nothing.
-    let total = Amount::parse(total).context("--total")?.micros();
+pub(crate) fn raise(url: &str, mandate: &str, total: Amount, per_day: PerDay, json: bool) -> anyhow::Result<u8> {
+    // The amounts were read as clap parsed them (`flags::money`): a typo opened nothing.
+    let total = total.micros();
     let per_day = match per_day {
-        PerDay::Set(Some(text)) => Some(Some(Amount::parse(&text).context("--per-day")?.micros())),
+        PerDay::Set(Some(amount)) => Some(Some(amount.micros())),
         PerDay::Set(None) => None,
         PerDay::Remove => Some(None),
     };

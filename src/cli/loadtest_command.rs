@@ -11,7 +11,6 @@ use super::flags::{
     loadtest_sub_mandates, loadtest_threads,
 };
 use super::node::{self, StoreOptions};
-use super::out::errln;
 use super::style::Style;
 use super::{load_report, loadtest};
 
@@ -44,8 +43,8 @@ pub(super) struct LoadtestArgs {
     hot: bool,
     /// Every mandate's total budget, a decimal amount (e.g. 1000000 to keep a hot
     /// mandate's calls allowed for the whole run and measure its throughput).
-    #[arg(long, allow_negative_numbers = true)]
-    total: Option<String>,
+    #[arg(long, value_name = "AMOUNT", value_parser = super::flags::money, allow_negative_numbers = true)]
+    total: Option<Amount>,
     /// With --hot: each thread stops once the hot mandate's budget is spent (a leaf
     /// call, the smallest, denied `total_exceeded` or `per_day_exceeded`), --duration-s
     /// bounding the run (the run waits for the event, not for a window).
@@ -87,13 +86,7 @@ pub(super) struct LoadtestArgs {
 
 /// `holon loadtest`: the run with these flags, its report printed; exit 1 on an overrun.
 pub(super) fn command(a: LoadtestArgs, style: &Style) -> anyhow::Result<u8> {
-    let total = match a.total.as_deref().map(Amount::parse).transpose() {
-        Ok(total) => total,
-        Err(e) => {
-            errln!("holon: --total: {e}");
-            return Ok(exit::BAD_INPUT);
-        }
-    };
+    let total = a.total;
     let duration = match (a.duration_s, a.calls) {
         // In range and finite (clap checked it with `loadtest_duration_s`).
         (Some(s), _) => Some(Duration::from_secs_f64(s)),

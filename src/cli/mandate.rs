@@ -15,7 +15,6 @@ use holon::scenario::{self, ReceiptNode};
 use serde_json::json;
 
 use super::exit;
-use super::flags::amount;
 use super::out::{errln, out, outln};
 use super::style::Style;
 
@@ -67,7 +66,7 @@ pub(crate) fn attenuate(
 pub(crate) fn derive(
     parent: &Path,
     agent: &Path,
-    max_cost: &Option<String>,
+    max_cost: Option<Amount>,
     json: bool,
     style: &Style,
 ) -> anyhow::Result<u8> {
@@ -89,7 +88,7 @@ pub(crate) fn derive(
     }
     // The sub-budget is the worst case's part for sub-calls (the engine's own judgement);
     // only the codes that make it unknowable stop the derivation.
-    let ctx = CallContext { max_cost: amount("max-cost", max_cost)?, ..CallContext::at(parent.valid.from) };
+    let ctx = CallContext { max_cost, ..CallContext::at(parent.valid.from) };
     let assessed = Assessor::new(&parent, &catalog)?.assess(&manifest, None, &ctx)?;
     let unknowable = [Code::MaxCostBelowPrice, Code::AmountOverflow, Code::CurrencyWithoutRate];
     let blocking: Vec<&str> =
@@ -211,8 +210,8 @@ pub(super) enum MandateCommand {
         agent: PathBuf,
         /// The caller's ceiling for the run, in the mandate's currency (default: the
         /// agent's price ceiling).
-        #[arg(long, allow_hyphen_values = true)]
-        max_cost: Option<String>,
+        #[arg(long, value_name = "AMOUNT", value_parser = super::flags::money, allow_negative_numbers = true)]
+        max_cost: Option<Amount>,
         /// Print {"derived": true, "mandate": …} (or false with the reasons) instead of YAML.
         #[arg(long)]
         json: bool,

@@ -12,10 +12,11 @@ use holon::time::Timestamp;
 use serde_json::json;
 
 use super::exit;
-use super::flags::{amount, parent_spent};
+use super::flags::parent_spent;
 use super::out::outln;
 use super::style::Style;
 use super::trust::revoked;
+use holon::money::Amount;
 
 /// `mandate check DIR MANDATE`: the agents given where the mandate goes, and the mandate
 /// among the agents; said, with the order to use.
@@ -48,14 +49,14 @@ pub(crate) struct CheckArgs {
     #[arg(required = true)]
     pub(super) agents: Vec<PathBuf>,
     /// The caller's ceiling for the call, in the mandate's currency.
-    #[arg(long, allow_hyphen_values = true)]
-    pub(super) max_cost: Option<String>,
+    #[arg(long, value_name = "AMOUNT", value_parser = super::flags::money, allow_negative_numbers = true)]
+    pub(super) max_cost: Option<Amount>,
     /// What the mandate has spent in all, a decimal amount in its currency (default 0).
-    #[arg(long, allow_hyphen_values = true)]
-    pub(super) spent_total: Option<String>,
+    #[arg(long, value_name = "AMOUNT", value_parser = super::flags::money, allow_negative_numbers = true)]
+    pub(super) spent_total: Option<Amount>,
     /// What it has spent today (UTC), a decimal amount in its currency (default 0).
-    #[arg(long, allow_hyphen_values = true)]
-    pub(super) spent_today: Option<String>,
+    #[arg(long, value_name = "AMOUNT", value_parser = super::flags::money, allow_negative_numbers = true)]
+    pub(super) spent_today: Option<Amount>,
     /// The decision time (RFC 3339); default now.
     #[arg(long)]
     pub(super) at: Option<String>,
@@ -97,11 +98,11 @@ pub(crate) fn check(args: &CheckArgs, style: &Style) -> anyhow::Result<u8> {
         Some(t) => Timestamp::parse(t).context("--at")?,
         None => Timestamp::now(),
     };
-    let spent_total = amount("spent-total", &args.spent_total)?.unwrap_or_default();
+    let spent_total = args.spent_total.unwrap_or_default();
     let ctx = CallContext {
-        max_cost: amount("max-cost", &args.max_cost)?,
+        max_cost: args.max_cost,
         spent_total,
-        spent_today: amount("spent-today", &args.spent_today)?.unwrap_or_default(),
+        spent_today: args.spent_today.unwrap_or_default(),
         ..CallContext::at(at)
     };
     let cur = mandate.budget.currency.to_string();

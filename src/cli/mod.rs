@@ -244,7 +244,7 @@ pub(crate) fn run() -> ExitCode {
         }
         Command::Ledger(ledger::LedgerCommand::Raise { store, mandate, total, per_day, no_per_day, json }) => {
             let per_day = if no_per_day { ledger::PerDay::Remove } else { ledger::PerDay::Set(per_day) };
-            ledger::raise(&store, &mandate, &total, per_day, json)
+            ledger::raise(&store, &mandate, total, per_day, json)
         }
         Command::Search { query, mandate, agents, records, at, json, revocations } => search::run(
             &search::SearchArgs {
@@ -263,7 +263,7 @@ pub(crate) fn run() -> ExitCode {
             mandate::attenuate(&parent, &child, &agents, json, &style)
         }
         Command::Mandate(mandate::MandateCommand::Derive { parent, agent, max_cost, json }) => {
-            mandate::derive(&parent, &agent, &max_cost, json, &style)
+            mandate::derive(&parent, &agent, max_cost, json, &style)
         }
         Command::Mandate(mandate::MandateCommand::Simulate {
             mandate,
