@@ -366,3 +366,22 @@ fn an_empty_run_id_names_no_run_for_every_verb() {
         .collect();
     assert_eq!(runs, ["s-7", "s-7"], "{log}");
 }
+
+/// An empty `HOLON_STATE` is unset, as an empty `HOLON_RUN` is: the state directory is then
+/// `.holon`. Before, it named the empty path (read apart from the other `HOLON_*`).
+#[test]
+fn an_empty_holon_state_is_unset() {
+    let dir = std::env::temp_dir().join(format!("holon-empty-state-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_holon"))
+        .args(["job", "status", "nightly"])
+        .current_dir(&dir)
+        .env("HOLON_STATE", "")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("in the state directory .holon "), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -21,7 +21,7 @@ use super::style::Style;
 pub(super) const OBSERVE_LINES_MAX: usize = 1_000_000;
 
 pub(super) fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
-    Ok(Job::open(&state::root(state_dir), name)?)
+    Ok(Job::open(&super::job_env::state_root(state_dir), name)?)
 }
 
 /// Opens `path` for reading only if it is a regular file: a FIFO or a device would block
@@ -213,7 +213,7 @@ pub(super) fn check(
     let run = run_of(run);
     let mut text = String::new();
     let read = std::io::stdin().take(CALL_BYTES_MAX as u64 + 1).read_to_string(&mut text);
-    let decision = match (read, Job::open(&state::root(state_dir), name)) {
+    let decision = match (read, Job::open(&super::job_env::state_root(state_dir), name)) {
         (Ok(_), Ok(job)) => job.check(&text, run.as_deref(), scope, ask),
         // Without a readable call or a valid job there is nothing to check against.
         (Err(e), _) => blocked(&format!("the call cannot be read: {e}")),

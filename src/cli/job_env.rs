@@ -1,7 +1,19 @@
 //! What the job verbs read from the environment when a flag does not say it, in one place
-//! for every verb (`observe`, `check`, `exec`, `hook`): the run and the scope.
+//! for every verb (`observe`, `check`, `exec`, `hook`, and the state directory of all of
+//! them): the run, the scope and the state directory. Nothing else reads `HOLON_*`.
+
+use std::path::PathBuf;
 
 use holon::job::state::Scope;
+
+/// The state directory: `--state DIR`, else `HOLON_STATE`, else `.holon`. An empty
+/// `HOLON_STATE` is unset, as an empty `HOLON_RUN` is (it used to name the empty path); an
+/// empty `--state` is kept and refused by the state layer, since it says a directory was
+/// meant.
+pub(super) fn state_root(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("HOLON_STATE").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".holon"))
+}
 
 /// The run a call is given (`--run`, else `HOLON_RUN`), the one rule for every verb: an
 /// empty value names no run (the call's own `run` or `session_id` then decide), whether

@@ -13,7 +13,7 @@ use holon::job::redact::printable;
 use holon::job::sandbox::handoff::{EXIT_NOT_STARTED, HELPER_NAME, Handoff};
 use holon::job::sandbox::kernel::{self, LEVEL_FULL, LEVEL_REQUIRED};
 use holon::job::sandbox::{Plan, SYSTEM_READ_DEFAULT, reap, temp};
-use holon::job::state::{self, ExecRecord, Job, Scope, UNKNOWN_RUN};
+use holon::job::state::{ExecRecord, Job, Scope, UNKNOWN_RUN};
 use serde_json::{Value, json};
 
 use super::exit;
@@ -83,7 +83,7 @@ fn scope_word(scope: Scope) -> Option<&'static str> {
 }
 
 pub(super) fn exec(state_dir: Option<PathBuf>, a: ExecArgs) -> anyhow::Result<u8> {
-    let job = Job::open(&state::root(state_dir), &a.job)?;
+    let job = Job::open(&super::job_env::state_root(state_dir), &a.job)?;
     let scope = scope_of(a.scope.clone());
     if a.explain {
         return explain(&job);
@@ -405,7 +405,7 @@ pub(super) fn system_read_of(text: &str) -> Option<String> {
 /// The PreToolUse hook: a shell call is handed on to `holon job exec` (updatedInput), any
 /// other call is checked as `holon job check` does.
 pub(super) fn hook(state_dir: Option<PathBuf>, a: HookArgs) -> anyhow::Result<u8> {
-    let root = state::root(state_dir);
+    let root = super::job_env::state_root(state_dir);
     let scope = scope_of(a.scope.clone());
     let run = run_of(a.run.clone());
     let mut text = String::new();

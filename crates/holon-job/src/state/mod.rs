@@ -225,11 +225,6 @@ impl Decision {
     }
 }
 
-/// The state directory: `--state DIR`, else `HOLON_STATE`, else `.holon`.
-pub fn root(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("HOLON_STATE").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(".holon"))
-}
-
 /// One job's state.
 #[derive(Debug, Clone)]
 pub struct Job {
