@@ -22,6 +22,20 @@ fn loadtest_json_has_the_contract_keys_and_an_honest_audit() {
     assert_eq!(v["overrun"], false);
     assert_eq!(v["mandates_audited"], 10);
     assert!(v["latency_ns"]["p50"].as_u64() <= v["latency_ns"]["p99"].as_u64());
+    // One call in 64 timed (the default), at gaps drawn at random around 64.
+    assert_eq!(v["latency_ns"]["one_in"], 64, "{out}");
+    let timed = v["latency_ns"]["timed"].as_u64().unwrap();
+    assert!((20_000 / 64 / 2..=20_000 / 64 * 2).contains(&timed), "{timed} timed of 20,000: {out}");
+}
+
+/// `--time-every 1` times every call (the old figures, the timer in each).
+#[test]
+fn loadtest_times_every_call_when_asked() {
+    let (code, out, err) = holon(&["loadtest", "--threads", "2", "--calls", "5000", "--time-every", "1", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["latency_ns"]["one_in"], 1, "{out}");
+    assert_eq!(v["latency_ns"]["timed"], 5000, "{out}");
 }
 
 #[test]

@@ -122,6 +122,7 @@ pub(crate) fn run(
                 store: None,
                 receipts: receipts.map(Path::to_path_buf),
                 receipts_append: true,
+                time_every: loadtest::TIME_EVERY_DEFAULT,
             },
         ),
         (
@@ -144,6 +145,7 @@ pub(crate) fn run(
                 store: Some(store.options("-hot")),
                 receipts: receipts.map(Path::to_path_buf),
                 receipts_append: true,
+                time_every: loadtest::TIME_EVERY_DEFAULT,
             },
         ),
     ] {

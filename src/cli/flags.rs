@@ -22,6 +22,8 @@ pub(crate) mod range {
     pub(crate) const LOADTEST_PUBLISH_EVERY_MS_MAX: u64 = 10_000;
     /// `loadtest --sub-mandates`: sub-mandates of the hot mandate, at most.
     pub(crate) const LOADTEST_SUB_MANDATES_MAX: u64 = 16;
+    /// `loadtest --time-every`: one call timed in this many, at most.
+    pub(crate) use super::super::loadtest::TIME_EVERY_MAX as LOADTEST_TIME_EVERY_MAX;
     pub(crate) use super::super::loadtest::{AGENTS_MAX, MANDATES_MAX, THREADS_MAX};
 }
 
@@ -148,6 +150,10 @@ pub(super) fn serve_idempotency_keys_max(text: &str) -> Result<u64, String> {
 pub(super) fn loadtest_publish_every_ms(text: &str) -> Result<u64, String> {
     count(text, 0, range::LOADTEST_PUBLISH_EVERY_MS_MAX)
 }
+pub(super) fn loadtest_time_every(text: &str) -> Result<u64, String> {
+    count(text, 1, range::LOADTEST_TIME_EVERY_MAX)
+}
+
 pub(super) fn loadtest_sub_mandates(text: &str) -> Result<usize, String> {
     count(text, 0, range::LOADTEST_SUB_MANDATES_MAX)
 }

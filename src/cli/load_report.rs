@@ -25,7 +25,7 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
         grouped(report.latency_ns.p50),
         grouped(report.latency_ns.p99),
         grouped(report.latency_ns.p999),
-        style.dim("(per call, admit + settle, timer included)")
+        style.dim(&timed(&report.latency_ns))
     )?;
     outln!("  mix       {}", style.dim(&report.mix))?;
     outln!(
@@ -130,6 +130,14 @@ fn grouped(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// What the latency figures are: which calls were timed, and that the timer is in them.
+fn timed(l: &super::loadtest::Latency) -> String {
+    match l.one_in {
+        1 => "(every call timed, admit + settle, the timer included)".to_owned(),
+        n => format!("(1 call in {n} timed, {} in all: admit + settle, the timer included)", grouped(l.timed)),
+    }
 }
 
 #[cfg(test)]

@@ -63,13 +63,24 @@ pub(super) struct Options {
     pub receipts: Option<std::path::PathBuf>,
     /// Append to the receipts file instead of starting it afresh (the demo's second run).
     pub receipts_append: bool,
+    /// Time one call in this many (1: every call). The timer (two clock reads and a
+    /// histogram record, 20-40 ns) would otherwise be part of every figure; throughput is
+    /// always the whole run's calls over its wall time.
+    pub time_every: u64,
 }
+
+/// `--time-every`: the default and the largest sampling interval.
+pub(crate) const TIME_EVERY_DEFAULT: u64 = 64;
+pub(crate) const TIME_EVERY_MAX: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Latency {
     pub p50: u64,
     pub p99: u64,
     pub p999: u64,
+    /// One call in this many was timed (`--time-every`), and how many were.
+    pub one_in: u64,
+    pub timed: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -134,6 +145,12 @@ pub(super) struct Report {
 
 struct Worker {
     hist: Histogram<u64>,
+    /// Calls before the next timed one: counts down (no division per call) from a gap drawn
+    /// at random with mean `time_every`, so the timed calls fall on every position of the
+    /// call mix's cycle (a fixed 64 would time only the even ones of a cycle of 10).
+    until_timed: u64,
+    /// xorshift64 state for those gaps (seeded per thread; never zero).
+    gap_seed: u64,
     decisions: [u64; 3],
     /// Denials for want of a lease, and for the budget.
     lease_pending: u64,
@@ -226,6 +243,8 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             p50: hist.value_at_quantile(0.50),
             p99: hist.value_at_quantile(0.99),
             p999: hist.value_at_quantile(0.999),
+            one_in: opts.time_every,
+            timed: hist.len(),
         },
         decisions: Decisions { allowed, held, denied, lease_pending, budget },
         sub_calls,
@@ -438,6 +457,7 @@ fn check(opts: &Options) -> anyhow::Result<()> {
         opts.threads.saturating_mul(opts.mandates) <= AUDIT_SLOTS_MAX,
         "--threads times --mandates must be at most {AUDIT_SLOTS_MAX} (each thread audits every mandate); lower one of them"
     );
+    anyhow::ensure!((1..=TIME_EVERY_MAX).contains(&opts.time_every), "--time-every must be 1 to {TIME_EVERY_MAX}");
     Ok(())
 }
 
@@ -494,6 +514,8 @@ fn work(
 ) -> Worker {
     let mut w = Worker {
         hist,
+        until_timed: 1,
+        gap_seed: 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1),
         decisions: [0; 3],
         lease_pending: 0,
         budget: 0,
@@ -528,7 +550,11 @@ fn work(
         a_cursor += 1;
         let (Some(&mandate), Some(&agent)) = (mandates.get(mi), agents.get(ai)) else { break };
         let call = Call::new(mandate, agent, at);
-        let started = Instant::now();
+        w.until_timed -= 1;
+        let started = (w.until_timed == 0).then(|| {
+            w.until_timed = next_gap(&mut w.gap_seed, opts.time_every);
+            Instant::now()
+        });
         let admission = engine.admit(&call);
         match admission {
             Admission::Allowed(r) => w.allowed(r, (mi, ai), ledgers, leaf, at),
@@ -542,7 +568,9 @@ fn work(
                 }
             }
         }
-        let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
+        if let Some(started) = started {
+            let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
+        }
         w.calls += 1;
         if w.calls.is_multiple_of(1024) {
             // Relaxed: a progress figure only.
@@ -643,4 +671,36 @@ pub(super) fn mix(allowed_only: bool, hot: bool) -> String {
         mix.push_str("; every thread on one mandate, so once its budget is claimed, the calls that would have been allowed are denied");
     }
     mix
+}
+
+/// The number of calls until the next timed one: uniform in 1..=2n-1 (mean n), exactly 1
+/// when n is 1 (every call timed). `seed` is an xorshift64 state, never zero.
+fn next_gap(seed: &mut u64, n: u64) -> u64 {
+    let mut x = *seed;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *seed = x;
+    1 + x % (2 * n - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_gap;
+
+    /// The timed calls fall on every position of the mix's cycle of 10 (a fixed gap of 64
+    /// would reach only the even ones), about one in n, and every call when n is 1.
+    #[test]
+    fn sampled_calls_reach_every_position_of_the_mix() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15 ^ 1;
+        let (mut at, mut seen, mut timed) = (0u64, [0u32; 10], 0u64);
+        while at < 1_000_000 {
+            at += next_gap(&mut seed, 64);
+            seen[(at % 10) as usize] += 1;
+            timed += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 1_000), "{seen:?}");
+        assert!((1_000_000 / 64 * 9 / 10..=1_000_000 / 64 * 11 / 10).contains(&timed), "{timed}");
+        assert!((0..100).all(|_| next_gap(&mut seed, 1) == 1));
+    }
 }

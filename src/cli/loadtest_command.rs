@@ -8,7 +8,7 @@ use holon::money::Amount;
 use super::exit;
 use super::flags::{
     flush_ms, loadtest_agents, loadtest_calls, loadtest_duration_s, loadtest_mandates, loadtest_publish_every_ms,
-    loadtest_sub_mandates, loadtest_threads,
+    loadtest_sub_mandates, loadtest_threads, loadtest_time_every,
 };
 use super::node::{self, StoreOptions};
 use super::style::Style;
@@ -82,6 +82,10 @@ pub(super) struct LoadtestArgs {
     /// reads. No receipt is dropped: the calls wait for the writer, so the run is slower.
     #[arg(long)]
     receipts: Option<std::path::PathBuf>,
+    /// Time one call in this many, 1 to 1048576 (1: every call, the timer's own cost in
+    /// every figure); throughput is always the whole run's.
+    #[arg(long, default_value_t = super::loadtest::TIME_EVERY_DEFAULT, value_parser = loadtest_time_every, allow_negative_numbers = true)]
+    time_every: u64,
 }
 
 /// `holon loadtest`: the run with these flags, its report printed; exit 1 on an overrun.
@@ -113,6 +117,7 @@ pub(super) fn command(a: LoadtestArgs, style: &Style) -> anyhow::Result<u8> {
         }),
         receipts: a.receipts,
         receipts_append: false,
+        time_every: a.time_every,
     };
     let report = loadtest::run(&opts)?;
     load_report::print(&report, a.json, style)?;
