@@ -135,8 +135,12 @@ fn grouped(n: u64) -> String {
 /// What the latency figures are: which calls were timed, and that the timer is in them.
 fn timed(l: &super::loadtest::Latency) -> String {
     match l.one_in {
-        1 => "(every call timed, admit + settle, the timer included)".to_owned(),
-        n => format!("(1 call in {n} timed, {} in all: admit + settle, the timer included)", grouped(l.timed)),
+        1 => format!("(every call timed: admit + settle, the timer's {} ns included)", l.timer_floor),
+        n => format!(
+            "(1 call in {n} timed, {} in all: admit + settle, the timer's {} ns included)",
+            grouped(l.timed),
+            l.timer_floor
+        ),
     }
 }
 

@@ -81,7 +81,14 @@ pub(super) struct Latency {
     /// One call in this many was timed (`--time-every`), and how many were.
     pub one_in: u64,
     pub timed: u64,
+    /// The timer alone, timed the same way around nothing (median of
+    /// `TIMER_FLOOR_SAMPLES`, measured before the run): the part of every figure above
+    /// that is the clock, not the engine.
+    pub timer_floor: u64,
 }
+
+/// Empty intervals timed for `Latency::timer_floor`.
+const TIMER_FLOOR_SAMPLES: usize = 10_001;
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Decisions {
@@ -188,6 +195,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let done_calls = AtomicU64::new(0);
     let publishes = AtomicU64::new(0);
     let per_thread = opts.calls.map(|c| c.div_ceil(opts.threads as u64));
+    let timer_floor = timer_floor_ns();
     let start = Instant::now();
     let hists = (0..opts.threads).map(|_| new_histogram()).collect::<Result<Vec<_>, _>>()?;
     let workers: Vec<Worker> = std::thread::scope(|s| {
@@ -245,6 +253,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
             p999: hist.value_at_quantile(0.999),
             one_in: opts.time_every,
             timed: hist.len(),
+            timer_floor,
         },
         decisions: Decisions { allowed, held, denied, lease_pending, budget },
         sub_calls,
@@ -671,6 +680,18 @@ pub(super) fn mix(allowed_only: bool, hot: bool) -> String {
         mix.push_str("; every thread on one mandate, so once its budget is claimed, the calls that would have been allowed are denied");
     }
     mix
+}
+
+/// The median of `TIMER_FLOOR_SAMPLES` empty intervals timed as a call is (ns).
+fn timer_floor_ns() -> u64 {
+    let mut samples: Vec<u64> = (0..TIMER_FLOOR_SAMPLES)
+        .map(|_| {
+            let started = Instant::now();
+            u64::try_from(std::hint::black_box(started).elapsed().as_nanos()).unwrap_or(u64::MAX)
+        })
+        .collect();
+    samples.sort_unstable();
+    samples.get(TIMER_FLOOR_SAMPLES / 2).copied().unwrap_or(0)
 }
 
 /// The number of calls until the next timed one: uniform in 1..=2n-1 (mean n), exactly 1
