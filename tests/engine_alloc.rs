@@ -2,7 +2,7 @@
 //! path allocate nothing: a counting global allocator proves it.
 #![allow(unsafe_code)] // a counting global allocator is an `unsafe impl GlobalAlloc`
 
-use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, synthetic};
+use holon::engine::{Admission, BatchSink, Call, ChannelSink, Engine, EngineConfig, synthetic};
 use holon::money::Amount;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -83,4 +83,28 @@ fn allowed_and_denied_paths_do_not_allocate() {
     assert_eq!(verdict, holon::admission::Verdict::Held);
     assert!(n > 0, "the counting allocator counts");
     assert_eq!(rx.try_iter().count(), 2001, "every decision handed a receipt to the sink");
+
+    // The batch sink: its batches are allocated up front and recycled, so handing over a
+    // full one (every 64 receipts here) allocates nothing either.
+    let (sink, rx) = BatchSink::new(1 << 16);
+    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    engine.publish(&net.input).unwrap();
+    let leaf = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a1").unwrap(), net.at);
+    for _ in 0..100 {
+        if let Admission::Allowed(r) = engine.admit(&leaf) {
+            r.settle(Amount::from_micros(1), net.at).unwrap();
+        }
+    }
+    rx.try_iter().count();
+    let (allowed, n) = count(|| {
+        (0..1000)
+            .filter(|_| match engine.admit(&leaf) {
+                Admission::Allowed(r) => r.settle(Amount::from_micros(1), net.at).is_ok(),
+                _ => false,
+            })
+            .count()
+    });
+    assert_eq!(allowed, 1000);
+    assert_eq!(n, 0, "the allowed path with the batch sink allocated {n} times in 1000 calls");
+    assert_eq!(rx.try_iter().count(), 1000, "every call's receipt reached the receiving end");
 }

@@ -3,27 +3,38 @@
 //! The gate runs it under callgrind with `N = 0` and with `N = 20000`; the difference
 //! divided by 20000 is the instructions of one admit+settle, independent of machine load.
 //!
-//! With a second argument `sub`, the call is under a depth-2 sub-mandate (`m0/s1/s2`:
-//! reserved on three ledgers), for docs/PERFORMANCE.md's figure (the gate counts the root).
+//! With a further argument `sub`, the call is under a depth-2 sub-mandate (`m0/s1/s2`:
+//! reserved on three ledgers); with `batch`, receipts go to the batch sink
+//! (`receipt::BatchSink`) instead: docs/PERFORMANCE.md's figures (the gate counts the root
+//! with the channel sink).
 //!
 //! `cargo build --release -p holon-bench-gate --bin icount && ./target/release/icount 20000`
 
 use std::sync::Arc;
 
-use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, synthetic};
+use holon::engine::{Admission, BatchSink, Call, ChannelSink, Engine, EngineConfig, ReceiptSink, synthetic};
 use holon::money::Amount;
 
 const WARM_UP: u64 = 1_000;
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(0);
-    let sub = std::env::args().nth(2).is_some_and(|a| a == "sub");
+    let sub = std::env::args().skip(2).any(|a| a == "sub");
+    let batch = std::env::args().skip(2).any(|a| a == "batch");
     let mut net = synthetic::network(&synthetic::Shape { agents: 100, mandates: 10, ..Default::default() })
         .expect("synthetic network");
     let mandate = if sub { synthetic::add_chain(&mut net, 2).expect("chain") } else { "m0".to_owned() };
     // Room for every receipt, so no drop path and no drain thread skew the count.
-    let (sink, rx) = ChannelSink::new(usize::try_from(WARM_UP + n).expect("receipt room fits memory") + 1);
-    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    let room = usize::try_from(WARM_UP + n).expect("receipt room fits memory") + 1;
+    let (sink, rx): (Arc<dyn ReceiptSink>, _) = if batch {
+        let (sink, rx) = BatchSink::new(room);
+        (Arc::new(sink), rx)
+    } else {
+        // A shard per thread: this one thread's shard must hold them all.
+        let (sink, rx) = ChannelSink::new(room * holon::engine::receipt::SINK_SHARDS);
+        (Arc::new(sink), rx)
+    };
+    let engine = Engine::with_sink(EngineConfig::default(), sink);
     engine.publish(&net.input).expect("publish");
     let call = Call::new(engine.mandate_ix(&mandate).expect("mandate"), engine.agent_ix("syn/a1").expect("a1"), net.at);
     let mut kept = 0u64;

@@ -92,7 +92,7 @@ pub use judge::Spent;
 use ledger::Ledger;
 use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
-pub use receipt::{ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
+pub use receipt::{BatchSink, ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
 pub use reservation::{Reservation, ReservationError, Settled};
 pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally};
 pub use snapshot::{

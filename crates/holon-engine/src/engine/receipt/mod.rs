@@ -13,6 +13,10 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::json;
 
+mod batch;
+use batch::Lanes;
+pub use batch::{BatchSink, RECEIPT_BATCH};
+
 use super::snapshot::{AgentIx, MandateIx, Snapshot};
 use super::symbols::Names;
 use crate::admission::{CodeSet, Verdict};
@@ -144,23 +148,56 @@ pub const RECEIPT_QUEUE_MAX: usize = 65_536;
 /// Channels per sink; a thread always uses the same one (its number modulo this).
 pub const SINK_SHARDS: usize = 8;
 
-/// The receiving end of a [`ChannelSink`]: every shard.
+/// The receiving end of a [`ChannelSink`] (every shard), of a [`LosslessSink`], or of a
+/// [`BatchSink`] (every lane).
 #[derive(Debug)]
 pub struct ReceiptReceiver {
-    shards: Box<[Receiver<Receipt>]>,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Shards(Box<[Receiver<Receipt>]>),
+    Lanes(Arc<Lanes>),
 }
 
 impl ReceiptReceiver {
-    /// Every receipt queued now, shard by shard (in order within one thread).
+    fn batched(lanes: Arc<Lanes>) -> ReceiptReceiver {
+        ReceiptReceiver { inner: Inner::Lanes(lanes) }
+    }
+
+    /// Every receipt queued now, shard by shard or lane by lane (in order within one
+    /// thread).
     pub fn try_iter(&self) -> impl Iterator<Item = Receipt> + '_ {
-        self.shards.iter().flat_map(|rx| rx.try_iter())
+        let mut all = Vec::new();
+        match &self.inner {
+            Inner::Shards(shards) => all.extend(shards.iter().flat_map(|rx| rx.try_iter())),
+            Inner::Lanes(lanes) => {
+                let _ = lanes.take(true, &mut |r: &Receipt| {
+                    all.push(*r);
+                    Ok::<(), std::convert::Infallible>(())
+                });
+            }
+        }
+        all.into_iter()
     }
     /// Receipts queued now.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|rx| rx.len()).sum()
+        match &self.inner {
+            Inner::Shards(shards) => shards.iter().map(|rx| rx.len()).sum(),
+            Inner::Lanes(lanes) => lanes.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Drop for ReceiptReceiver {
+    fn drop(&mut self) {
+        if let Inner::Lanes(lanes) = &self.inner {
+            lanes.receiver_dropped();
+        }
     }
 }
 
@@ -171,7 +208,7 @@ impl ChannelSink {
         let (tx, rx): (Vec<_>, Vec<_>) = (0..SINK_SHARDS).map(|_| bounded(per_shard)).unzip();
         (
             ChannelSink { shards: tx.into_boxed_slice(), dropped: AtomicU64::new(0) },
-            ReceiptReceiver { shards: rx.into_boxed_slice() },
+            ReceiptReceiver { inner: Inner::Shards(rx.into_boxed_slice()) },
         )
     }
 }
@@ -312,6 +349,18 @@ pub const DRAIN_INTERVAL_MS: u64 = 1;
 /// first error.
 pub fn drain<E>(
     rx: &ReceiptReceiver,
+    f: impl FnMut(&Receipt) -> Result<(), E>,
+    burst_done: impl FnMut() -> Result<(), E>,
+) -> Result<u64, E> {
+    match &rx.inner {
+        Inner::Shards(shards) => drain_shards(shards, f, burst_done),
+        Inner::Lanes(lanes) => drain_lanes(lanes, f, burst_done),
+    }
+}
+
+/// [`drain`] of a channel's shards: until every sender is gone.
+fn drain_shards<E>(
+    shards: &[Receiver<Receipt>],
     mut f: impl FnMut(&Receipt) -> Result<(), E>,
     mut burst_done: impl FnMut() -> Result<(), E>,
 ) -> Result<u64, E> {
@@ -319,7 +368,7 @@ pub fn drain<E>(
     loop {
         let mut burst = 0u64;
         let mut open = 0usize;
-        for shard in rx.shards.iter() {
+        for shard in shards.iter() {
             loop {
                 match shard.try_recv() {
                     Ok(r) => {
@@ -340,6 +389,29 @@ pub fn drain<E>(
         }
         seen += burst;
         if open == 0 {
+            return Ok(seen);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(DRAIN_INTERVAL_MS));
+    }
+}
+
+/// [`drain`] of a batch sink's lanes: until the sink is gone and its lanes are empty.
+fn drain_lanes<E>(
+    lanes: &Lanes,
+    mut f: impl FnMut(&Receipt) -> Result<(), E>,
+    mut burst_done: impl FnMut() -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut seen = 0u64;
+    loop {
+        // Read first: once the sink is gone, this pass takes everything it submitted (and
+        // waits for each lane's lock, which no `submit` can hold any more).
+        let gone = lanes.sink_gone();
+        let (burst, whole) = lanes.take(gone, &mut f)?;
+        if burst > 0 || gone {
+            burst_done()?;
+        }
+        seen += burst;
+        if gone && whole {
             return Ok(seen);
         }
         std::thread::sleep(std::time::Duration::from_millis(DRAIN_INTERVAL_MS));
