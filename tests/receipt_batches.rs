@@ -168,3 +168,49 @@ fn a_lossless_caller_stops_waiting_when_the_receiver_is_gone() {
     // The two batches handed over and the open one hold the first 192; the rest are lost.
     assert_eq!(sink.dropped(), n - 3 * RECEIPT_BATCH as u64);
 }
+
+/// `try_iter` waits for a lane whose lossless caller holds its lock while it waits for an
+/// empty batch; the empties it needs sit in a later lane's full batches, which `try_iter`
+/// must recycle while it waits, or neither ever moves (found by review: it only recycled
+/// the lane it waited for). A thread's lane is its number (given at its first receipt)
+/// modulo 8, so the waiter takes its number first and the filler the next; of three rounds
+/// at least two have the filler's lane after the waiter's. A hang is caught by a bound far
+/// above any machine's pace; a round where the waiter was not yet waiting passes without
+/// the wait, never fails for it.
+#[test]
+fn try_iter_frees_a_lossless_caller_waiting_for_room() {
+    for round in 0..3u64 {
+        // Two batches in the pool.
+        let (sink, rx) = BatchSink::lossless(1);
+        let sink = Arc::new(sink);
+        let (first_tx, first) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let waiter = Arc::clone(&sink);
+        let waiting = std::thread::spawn(move || {
+            waiter.submit(&receipt(2, 0));
+            first_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            // Fills its open batch, then waits for an empty one, holding its lane's lock.
+            (1..=RECEIPT_BATCH as u64).for_each(|seq| waiter.submit(&receipt(2, seq)));
+        });
+        first.recv().unwrap();
+        // The filler (the next thread number) takes both pooled batches into its lane.
+        let filler = Arc::clone(&sink);
+        std::thread::spawn(move || (0..2 * RECEIPT_BATCH as u64).for_each(|seq| filler.submit(&receipt(1, seq))))
+            .join()
+            .unwrap();
+        go.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (tx, got) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let n = rx.try_iter().count();
+            let _ = tx.send((n, rx));
+        });
+        let (n, rx) = got
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("round {round}: try_iter never returned: a deadlock"));
+        waiting.join().unwrap();
+        assert_eq!(n + rx.try_iter().count(), 3 * RECEIPT_BATCH + 1, "round {round}");
+        assert_eq!(sink.dropped(), 0);
+    }
+}

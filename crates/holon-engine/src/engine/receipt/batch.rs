@@ -97,11 +97,16 @@ impl BatchSink {
     fn hand_over(&self, lane: &Lane, open: &mut Vec<Receipt>) -> bool {
         let empty = if self.lossless {
             loop {
-                match self.lanes.empty_rx.recv_timeout(Duration::from_millis(LOSSLESS_WAIT_MS)) {
-                    Ok(empty) => break Some(empty),
-                    // Acquire: pairs with the receiving end's Release as it is dropped.
-                    Err(_) if !self.lanes.receiver_alive.load(Ordering::Acquire) => break None,
-                    Err(_) => {}
+                if let Ok(empty) = self.lanes.empty_rx.try_recv() {
+                    break Some(empty);
+                }
+                // Acquire: pairs with the receiving end's Release as it is dropped. Looked at
+                // before waiting, so that once it is gone a submit counts its loss at once.
+                if !self.lanes.receiver_alive.load(Ordering::Acquire) {
+                    break None;
+                }
+                if let Ok(empty) = self.lanes.empty_rx.recv_timeout(Duration::from_millis(LOSSLESS_WAIT_MS)) {
+                    break Some(empty);
                 }
             }
         } else {
@@ -170,7 +175,9 @@ impl Lanes {
         self.receiver_alive.store(false, Ordering::Release);
     }
 
-    /// Receipts waiting now (a batch open in a `submit` just now is left uncounted).
+    /// Receipts waiting now, about: a lane whose lock is held (a `submit` in progress, or a
+    /// lossless one waiting with its full batch) counts none for its open batch, and a
+    /// hand-over between the two reads can be missed.
     pub(super) fn len(&self) -> usize {
         let lanes = self.lanes.iter();
         lanes.map(|l| l.full_rx.len() * RECEIPT_BATCH + l.open.try_lock().map_or(0, |o| o.len())).sum()
@@ -193,7 +200,11 @@ impl Lanes {
                 if !wait {
                     break None;
                 }
-                seen += self.pass_full(lane, f)?;
+                // The lane's caller may be a lossless one waiting for an empty batch, and
+                // the empties may sit in any lane's full batches: recycle them all.
+                for any in self.lanes.iter() {
+                    seen += self.pass_full(any, f)?;
+                }
             };
             let Some(mut open) = open else {
                 whole = false;
@@ -203,13 +214,18 @@ impl Lanes {
             handed.extend(lane.full_rx.try_iter());
             still_open.append(&mut open);
             drop(open);
+            // Every batch goes back to the pool even after an error (the pool never
+            // shrinks); the receipts after the error are lost to later passes.
+            let mut done = Ok(());
             for mut batch in handed.drain(..) {
-                seen += batch.len() as u64;
-                let done = batch.iter().try_for_each(&mut *f);
+                if done.is_ok() {
+                    seen += batch.len() as u64;
+                    done = batch.iter().try_for_each(&mut *f);
+                }
                 batch.clear();
                 let _ = self.empty_tx.try_send(batch);
-                done?;
             }
+            done?;
             seen += still_open.len() as u64;
             still_open.drain(..).try_for_each(|r| f(&r))?;
         }

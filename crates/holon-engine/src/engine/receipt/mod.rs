@@ -167,7 +167,10 @@ impl ReceiptReceiver {
     }
 
     /// Every receipt queued now, shard by shard or lane by lane (in order within one
-    /// thread).
+    /// thread), taken at once: the iterator owns them, and one not looked at is gone. For
+    /// a batch sink this waits for each lane's lock (a `submit` in progress), recycling
+    /// every lane's full batches meanwhile, so that a lossless caller waiting for room can
+    /// finish.
     pub fn try_iter(&self) -> impl Iterator<Item = Receipt> + '_ {
         let mut all = Vec::new();
         match &self.inner {
@@ -346,7 +349,8 @@ pub const DRAIN_INTERVAL_MS: u64 = 1;
 
 /// Calls `f` on every receipt until every sender is gone, polling in bursts (see
 /// [`DRAIN_INTERVAL_MS`]); `burst_done` runs after each non-empty burst. Stops at the
-/// first error.
+/// first error (with a batch sink, the rest of the batch being passed then is lost to a
+/// later drain: nothing in holon drains again after an error).
 pub fn drain<E>(
     rx: &ReceiptReceiver,
     f: impl FnMut(&Receipt) -> Result<(), E>,
