@@ -47,6 +47,33 @@ fn check_per_thread(received: &[Receipt], threads: u64, each: u64) {
     assert!(next.values().all(|&n| n == each), "{next:?}");
 }
 
+/// A drain thread that keeps every receipt, until the sink is gone: (how many, which).
+fn drain_all(rx: receipt::ReceiptReceiver) -> std::thread::JoinHandle<(u64, Vec<Receipt>)> {
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let seen = receipt::drain(
+            &rx,
+            |r| {
+                got.push(*r);
+                Ok::<_, std::convert::Infallible>(())
+            },
+            || Ok(()),
+        )
+        .unwrap();
+        (seen, got)
+    })
+}
+
+/// `each` receipts from each of `threads` threads at once (thread `t`'s numbered 0, 1, …).
+fn submit_from_threads(sink: &Arc<BatchSink>, threads: u64, each: u64) {
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let sink = Arc::clone(sink);
+            s.spawn(move || (0..each).for_each(|seq| sink.submit(&receipt(t, seq))));
+        }
+    });
+}
+
 #[test]
 fn one_thread_gets_every_receipt_in_order_open_batch_included() {
     let (sink, rx) = BatchSink::new(1 << 16);
@@ -88,25 +115,8 @@ fn lossless_callers_lose_nothing_and_the_drain_ends_with_the_sink() {
     // Small: the callers wait for the drain often.
     let (sink, rx) = BatchSink::lossless(8 * RECEIPT_BATCH);
     let sink = Arc::new(sink);
-    let drain = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let seen = receipt::drain(
-            &rx,
-            |r| {
-                got.push(*r);
-                Ok::<_, std::convert::Infallible>(())
-            },
-            || Ok(()),
-        )
-        .unwrap();
-        (seen, got)
-    });
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let sink = Arc::clone(&sink);
-            s.spawn(move || (0..EACH).for_each(|seq| sink.submit(&receipt(t, seq))));
-        }
-    });
+    let drain = drain_all(rx);
+    submit_from_threads(&sink, THREADS, EACH);
     assert_eq!(sink.dropped(), 0);
     drop(sink);
     let (seen, got) = drain.join().unwrap();
@@ -122,28 +132,11 @@ fn dropping_callers_account_for_every_receipt() {
     const EACH: u64 = 100_000;
     let (sink, rx) = BatchSink::new(4 * RECEIPT_BATCH);
     let sink = Arc::new(sink);
-    let drain = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        receipt::drain(
-            &rx,
-            |r| {
-                got.push(*r);
-                Ok::<_, std::convert::Infallible>(())
-            },
-            || Ok(()),
-        )
-        .unwrap();
-        got
-    });
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let sink = Arc::clone(&sink);
-            s.spawn(move || (0..EACH).for_each(|seq| sink.submit(&receipt(t, seq))));
-        }
-    });
+    let drain = drain_all(rx);
+    submit_from_threads(&sink, THREADS, EACH);
     let dropped = sink.dropped();
     drop(sink);
-    let got = drain.join().unwrap();
+    let (_, got) = drain.join().unwrap();
     assert_eq!(got.len() as u64 + dropped, THREADS * EACH);
     let mut last: BTreeMap<u64, u64> = BTreeMap::new();
     for r in &got {
