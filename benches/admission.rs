@@ -16,7 +16,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 // The fixture and the allowed path the CI gate measures too (benches/gate/).
 #[path = "fixture.rs"]
 mod fixture;
-use fixture::{Fixture, admit_settle, call, fixture};
+use fixture::{Fixture, admit_settle, call, fixture, fixture_with};
 use holon::engine::{Admission, Call, Engine, EngineConfig, SubCall, synthetic};
 use holon::money::Amount;
 use rust_decimal::Decimal;
@@ -116,15 +116,21 @@ fn threads(c: &mut Criterion) {
     let separate = [(&bare, on(&bare, 0, 1)), (&other, on(&other, 1, 2))];
     let one_sink = [(&f.engine, call(&f, 0, 1))];
     let distinct_sink = [(&f.engine, call(&f, 0, 1)), (&f.engine, call(&f, 1, 2))];
+    // The batch sink (`receipt::BatchSink`): receipts handed over 64 at a time.
+    let fb = fixture_with(100, 10, true);
+    let one_batches = [(&fb.engine, call(&fb, 0, 1))];
+    let distinct_batches = [(&fb.engine, call(&fb, 0, 1)), (&fb.engine, call(&fb, 1, 2))];
     let mut g = c.benchmark_group("threads");
     // Per-op aggregate time: a 2-thread figure half the 1-thread one is 2x throughput.
-    let cases: [(&str, &[(&Engine, Call)]); 6] = [
+    let cases: [(&str, &[(&Engine, Call)]); 8] = [
         ("one_thread", &one),
         ("two_hot_mandate", &hot),
         ("two_distinct_mandates", &distinct),
         ("two_separate_engines", &separate),
         ("one_thread_with_sink", &one_sink),
         ("two_distinct_mandates_with_sink", &distinct_sink),
+        ("one_thread_with_batches", &one_batches),
+        ("two_distinct_mandates_with_batches", &distinct_batches),
     ];
     for (name, calls) in cases {
         g.bench_function(name, |b| {

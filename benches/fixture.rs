@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use holon::engine::{Admission, Call, ChannelSink, Engine, EngineConfig, synthetic};
+use holon::engine::{Admission, BatchSink, Call, ChannelSink, Engine, EngineConfig, ReceiptSink, synthetic};
 use holon::money::Amount;
 
 pub(crate) struct Fixture {
@@ -16,9 +16,21 @@ pub(crate) struct Fixture {
 /// An engine over a synthetic network whose receipts go through the default channel sink,
 /// drained by a thread (as in a gateway).
 pub(crate) fn fixture(agents: usize, mandates: usize) -> Fixture {
+    fixture_with(agents, mandates, false)
+}
+
+/// The same, receipts through the batch sink (`receipt::BatchSink`, the load test's room)
+/// when `batched`.
+pub(crate) fn fixture_with(agents: usize, mandates: usize, batched: bool) -> Fixture {
     let net = synthetic::network(&synthetic::Shape { agents, mandates, ..Default::default() }).unwrap();
-    let (sink, rx) = ChannelSink::new(holon::engine::receipt::RECEIPT_QUEUE_MAX);
-    let engine = Engine::with_sink(EngineConfig::default(), Arc::new(sink));
+    let (sink, rx): (Arc<dyn ReceiptSink>, _) = if batched {
+        let (sink, rx) = BatchSink::new(1 << 18);
+        (Arc::new(sink), rx)
+    } else {
+        let (sink, rx) = ChannelSink::new(holon::engine::receipt::RECEIPT_QUEUE_MAX);
+        (Arc::new(sink), rx)
+    };
+    let engine = Engine::with_sink(EngineConfig::default(), sink);
     engine.publish(&net.input).unwrap();
     let drain = std::thread::spawn(move || {
         let _ = holon::engine::receipt::drain(
