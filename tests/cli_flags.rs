@@ -99,17 +99,21 @@ fn out_of_range_flags_are_refused_with_exit_2() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
-/// Spawns `holon args` with standard output on a pipe whose read end is closed at once.
+/// Spawns `holon args` with standard output on a pipe whose read end is closed before the
+/// command starts: every write fails, however fast the command is. (Closing it after the
+/// spawn raced the command: under load `holon man` wrote its whole page into the pipe's
+/// buffer first and exited 0.)
 fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
     let mut child = Command::new(env!("CARGO_BIN_EXE_holon"))
         .args(args)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    drop(child.stdout.take());
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     (child.wait().unwrap().code(), err)
