@@ -217,13 +217,11 @@ impl Lanes {
             // Every batch goes back to the pool even after an error (the pool never
             // shrinks); the receipts after the error are lost to later passes.
             let mut done = Ok(());
-            for mut batch in handed.drain(..) {
-                if done.is_ok() {
-                    seen += batch.len() as u64;
-                    done = batch.iter().try_for_each(&mut *f);
+            for batch in handed.drain(..) {
+                match done {
+                    Ok(()) => done = self.pass(batch, f).map(|n| seen += n),
+                    Err(_) => self.recycle(batch),
                 }
-                batch.clear();
-                let _ = self.empty_tx.try_send(batch);
             }
             done?;
             seen += still_open.len() as u64;
@@ -235,13 +233,22 @@ impl Lanes {
     /// Every full batch waiting in `lane`, through `f`, each batch then back to the pool.
     fn pass_full<E>(&self, lane: &Lane, f: &mut impl FnMut(&Receipt) -> Result<(), E>) -> Result<u64, E> {
         let mut seen = 0u64;
-        while let Ok(mut batch) = lane.full_rx.try_recv() {
-            seen += batch.len() as u64;
-            let done = batch.iter().try_for_each(&mut *f);
-            batch.clear();
-            let _ = self.empty_tx.try_send(batch);
-            done?;
+        while let Ok(batch) = lane.full_rx.try_recv() {
+            seen += self.pass(batch, f)?;
         }
         Ok(seen)
+    }
+
+    /// One batch through `f`, then back to the pool whatever `f` said; how many it held.
+    fn pass<E>(&self, batch: Vec<Receipt>, f: &mut impl FnMut(&Receipt) -> Result<(), E>) -> Result<u64, E> {
+        let (held, done) = (batch.len() as u64, batch.iter().try_for_each(&mut *f));
+        self.recycle(batch);
+        done.map(|()| held)
+    }
+
+    /// A batch emptied and back in the pool (which has room for every batch of the sink).
+    fn recycle(&self, mut batch: Vec<Receipt>) {
+        batch.clear();
+        let _ = self.empty_tx.try_send(batch);
     }
 }
