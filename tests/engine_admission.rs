@@ -4,6 +4,7 @@
 
 use holon::admission::{Code, Verdict};
 use holon::catalog::Catalog;
+use holon::delegation;
 use holon::documents;
 use holon::engine::{Admission, Call, ChannelSink, End, Engine, EngineConfig, EngineError, SnapshotInput, SubCall};
 use holon::money::Amount;
@@ -416,4 +417,73 @@ fn a_sub_call_on_its_own_engine_is_a_sub_call_and_on_another_admits_nothing() {
     assert_eq!(other.ledger(capped.mandate).unwrap().spent_micros(), 0, "nothing reserved on the other engine");
     child.settle(a("0.001"), at()).unwrap();
     assert_eq!(r.settle(a("0.10"), at()).unwrap().kept, a("0.101"));
+}
+
+/// A run's compiled sub-mandate comes from a template kept per snapshot and a copy reused
+/// from the engine's pool: each run's document is still exactly what deriving it whole for
+/// that call gives, a reused run starts from an empty ledger, and a run whose sub-call is
+/// still held when the orchestrator's reservation ends is never handed to the next call.
+#[test]
+fn pooled_runs_are_each_their_own_derived_run() {
+    let (engine, _rx) = engine_with_receipts();
+    let input = input();
+    let catalog = Catalog::load(&["examples/agents".into()], None).unwrap();
+    let pipeline = catalog.get(&holon::pattern::AgentId::parse("holon-labs/invoice-pipeline").unwrap()).unwrap();
+    let table = engine.agent_ix("acme/table-extract").unwrap();
+    let sub = SubCall { agent: table, capability: Some("extraction.table"), at: at() };
+    let approve = |max_cost: &str| {
+        let capped = Call { max_cost: Some(a(max_cost)), ..call(&engine, "holon-labs/invoice-pipeline") };
+        // Above the approval threshold (0.50) the call is held for alice first.
+        let admitted = match engine.admit(&capped) {
+            Admission::Held(p) => engine.approve(p.id, &Principal::parse("alice").unwrap(), at()).unwrap(),
+            other => other,
+        };
+        let Admission::Allowed(r) = admitted else { panic!("expected allowed") };
+        r
+    };
+    for max_cost in ["0.60", "0.35", "1.10", "0.60"] {
+        let r = approve(max_cost);
+        let whole = delegation::derive(&input.mandates[0], &pipeline.manifest, r.sub_budget(), &catalog).unwrap();
+        assert_eq!(r.sub_mandate().unwrap(), whole, "max_cost {max_cost}");
+        assert_eq!(r.run_spent(), Amount::ZERO, "a reused run starts from an empty ledger");
+        let Admission::Allowed(child) = r.sub_call(&sub) else { panic!("sub-call not allowed") };
+        child.settle(a("0.004"), at()).unwrap();
+        assert_eq!(r.run_spent(), a("0.004"));
+        r.settle(a("0.10"), at()).unwrap();
+    }
+    // The orchestrator's reservation ends while its sub-call still holds the run's ledger.
+    let r = approve("0.60");
+    let Admission::Allowed(child) = r.sub_call(&sub) else { panic!("sub-call not allowed") };
+    r.release(at()).unwrap();
+    let next = approve("0.60");
+    assert_eq!(next.run_spent(), Amount::ZERO, "the held ledger was not reused");
+    child.settle(a("0.004"), at()).unwrap();
+    assert_eq!(next.run_spent(), Amount::ZERO, "the old sub-call's settle reaches the old run only");
+    next.release(at()).unwrap();
+}
+
+/// The kept template belongs to its snapshot: after a publish that denies the callee in the
+/// parent mandate, the next run's sub-mandate carries the new deny.
+#[test]
+fn a_publish_compiles_the_runs_anew() {
+    let (engine, _rx) = engine_with_receipts();
+    let table = engine.agent_ix("acme/table-extract").unwrap();
+    let sub = SubCall { agent: table, capability: Some("extraction.table"), at: at() };
+    let run = |engine: &Engine| {
+        let capped = Call { max_cost: Some(a("0.35")), ..call(engine, "holon-labs/invoice-pipeline") };
+        let r = match engine.admit(&capped) {
+            Admission::Allowed(r) => r,
+            other => panic!("expected allowed: {other:?}"),
+        };
+        let verdict = r.sub_call(&sub).verdict();
+        r.release(at()).unwrap();
+        verdict
+    };
+    assert_eq!(run(&engine), Verdict::Allowed);
+    engine
+        .publish(&input_with(|m| {
+            m.deny.agents.push(holon::pattern::AgentPattern::parse("acme/table-extract").unwrap())
+        }))
+        .unwrap();
+    assert_eq!(run(&engine), Verdict::Denied);
 }

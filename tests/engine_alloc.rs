@@ -1,8 +1,10 @@
-//! The allowed path (admit + settle, receipt handed to the channel sink) and the denied
-//! path allocate nothing: a counting global allocator proves it.
+//! The allowed path (admit + settle, receipt handed to the channel sink), the denied path
+//! and an orchestrator's call with a sub-call of its delegated run allocate nothing once
+//! warm (the run's derived sub-mandate compiled once per snapshot, its copy and ledger from
+//! the engine's pool): a counting global allocator proves it.
 #![allow(unsafe_code)] // a counting global allocator is an `unsafe impl GlobalAlloc`
 
-use holon::engine::{Admission, BatchSink, Call, ChannelSink, Engine, EngineConfig, synthetic};
+use holon::engine::{Admission, BatchSink, Call, ChannelSink, Engine, EngineConfig, SubCall, synthetic};
 use holon::money::Amount;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -107,4 +109,31 @@ fn allowed_and_denied_paths_do_not_allocate() {
     assert_eq!(allowed, 1000);
     assert_eq!(n, 0, "the allowed path with the batch sink allocated {n} times in 1000 calls");
     assert_eq!(rx.try_iter().count(), 1000, "every call's receipt reached the receiving end");
+
+    orchestrator_calls_do_not_allocate(&engine, &net);
+}
+
+/// An orchestrator's admission, one sub-call of its run and the settle of both: the first
+/// call compiles the pair's template and fills the pool; none after allocates.
+fn orchestrator_calls_do_not_allocate(engine: &Engine, net: &synthetic::Network) {
+    let orchestrator = Call::new(engine.mandate_ix("m0").unwrap(), engine.agent_ix("syn/a5").unwrap(), net.at);
+    let leaf = engine.agent_ix("syn/a1").unwrap();
+    let run_once = || match engine.admit(&orchestrator) {
+        Admission::Allowed(r) => {
+            assert!(r.is_delegated_run());
+            let sub = SubCall { agent: leaf, capability: Some("syn.leaf"), at: net.at };
+            let sub_ok = match r.sub_call(&sub) {
+                Admission::Allowed(child) => child.settle(Amount::from_micros(1), net.at).is_ok(),
+                _ => false,
+            };
+            sub_ok && r.settle(Amount::from_micros(2_000), net.at).is_ok()
+        }
+        _ => false,
+    };
+    for _ in 0..100 {
+        assert!(run_once());
+    }
+    let (ran, n) = count(|| (0..1000).filter(|_| run_once()).count());
+    assert_eq!(ran, 1000);
+    assert_eq!(n, 0, "an orchestrator's call with a sub-call allocated {n} times in 1000 calls");
 }

@@ -342,7 +342,7 @@ fn sub_call(
     // The gateway's pick for a capability: the cheapest implementer the sub-mandate admits.
     let (agent, capability) = match (&sc.capability, &sc.agent) {
         (Some(class), _) => {
-            (holon::engine::cheapest_implementer(sub, &snap, class.as_str(), at, None)?, Some(class.as_str()))
+            (holon::engine::cheapest_implementer(&sub, &snap, class.as_str(), at, None)?, Some(class.as_str()))
         }
         (None, Some(id)) => (engine.agent_ix(id.as_str()), None),
         _ => (None, None),

@@ -243,11 +243,11 @@ impl Reservation {
                 let Some(parent) = open.as_ref() else { return Err(self.ended()) };
                 let at = Timestamp::now();
                 let snap = core.engine.snapshot();
-                let sub = parent.sub_mandate();
                 let picked = match (agent, capability) {
                     (Some(name), _) => core.engine.agent_ix(name),
-                    (None, Some(class)) => sub
-                        .and_then(|m| holon::engine::cheapest_implementer(m, &snap, class, at, max_cost).ok())
+                    (None, Some(class)) => parent
+                        .sub_mandate()
+                        .and_then(|m| holon::engine::cheapest_implementer(&m, &snap, class, at, max_cost).ok())
                         .flatten(),
                     (None, None) => None,
                 };
@@ -261,7 +261,7 @@ impl Reservation {
                 let about = About {
                     mandate: holon::engine::MandateIx(u32::MAX),
                     agent: agent_ix,
-                    currency: sub.map(|m| m.budget.currency.to_string()),
+                    currency: parent.run_currency().map(|c| c.to_string()),
                 };
                 decision::made(
                     &core,

@@ -123,7 +123,7 @@ fn check_budget(parent: &Mandate, child: &Mandate, r: &mut Report) {
             c.currency.to_string(),
         );
     }
-    ceiling(r, "total_widened", "budget.total", Some(p.total), Some(c.total));
+    r.0.extend(total_widening(parent, c.total));
     ceiling(r, "per_call_widened", "budget.per_call", p.per_call, c.per_call);
     ceiling(r, "per_day_widened", "budget.per_day", p.per_day, c.per_day);
     ceiling(
@@ -150,6 +150,14 @@ fn check_budget(parent: &Mandate, child: &Mandate, r: &mut Report) {
             Some(_) => {}
         }
     }
+}
+
+/// The one budget rule that depends on the figure a derived sub-mandate gets per call
+/// (`delegation::run_figures`): its total may not be above the parent's.
+pub(crate) fn total_widening(parent: &Mandate, total: crate::money::Amount) -> Option<Widening> {
+    let mut r = Report(Vec::new());
+    ceiling(&mut r, "total_widened", "budget.total", Some(parent.budget.total), Some(total));
+    r.0.pop()
 }
 
 fn check_allow(parent: &Mandate, child: &Mandate, lookup: &dyn AgentLookup, r: &mut Report) {

@@ -20,23 +20,75 @@ pub struct DeriveRefusal {
 /// Derives the sub-mandate for `agent`'s run under `parent` (the table of the delegation
 /// document). `sub_budget` is what the call's worst case left for sub-calls: the converted
 /// downstream cap, or `max_cost` minus the agent's own ceiling.
+///
+/// The same as [`derive_template`] with the figures of [`run_figures`] put in: the engine
+/// compiles the template once per snapshot and puts each call's figures into its run.
 pub fn derive(
     parent: &Mandate,
     agent: &Manifest,
     sub_budget: Amount,
     lookup: &dyn AgentLookup,
 ) -> Result<Mandate, DeriveRefusal> {
-    let mut refusal = Vec::new();
+    match (derive_template(parent, agent, lookup), run_figures(parent, sub_budget)) {
+        (Ok(mut child), Ok(figures)) => {
+            figures.put_into(&mut child.budget);
+            Ok(child)
+        }
+        (template, figures) => {
+            let mut reasons = template.err().map(|r| r.reasons).unwrap_or_default();
+            reasons.extend(figures.err().into_iter().flat_map(|r| r.reasons));
+            Err(DeriveRefusal { reasons })
+        }
+    }
+}
+
+/// A derived sub-mandate's budget figures for one call: the call's `sub_budget` as its
+/// total, and the parent's per-call and per-day limits lowered to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunFigures {
+    pub(crate) total: Amount,
+    pub(crate) per_call: Option<Amount>,
+    pub(crate) per_day: Option<Amount>,
+}
+
+impl RunFigures {
+    /// Puts the figures into a derived sub-mandate's budget.
+    pub(crate) fn put_into(self, budget: &mut Budget) {
+        budget.total = self.total;
+        budget.per_call = self.per_call;
+        budget.per_day = self.per_day;
+    }
+}
+
+/// The figures of a run whose call left `sub_budget` for sub-calls, checked with the one
+/// attenuation rule they can break (a total above the parent's: `total_widened`). The
+/// lowered limits are at most the parent's by construction. No allocation unless refused.
+pub(crate) fn run_figures(parent: &Mandate, sub_budget: Amount) -> Result<RunFigures, DeriveRefusal> {
+    if let Some(widening) = crate::attenuation::total_widening(parent, sub_budget) {
+        return Err(DeriveRefusal { reasons: vec![widening] });
+    }
+    let lower = |limit: Option<Amount>| limit.map(|l| l.min(sub_budget));
+    Ok(RunFigures { total: sub_budget, per_call: lower(parent.budget.per_call), per_day: lower(parent.budget.per_day) })
+}
+
+/// Everything of the sub-mandate for `agent`'s runs under `parent` that does not depend on
+/// the call: the document with the parent's own budget figures (which pass every budget
+/// rule), checked with the attenuation rules. What [`run_figures`] puts in can only break
+/// `total_widened`, which it checks itself.
+pub(crate) fn derive_template(
+    parent: &Mandate,
+    agent: &Manifest,
+    lookup: &dyn AgentLookup,
+) -> Result<Mandate, DeriveRefusal> {
     if parent.delegation.max_depth == 0 {
-        refusal.push(Widening {
+        let refusal = Widening {
             code: "delegation_depth_exceeded",
             message: format!("{} declares downstream calls but the parent's `delegation.max_depth` is 0", agent.id),
             parent: "0".into(),
             child: "-1".into(),
-        });
-        return Err(DeriveRefusal { reasons: refusal });
+        };
+        return Err(DeriveRefusal { reasons: vec![refusal] });
     }
-    let clamp = |limit: Option<Amount>| limit.map(|l| l.min(sub_budget));
     let child = Mandate {
         holon_mandate: parent.holon_mandate.clone(),
         id: format!("{}/{}", parent.id, agent.id),
@@ -44,13 +96,7 @@ pub fn derive(
         issuer: parent.grantee.clone(),
         grantee: Principal::from(agent.id.clone()),
         valid: parent.valid.clone(),
-        budget: Budget {
-            currency: parent.budget.currency,
-            total: sub_budget,
-            per_call: clamp(parent.budget.per_call),
-            per_day: clamp(parent.budget.per_day),
-            fx: parent.budget.fx.clone(),
-        },
+        budget: parent.budget.clone(),
         approval: parent.approval.as_ref().map(|a| Approval { above: a.above }),
         allow: Allow {
             capabilities: agent
@@ -76,7 +122,7 @@ pub fn derive(
         signature: None,
         canonical: None,
     };
-    refusal.extend(attenuate(parent, &child, lookup));
+    let refusal = attenuate(parent, &child, lookup);
     if refusal.is_empty() { Ok(child) } else { Err(DeriveRefusal { reasons: refusal }) }
 }
 

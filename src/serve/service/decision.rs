@@ -175,7 +175,7 @@ impl Service {
     /// The currency of the decision's mandate (a run's sub-mandate for a sub-call).
     fn currency(&self, asked: &Asked<'_>) -> Option<String> {
         match asked {
-            Asked::Sub { run, .. } => run.sub_mandate().map(|m| m.budget.currency.to_string()),
+            Asked::Sub { run, .. } => run.run_currency().map(|c| c.to_string()),
             Asked::Root(call) => self.mandate_currency(call.mandate),
         }
     }

@@ -252,14 +252,14 @@ impl Service {
             (None, Some(class)) => {
                 // A sub-mandate that cannot be compiled admits nobody: no pick.
                 let sub = r.sub_mandate();
-                let pick = sub.and_then(|m| holon::engine::cheapest_implementer(m, &snap, class, at, max_cost).ok());
+                let pick = sub.and_then(|m| holon::engine::cheapest_implementer(&m, &snap, class, at, max_cost).ok());
                 (pick.flatten(), Some(class.as_str()))
             }
             _ => return Err(ErrorBody::field("/agent", "give exactly one of `agent` and `capability`").into()),
         };
         let Some(agent) = agent else {
             let label = req.agent.or(req.capability).unwrap_or_default();
-            let currency = r.sub_mandate().map(|m| m.budget.currency.to_string());
+            let currency = r.run_currency().map(|c| c.to_string());
             return Ok(self.unknown(Code::UnknownAgent, &label, currency));
         };
         let sub = SubCall { agent, capability, at };

@@ -98,7 +98,10 @@ impl Reservation<'_> {
             return without_documents(denial.codes);
         };
         let facts = call.facts(max_cost, CodeSet::EMPTY);
-        let docs = documents(&run.mandate, callee, snap, Some(&run.orchestrator));
+        // The document with the run's own figures: the compiled copy's `source` has the
+        // parent's (`run.rs`).
+        let derived = run.derived();
+        let docs = Documents { mandate: &derived, ..documents(&run.mandate, callee, snap, Some(&run.orchestrator)) };
         reasons_for(&run.mandate, callee, &facts, (denial.codes, denial.worst_case, denial.spent), &docs)
     }
 }

@@ -10,9 +10,8 @@ use smallvec::SmallVec;
 use super::judge::Spent;
 use super::ledger::{Charge, Ledger};
 use super::slots::Ticket;
-use super::snapshot::{AgentIx, CompiledMandate, MandateIx};
+use super::snapshot::{AgentIx, MandateIx};
 use crate::admission::{CodeSet, Verdict};
-use crate::manifest::Manifest;
 use crate::money::Amount;
 use crate::sync::Arc;
 use crate::time::Timestamp;
@@ -55,8 +54,6 @@ pub(crate) struct Held<'e> {
 /// pointer for both (an inline field for the ancestors' charges cost the root path 14
 /// instructions per admit+settle in the bench gate).
 pub(crate) struct Extra<'e> {
-    /// An orchestrator's delegated run.
-    pub run: Option<Box<Run>>,
     /// A call under a published sub-mandate: its worst case held on every ancestor's
     /// ledger too (`chain.rs`), settled and released with the own charge, exactly once.
     pub ancestors: Option<AncestorCharges<'e>>,
@@ -86,13 +83,6 @@ impl AncestorCharges<'_> {
             ledger.refund(*charge);
         }
     }
-}
-
-/// An orchestrator's delegated run: its derived, compiled sub-mandate with its own ledger
-/// bounded by the downstream budget.
-pub(crate) struct Run {
-    pub mandate: CompiledMandate,
-    pub orchestrator: Arc<Manifest>,
 }
 
 /// What a shadow reservation stands for: the decision the engine would have made.

@@ -48,6 +48,7 @@ pub mod receipt;
 mod reclaim;
 mod registry;
 mod reservation;
+mod run;
 mod shadow;
 mod slots;
 mod snapshot;
@@ -94,6 +95,7 @@ use pending::Pending;
 pub use pending::{HeldLocally, PendingApproval};
 pub use receipt::{BatchSink, ChannelSink, End, NullSink, Outcome, Receipt, ReceiptSink, RunReport};
 pub use reservation::{Reservation, ReservationError, Settled};
+pub use run::{RUN_TEMPLATES_MAX, RUNS_POOLED_MAX};
 pub use shadow::{SHADOW_UNKNOWN_TIMEOUT_S, ShadowTally};
 pub use snapshot::{
     AgentIx, CHAIN_MANDATES_MAX, CompiledAgent, CompiledMandate, MandateIx, SUB_MANDATES_PER_PARENT_MAX, Snapshot,
@@ -102,8 +104,8 @@ pub use snapshot::{
 pub use sub_call::SubCall;
 pub use symbols::Names;
 
-use held::Run;
 use registry::{LedgerKey, LedgerRegistry};
+use run::Run;
 use slots::{SlotRecord, Slots};
 
 /// One call a gateway asks about.
@@ -186,6 +188,8 @@ pub struct Engine {
     /// Whether a node supplies this engine (at most one: two would flush its settlements
     /// twice).
     node_attached: parking_lot::Mutex<bool>,
+    /// Ended delegated runs, for the next orchestrator's call (`run.rs`).
+    runs: run::RunPool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -227,6 +231,7 @@ impl Engine {
             publish_lock: parking_lot::Mutex::new(0),
             shadow_ledgers: DashMap::new(),
             node_attached: parking_lot::Mutex::new(false),
+            runs: run::RunPool::new(),
         }
     }
 
@@ -468,8 +473,8 @@ impl Engine {
                 // Never handed out: the call did not run, so its charge goes back.
                 reservation.release_quietly();
                 let code = match refused {
-                    reservation::RunRefused::Widens => Code::SubMandateWidens,
-                    reservation::RunRefused::Engine => Code::InternalError,
+                    run::RunRefused::Widens => Code::SubMandateWidens,
+                    run::RunRefused::Engine => Code::InternalError,
                 };
                 self.deny(ask, CodeSet::EMPTY.with(code), wc.worst)
             }

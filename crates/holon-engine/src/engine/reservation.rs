@@ -17,15 +17,12 @@
 //! that worst case stays claimed until the holder settles (late or not) and the settle
 //! bills what the run took, the run's spend never leaves the mandate's accounting.
 
-use super::held::{AncestorCharges, Extra, Held, Run};
-use super::ledger::Ledger;
-use super::registry::LedgerKey;
-use super::snapshot::{self, CompiledAgent, CompiledMandate, MandateIx, Snapshot};
+use super::held::{AncestorCharges, Extra, Held};
+use super::run::Run;
+use super::snapshot::MandateIx;
 use super::{End, Engine, Outcome, Receipt, RunReport};
 use crate::admission::{Code, CodeSet, Verdict};
-use crate::delegation;
 use crate::money::Amount;
-use crate::sync::Arc;
 use crate::time::Timestamp;
 
 /// Why a settle or release changed nothing.
@@ -60,6 +57,8 @@ pub struct Reservation<'e> {
     pub(super) engine: &'e Engine,
     pub(super) held: Held<'e>,
     extra: Option<Box<Extra<'e>>>,
+    /// An orchestrator's delegated run, from the engine's pool and back to it at the end.
+    run: Option<Box<Run>>,
     ended: bool,
 }
 
@@ -76,27 +75,24 @@ impl std::fmt::Debug for Reservation<'_> {
 
 impl<'e> Reservation<'e> {
     pub(crate) fn new(engine: &'e Engine, held: Held<'e>) -> Self {
-        Reservation { engine, held, extra: None, ended: false }
+        Reservation { engine, held, extra: None, run: None, ended: false }
     }
 
     /// A reservation with its extra already made (a call under a published sub-mandate:
     /// the ancestors' charges).
     pub(crate) fn with_extra(engine: &'e Engine, held: Held<'e>, extra: Option<Box<Extra<'e>>>) -> Self {
-        Reservation { engine, held, extra, ended: false }
+        Reservation { engine, held, extra, run: None, ended: false }
     }
 
-    pub(crate) fn attach_run(&mut self, run: Run) {
-        let run = Some(Box::new(run));
-        match &mut self.extra {
-            Some(extra) => extra.run = run,
-            None => self.extra = Some(Box::new(Extra { run, ancestors: None })),
-        }
+    pub(crate) fn attach_run(&mut self, run: Box<Run>) {
+        debug_assert!(self.run.is_none(), "one run per reservation");
+        self.run = Some(run);
     }
 
     /// The delegated run of an orchestrator's reservation.
     #[inline]
     pub(super) fn run(&self) -> Option<&Run> {
-        self.extra.as_ref().and_then(|e| e.run.as_deref())
+        self.run.as_deref()
     }
 
     #[inline(always)]
@@ -138,9 +134,17 @@ impl<'e> Reservation<'e> {
         self.run().is_some()
     }
 
-    /// The derived sub-mandate of this orchestrator's run.
-    pub fn sub_mandate(&self) -> Option<&crate::mandate::Mandate> {
-        self.run().map(|r| &*r.mandate.source)
+    /// The currency of this orchestrator's run (its parent mandate's), without making the
+    /// document.
+    pub fn run_currency(&self) -> Option<crate::money::Currency> {
+        self.run().map(|r| r.mandate.currency)
+    }
+
+    /// The derived sub-mandate of this orchestrator's run, with the run's own budget
+    /// figures. Made on each call from the run's compiled form (it allocates): for showing
+    /// it or picking a callee, never needed to admit a sub-call.
+    pub fn sub_mandate(&self) -> Option<crate::mandate::Mandate> {
+        self.run().map(Run::derived)
     }
 
     /// Whether the reservation still holds its slot: `false` once the reaper reclaimed it
@@ -281,6 +285,11 @@ impl<'e> Reservation<'e> {
             latency_ms: report.latency_ms,
             shadow: self.held.shadow.is_some(),
         });
+        // Here and in `drop`'s unsettled branch, not in `drop` itself: a check there kept
+        // `drop` from being inlined (13 instructions per leaf admit+settle in the gate).
+        if self.run.is_some() {
+            self.give_back_run();
+        }
         Ok((kept, late))
     }
 }
@@ -320,43 +329,21 @@ impl Drop for Reservation<'_> {
                     shadow: self.held.shadow.is_some(),
                 });
             }
+            if self.run.is_some() {
+                self.give_back_run();
+            }
         }
     }
 }
 
-/// Why an orchestrator's run could not be opened (its call is denied before it runs).
-#[derive(Debug)]
-pub(crate) enum RunRefused {
-    /// The derived sub-mandate would widen its parent (`sub_mandate_widens`).
-    Widens,
-    /// The engine could not compile it (names exhausted, a limit out of range):
-    /// `internal_error`.
-    Engine,
-}
-
-impl Run {
-    /// Derives and compiles the sub-mandate (the table of what the gateway derives,
-    /// docs/rulings.md, delegation) for `orchestrator` under `parent`.
-    // Never inlined: it allocates and compiles (a cold path next to the admission of a
-    // leaf), and inlined into `decide` it cost the allowed path's registers (gate: 988
-    // instructions per admit+settle inlined, 984 not).
+impl Reservation<'_> {
+    /// The run goes back to the engine's pool (its sub-calls' spend is in the bill by now,
+    /// or stays claimed by the reaper on the orchestrator's own ledger).
+    #[cold]
     #[inline(never)]
-    pub(crate) fn open(
-        engine: &Engine,
-        snap: &Snapshot,
-        parent: &CompiledMandate,
-        orchestrator: &CompiledAgent,
-        sub_budget: Amount,
-    ) -> Result<Run, RunRefused> {
-        let derived = delegation::derive(&parent.source, &orchestrator.source, sub_budget, snap)
-            .map_err(|_| RunRefused::Widens)?;
-        let ix = MandateIx(engine.names.mandates.intern(&derived.id).map_err(|_| RunRefused::Engine)?);
-        let ledger = Arc::new(Ledger::new());
-        let mut mandate =
-            snapshot::compile_mandate(ix, Arc::new(derived), ledger, LedgerKey::Run, &engine.names, parent.barred)
-                .map_err(|_| RunRefused::Engine)?;
-        mandate.root = parent.root;
-        mandate.root_digest = parent.root_digest;
-        Ok(Run { mandate, orchestrator: Arc::clone(&orchestrator.source) })
+    fn give_back_run(&mut self) {
+        if let Some(run) = self.run.take() {
+            self.engine.runs.give_back(run);
+        }
     }
 }

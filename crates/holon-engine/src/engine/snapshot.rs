@@ -48,8 +48,9 @@ struct Thresholds {
     min_runs: Option<u64>,
 }
 
-/// A mandate ready for admission.
-#[derive(Debug)]
+/// A mandate ready for admission. `Clone` for a delegated run's copy of its template
+/// (`run.rs`): no allocation while its sets fit inline.
+#[derive(Debug, Clone)]
 pub struct CompiledMandate {
     pub(crate) ix: MandateIx,
     pub(crate) source: Arc<Mandate>,
@@ -336,6 +337,20 @@ fn delegation_codes(m: &CompiledMandate, a: &CompiledAgent, codes: &mut CodeSet)
     }
 }
 
+/// Why an orchestrator's run could not be opened (its call is denied before it runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunRefused {
+    /// The derived sub-mandate would widen its parent (`sub_mandate_widens`).
+    Widens,
+    /// The engine could not compile it (names exhausted, a limit out of range):
+    /// `internal_error`.
+    Engine,
+}
+
+/// A delegated run's derived sub-mandate with its parent's figures, compiled once per
+/// snapshot (`run.rs`), or why there is none.
+pub(crate) type RunTemplate = Result<CompiledMandate, RunRefused>;
+
 /// The immutable compiled state admission runs against.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -350,6 +365,9 @@ pub struct Snapshot {
     /// With signatures required: the mandates whose chain does not hold, and why (they
     /// are barred, `mandate_untrusted`).
     untrusted: Vec<(String, String)>,
+    /// Delegated runs' derived sub-mandates, compiled on each (mandate, orchestrator)
+    /// pair's first call (`run.rs`; at most `RUN_TEMPLATES_MAX`).
+    pub(super) run_templates: dashmap::DashMap<(MandateIx, AgentIx), RunTemplate>,
 }
 
 impl Snapshot {

@@ -46,17 +46,10 @@ pub(in crate::engine) fn compile_mandate(
     }
     let req = &m.require;
     let milli = |v: Option<crate::money::Fixed6>| v.map(|f| f.millionths());
-    // A store-backed ledger is checked against its allowance caps: the store enforces the
-    // mandate's own limits on the leases it grants.
-    let (total_micros, day_micros_max) = ledger.enforced(m.budget.total.micros(), m.budget.per_day.map(|d| d.micros()));
     let compiled = CompiledMandate {
         ix,
         limits: BudgetLimits::of(m),
-        ledger_limits: LedgerLimits {
-            total_micros,
-            day_micros_max,
-            epoch: ledger.epoch_for(total_micros, day_micros_max),
-        },
+        ledger_limits: ledger_limits(&ledger, m.budget.total, m.budget.per_day),
         currency: m.budget.currency,
         from: if barred.is_some() { i64::MAX } else { m.valid.from.unix() },
         until: m.valid.until.unix(),
@@ -89,6 +82,26 @@ pub(in crate::engine) fn compile_mandate(
         source,
     };
     Ok(compiled)
+}
+
+/// What `ledger` enforces of a mandate's `total` and `per_day`: a store-backed ledger is
+/// checked against its allowance caps (the store enforces the mandate's own limits on the
+/// leases it grants).
+fn ledger_limits(ledger: &Ledger, total: Amount, per_day: Option<Amount>) -> LedgerLimits {
+    let (total_micros, day_micros_max) = ledger.enforced(total.micros(), per_day.map(|d| d.micros()));
+    LedgerLimits { total_micros, day_micros_max, epoch: ledger.epoch_for(total_micros, day_micros_max) }
+}
+
+impl CompiledMandate {
+    /// A delegated run's copy of its template (whose figures are the parent's) with the
+    /// call's own figures, on the run's ledger.
+    pub(in crate::engine) fn put_run_figures(&mut self, figures: crate::delegation::RunFigures) {
+        debug_assert!(figures.total <= self.limits.total, "a run's figures only lower the parent's");
+        self.limits.total = figures.total;
+        self.limits.per_call = figures.per_call;
+        self.limits.per_day = figures.per_day;
+        self.ledger_limits = ledger_limits(&self.ledger, figures.total, figures.per_day);
+    }
 }
 
 /// Compiles one agent; `lookup` resolves its declared downstream agents.
