@@ -17,6 +17,10 @@ use holon::engine::{Admission, BatchSink, Call, ChannelSink, Engine, EngineConfi
 use holon::money::Amount;
 
 const WARM_UP: u64 = 1_000;
+/// The most calls one probe makes after the warm-up. The receipt room is sized for it
+/// whatever `N` is, so that both probes build the same sink: a room sized by `N` put the
+/// sink's construction (about 20 instructions per slot) into the difference.
+const CALLS_MAX: u64 = 20_000;
 
 /// Orchestrator calls, each with one sub-call of its run, both settled (apart from the
 /// root loop, so neither changes how the other is compiled).
@@ -44,8 +48,8 @@ fn main() {
     let mandate = if sub { synthetic::add_chain(&mut net, 2).expect("chain") } else { "m0".to_owned() };
     // Room for every receipt, so no drop path and no drain thread skew the count.
     // (An orchestrator's call makes two receipts: its own and its sub-call's.)
-    let calls = if orch { 2 * (WARM_UP + n) } else { WARM_UP + n };
-    let room = usize::try_from(calls).expect("receipt room fits memory") + 1;
+    assert!(n <= CALLS_MAX, "at most {CALLS_MAX} calls");
+    let room = usize::try_from(2 * (WARM_UP + CALLS_MAX)).expect("receipt room fits memory") + 1;
     let (sink, rx): (Arc<dyn ReceiptSink>, _) = if batch {
         let (sink, rx) = BatchSink::new(room);
         (Arc::new(sink), rx)

@@ -181,7 +181,7 @@ impl Engine {
             }
         }
         debug_assert_eq!(held.charges.len(), ancestors.len(), "every ancestor holds the worst case");
-        ChainStep::Reserve { worst, extra: Box::new(Extra { ancestors: Some(held) }) }
+        ChainStep::Reserve { worst, extra: Box::new(Extra { ancestors: Some(held), shadow: None }) }
     }
 
     /// A denial of a call under a sub-mandate, naming the level whose rules refused it

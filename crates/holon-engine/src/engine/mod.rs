@@ -426,7 +426,6 @@ impl Engine {
                 at: ask.call.at,
                 worst_case: wc.worst,
                 sub_budget: wc.sub_budget,
-                shadow: None,
             },
             extra,
         );

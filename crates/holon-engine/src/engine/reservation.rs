@@ -74,10 +74,6 @@ impl std::fmt::Debug for Reservation<'_> {
 }
 
 impl<'e> Reservation<'e> {
-    pub(crate) fn new(engine: &'e Engine, held: Held<'e>) -> Self {
-        Reservation { engine, held, extra: None, run: None, ended: false }
-    }
-
     /// A reservation with its extra already made (a call under a published sub-mandate:
     /// the ancestors' charges).
     pub(crate) fn with_extra(engine: &'e Engine, held: Held<'e>, extra: Option<Box<Extra<'e>>>) -> Self {
@@ -109,7 +105,7 @@ impl<'e> Reservation<'e> {
     /// settlement goes into the mandate's shadow tally ([`Engine::shadow_tally`]), never into
     /// its ledger.
     pub fn shadow(&self) -> Option<&super::Shadowed> {
-        self.held.shadow.as_ref()
+        self.extra.as_ref().and_then(|e| e.shadow.as_ref())
     }
 
     /// The root mandate of the chain this reservation draws on (a run's sub-calls tally
@@ -283,7 +279,7 @@ impl<'e> Reservation<'e> {
             ended_at: at,
             outcome: report.outcome,
             latency_ms: report.latency_ms,
-            shadow: self.held.shadow.is_some(),
+            shadow: self.shadow().is_some(),
         });
         // Here and in `drop`'s unsettled branch, not in `drop` itself: a check there kept
         // `drop` from being inlined (13 instructions per leaf admit+settle in the gate).
@@ -326,7 +322,7 @@ impl Drop for Reservation<'_> {
                     ended_at: now,
                     outcome: Outcome::Unreported,
                     latency_ms: 0,
-                    shadow: self.held.shadow.is_some(),
+                    shadow: self.shadow().is_some(),
                 });
             }
             if self.run.is_some() {

@@ -128,9 +128,9 @@ impl Engine {
             at: d.at,
             worst_case: worst,
             sub_budget: Amount::ZERO,
-            shadow: Some(shadowed),
         };
-        Some(Reservation::new(self, held))
+        let extra = Box::new(super::held::Extra { ancestors: None, shadow: Some(shadowed) });
+        Some(Reservation::with_extra(self, held, Some(extra)))
     }
 
     /// What `mandate`'s shadow reservations hold now and settled (zero for a mandate that
