@@ -38,6 +38,13 @@ fn loadtest_times_every_call_when_asked() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["latency_ns"]["one_in"], 1, "{out}");
     assert_eq!(v["latency_ns"]["timed"], 5000, "{out}");
+    // Each kind of call in the mix has its own percentiles; together they are every timed
+    // call (the mix is 7 leaves, 1 orchestrator, 1 held, 1 denied in every 10).
+    let kinds = v["latency_ns"]["by_kind"].as_array().unwrap();
+    let timed: Vec<(&str, u64)> =
+        kinds.iter().map(|k| (k["kind"].as_str().unwrap(), k["timed"].as_u64().unwrap())).collect();
+    assert_eq!(timed, [("leaf", 3500), ("orchestrator", 500), ("held", 500), ("denied", 500)], "{out}");
+    assert!(kinds.iter().all(|k| k["p50"].as_u64() <= k["p99"].as_u64()), "{out}");
 }
 
 #[test]

@@ -27,6 +27,11 @@ pub(crate) fn print(report: &Report, json: bool, style: &super::style::Style) ->
         grouped(report.latency_ns.p999),
         style.dim(&timed(&report.latency_ns))
     )?;
+    if report.latency_ns.by_kind.len() > 1 {
+        let kinds: Vec<String> =
+            report.latency_ns.by_kind.iter().map(|k| format!("{} {} ns", k.kind, grouped(k.p99))).collect();
+        outln!("  p99 by kind  {}", kinds.join("   "))?;
+    }
     outln!("  mix       {}", style.dim(&report.mix))?;
     outln!(
         "  decisions {} allowed  {} held  {} denied  ({} sub-calls in delegated runs, counted in these)",

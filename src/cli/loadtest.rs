@@ -89,6 +89,32 @@ pub(super) struct Latency {
     /// `TIMER_FLOOR_SAMPLES`, measured before the run): the part of every figure above
     /// that is the clock, not the engine.
     pub timer_floor: u64,
+    /// The same figures for each kind of call in the mix that was timed (what a
+    /// percentile of the whole mix comes from).
+    pub by_kind: Vec<KindLatency>,
+}
+
+/// One kind of call's timed percentiles (ns).
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct KindLatency {
+    pub kind: &'static str,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub timed: u64,
+}
+
+/// The kinds of call in the mix, named in the order of `kind_slot`.
+const KINDS: [&str; 4] = ["leaf", "orchestrator", "held", "denied"];
+
+/// Where a kind's histogram is in `Worker::hist`.
+fn kind_slot(kind: Kind) -> usize {
+    match kind {
+        Kind::Leaf => 0,
+        Kind::Orchestrator => 1,
+        Kind::Held => 2,
+        Kind::Denied => 3,
+    }
 }
 
 /// Empty intervals timed for `Latency::timer_floor`.
@@ -155,7 +181,8 @@ pub(super) struct Report {
 }
 
 struct Worker {
-    hist: Histogram<u64>,
+    /// Timed calls, one histogram per kind of call (`KINDS`).
+    hist: [Histogram<u64>; 4],
     /// Calls before the next timed one: counts down (no division per call) from a gap drawn
     /// at random with mean `time_every`, so the timed calls fall on every position of the
     /// call mix's cycle (a fixed 64 would time only the even ones of a cycle of 10).
@@ -196,7 +223,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let per_thread = opts.calls.map(|c| c.div_ceil(opts.threads as u64));
     let timer_floor = timer_floor_ns();
     let start = Instant::now();
-    let hists = (0..opts.threads).map(|_| new_histogram()).collect::<Result<Vec<_>, _>>()?;
+    let hists = (0..opts.threads).map(|_| kind_histograms()).collect::<Result<Vec<_>, _>>()?;
     let workers: Vec<Worker> = std::thread::scope(|s| {
         let handles: Vec<_> = hists
             .into_iter()
@@ -218,7 +245,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
     let elapsed = start.elapsed();
     let receipts_dropped = engine.stats().receipts_dropped;
     let limit = total.micros();
-    let Totals { hist, decisions, sub_calls, calls, lease_pending, budget, max_claimed } =
+    let Totals { hist, kinds, decisions, sub_calls, calls, lease_pending, budget, max_claimed } =
         totals(&workers, &ledgers, opts.mandates)?;
     let first_budget_denial = workers.iter().filter_map(|w| w.settled_at_budget_denial).min();
     let exhausted = opts.until_exhausted && !workers.is_empty() && workers.iter().all(|w| w.exhausted);
@@ -246,7 +273,7 @@ pub(super) fn run(opts: &Options) -> anyhow::Result<Report> {
         // A float-to-int `as` saturates: a rate beyond u64 (never reached) reads u64::MAX.
         #[allow(clippy::cast_possible_truncation)]
         ops_per_sec: (calls as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
-        latency_ns: latency(&hist, opts.time_every, timer_floor),
+        latency_ns: latency(&hist, &kinds, opts.time_every, timer_floor),
         decisions: Decisions { allowed, held, denied, lease_pending, budget },
         sub_calls,
         overrun,
@@ -360,6 +387,7 @@ fn progress_bar(opts: &Options) -> indicatif::ProgressBar {
 /// What the workers counted, summed, and the most each mandate's ledger held.
 struct Totals {
     hist: Histogram<u64>,
+    kinds: [Histogram<u64>; 4],
     decisions: [u64; 3],
     sub_calls: u64,
     calls: u64,
@@ -373,6 +401,7 @@ struct Totals {
 fn totals(workers: &[Worker], ledgers: &[holon::engine::LedgerView], mandates: usize) -> anyhow::Result<Totals> {
     let mut t = Totals {
         hist: new_histogram()?,
+        kinds: kind_histograms()?,
         decisions: [0; 3],
         sub_calls: 0,
         calls: 0,
@@ -381,7 +410,10 @@ fn totals(workers: &[Worker], ledgers: &[holon::engine::LedgerView], mandates: u
         max_claimed: vec![0; mandates],
     };
     for w in workers {
-        t.hist.add(&w.hist)?;
+        for (kind, h) in t.kinds.iter_mut().zip(&w.hist) {
+            t.hist.add(h)?;
+            kind.add(h)?;
+        }
         for (d, x) in t.decisions.iter_mut().zip(w.decisions) {
             *d += x;
         }
@@ -492,6 +524,10 @@ fn indices(
 }
 
 /// Nanoseconds from 1 to 60 s, 3 significant digits.
+fn kind_histograms() -> Result<[Histogram<u64>; 4], hdrhistogram::CreationError> {
+    Ok([new_histogram()?, new_histogram()?, new_histogram()?, new_histogram()?])
+}
+
 fn new_histogram() -> Result<Histogram<u64>, hdrhistogram::CreationError> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3)
 }
@@ -508,7 +544,7 @@ fn work(
     at: holon::time::Timestamp,
     stop: &AtomicBool,
     done_calls: &AtomicU64,
-    hist: Histogram<u64>,
+    hist: [Histogram<u64>; 4],
 ) -> Worker {
     let mut w = Worker {
         hist,
@@ -567,7 +603,10 @@ fn work(
             }
         }
         if let Some(started) = started {
-            let _ = w.hist.record(u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX));
+            let ns = u64::try_from(started.elapsed().as_nanos().max(1)).unwrap_or(u64::MAX);
+            if let Some(h) = w.hist.get_mut(kind_slot(synthetic::kind_of(ai))) {
+                let _ = h.record(ns);
+            }
         }
         w.calls += 1;
         if w.calls.is_multiple_of(1024) {
@@ -682,7 +721,19 @@ fn on_signals() -> anyhow::Result<Arc<AtomicBool>> {
 }
 
 /// The timed calls' percentiles, with how they were timed.
-fn latency(hist: &Histogram<u64>, one_in: u64, timer_floor: u64) -> Latency {
+fn latency(hist: &Histogram<u64>, kinds: &[Histogram<u64>; 4], one_in: u64, timer_floor: u64) -> Latency {
+    let by_kind = KINDS
+        .iter()
+        .zip(kinds)
+        .filter(|(_, h)| h.len() > 0)
+        .map(|(kind, h)| KindLatency {
+            kind,
+            p50: h.value_at_quantile(0.50),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            timed: h.len(),
+        })
+        .collect();
     Latency {
         p50: hist.value_at_quantile(0.50),
         p99: hist.value_at_quantile(0.99),
@@ -690,6 +741,7 @@ fn latency(hist: &Histogram<u64>, one_in: u64, timer_floor: u64) -> Latency {
         one_in,
         timed: hist.len(),
         timer_floor,
+        by_kind,
     }
 }
 
