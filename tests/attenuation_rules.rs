@@ -105,6 +105,18 @@ fn derived_sub_mandate_of_the_worked_example() {
     let mut flat = parent.clone();
     flat.delegation.max_depth = 0;
     assert!(delegation::derive(&flat, pipeline, Amount::parse("0.50").unwrap(), &catalog).is_err());
+    // With a sub-budget above the parent's total too, the depth alone is the reason, as
+    // ever (the engine's per-call figures check is a second step of its own).
+    let over = parent.budget.total.checked_add(Amount::from_micros(1)).unwrap();
+    let refusal = delegation::derive(&flat, pipeline, over, &catalog).unwrap_err();
+    let codes: Vec<_> = refusal.reasons.iter().map(|w| w.code).collect();
+    assert_eq!(codes, ["delegation_depth_exceeded"]);
+    // A total above the parent's is reported where the budget rules report it: before the
+    // allow rules' reasons.
+    let refusal = delegation::derive(&parent, pipeline, over, &NoAgents).unwrap_err();
+    let codes: Vec<_> = refusal.reasons.iter().map(|w| w.code).collect();
+    assert_eq!(codes.first(), Some(&"total_widened"), "{codes:?}");
+    assert!(codes.len() > 1, "{codes:?}");
 }
 
 trait ParseId {

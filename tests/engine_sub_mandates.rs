@@ -387,3 +387,60 @@ fn a_busy_child_takes_no_more_of_its_parent_than_its_own_limits() {
     }
     assert_eq!(left, 250, "the parent's own calls get the other 1.00");
 }
+
+/// A delegated run whose orchestrator calls another orchestrator opens a nested run under
+/// the run's own sub-mandate. A run opened before a publish keeps its document; the nested
+/// run it opens after the publish must not become the template of runs under the new
+/// document (the key (run mandate, orchestrator) names both alike). Found by review of the
+/// per-snapshot templates: a nested sub-call under the replaced parent's deny was allowed.
+#[test]
+fn a_nested_run_of_an_older_run_is_not_the_template_of_a_newer_one() {
+    use holon::engine::synthetic;
+    let mut net = synthetic::network(&synthetic::Shape { agents: 20, mandates: 1, ..Default::default() }).unwrap();
+    synthetic::add_chain(&mut net, 1).unwrap();
+    // m0 → m0/s1 with room for two runs (the orchestrator's, and its callee's).
+    let depth = |m: &Arc<Mandate>, d: u32| {
+        let mut m = (**m).clone();
+        m.delegation.max_depth = d;
+        Arc::new(m)
+    };
+    net.input.mandates = vec![depth(&net.input.mandates[0], 3), depth(&net.input.mandates[1], 2)];
+    // syn/a5 may call an orchestrator (syn/a15) too, with room for its worst case.
+    for (m, _) in &mut net.input.agents {
+        if m.id.as_str() == "syn/a5" {
+            let mut v = serde_json::to_value(&**m).unwrap();
+            v["pricing"]["downstream"]["cap"] = serde_json::json!("0.05");
+            v["calls"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({ "capability": "syn.orchestrate", "max_cost": "0.02" }));
+            *m = Arc::new(serde_json::from_value(v).unwrap());
+        }
+    }
+    let engine = Engine::new(EngineConfig::default());
+    engine.publish(&net.input).unwrap();
+    let (s1, a5, a15, a1) = (
+        engine.mandate_ix("m0/s1").unwrap(),
+        engine.agent_ix("syn/a5").unwrap(),
+        engine.agent_ix("syn/a15").unwrap(),
+        engine.agent_ix("syn/a1").unwrap(),
+    );
+    let nested = SubCall { agent: a15, capability: Some("syn.orchestrate"), at: net.at };
+    let leaf = SubCall { agent: a1, capability: Some("syn.leaf"), at: net.at };
+    let Admission::Allowed(old_run) = engine.admit(&Call::new(s1, a5, net.at)) else { panic!("a5 allowed") };
+    // The same sub-mandate, now denying syn/a1 (its root unchanged).
+    let mut republished = net.input.clone();
+    let mut s1_doc = (*republished.mandates[1]).clone();
+    s1_doc.deny.agents.push(holon::pattern::AgentPattern::parse("syn/a1").unwrap());
+    republished.mandates[1] = Arc::new(s1_doc);
+    engine.publish(&republished).unwrap();
+    // The old run, on its old document, opens a nested run after the publish.
+    let Admission::Allowed(old_nested) = old_run.sub_call(&nested) else { panic!("the old run's nested call allowed") };
+    assert!(old_nested.is_delegated_run());
+    drop(old_nested);
+    // A run under the new document: its nested run inherits the new deny.
+    let Admission::Allowed(new_run) = engine.admit(&Call::new(s1, a5, net.at)) else { panic!("a5 allowed") };
+    let Admission::Allowed(new_nested) = new_run.sub_call(&nested) else { panic!("the new run's nested call allowed") };
+    let d = denied(new_nested.sub_call(&leaf));
+    assert!(d.codes.contains(Code::AgentDenied), "{:?}", d.codes.iter().collect::<Vec<_>>());
+}

@@ -725,7 +725,7 @@ fn latency(hist: &Histogram<u64>, kinds: &[Histogram<u64>; 4], one_in: u64, time
     let by_kind = KINDS
         .iter()
         .zip(kinds)
-        .filter(|(_, h)| h.len() > 0)
+        .filter(|(_, h)| !h.is_empty())
         .map(|(kind, h)| KindLatency {
             kind,
             p50: h.value_at_quantile(0.50),

@@ -21,25 +21,16 @@ pub struct DeriveRefusal {
 /// document). `sub_budget` is what the call's worst case left for sub-calls: the converted
 /// downstream cap, or `max_cost` minus the agent's own ceiling.
 ///
-/// The same as [`derive_template`] with the figures of [`run_figures`] put in: the engine
-/// compiles the template once per snapshot and puts each call's figures into its run.
+/// The engine derives the same document in two steps ([`derive_template`] once per
+/// snapshot, [`run_figures`] per call); this is the whole document checked at once, with
+/// every reason in the attenuation rules' order.
 pub fn derive(
     parent: &Mandate,
     agent: &Manifest,
     sub_budget: Amount,
     lookup: &dyn AgentLookup,
 ) -> Result<Mandate, DeriveRefusal> {
-    match (derive_template(parent, agent, lookup), run_figures(parent, sub_budget)) {
-        (Ok(mut child), Ok(figures)) => {
-            figures.put_into(&mut child.budget);
-            Ok(child)
-        }
-        (template, figures) => {
-            let mut reasons = template.err().map(|r| r.reasons).unwrap_or_default();
-            reasons.extend(figures.err().into_iter().flat_map(|r| r.reasons));
-            Err(DeriveRefusal { reasons })
-        }
-    }
+    checked(parent, agent, RunFigures::lowered(parent, sub_budget), lookup)
 }
 
 /// A derived sub-mandate's budget figures for one call: the call's `sub_budget` as its
@@ -60,6 +51,20 @@ impl RunFigures {
     }
 }
 
+impl RunFigures {
+    /// `sub_budget` as the total, the parent's per-call and per-day limits lowered to it.
+    fn lowered(parent: &Mandate, sub_budget: Amount) -> Self {
+        let lower = |limit: Option<Amount>| limit.map(|l| l.min(sub_budget));
+        RunFigures { total: sub_budget, per_call: lower(parent.budget.per_call), per_day: lower(parent.budget.per_day) }
+    }
+
+    /// The parent's own figures: they pass every budget rule.
+    fn parents(parent: &Mandate) -> Self {
+        let b = &parent.budget;
+        RunFigures { total: b.total, per_call: b.per_call, per_day: b.per_day }
+    }
+}
+
 /// The figures of a run whose call left `sub_budget` for sub-calls, checked with the one
 /// attenuation rule they can break (a total above the parent's: `total_widened`). The
 /// lowered limits are at most the parent's by construction. No allocation unless refused.
@@ -67,8 +72,7 @@ pub(crate) fn run_figures(parent: &Mandate, sub_budget: Amount) -> Result<RunFig
     if let Some(widening) = crate::attenuation::total_widening(parent, sub_budget) {
         return Err(DeriveRefusal { reasons: vec![widening] });
     }
-    let lower = |limit: Option<Amount>| limit.map(|l| l.min(sub_budget));
-    Ok(RunFigures { total: sub_budget, per_call: lower(parent.budget.per_call), per_day: lower(parent.budget.per_day) })
+    Ok(RunFigures::lowered(parent, sub_budget))
 }
 
 /// Everything of the sub-mandate for `agent`'s runs under `parent` that does not depend on
@@ -78,6 +82,16 @@ pub(crate) fn run_figures(parent: &Mandate, sub_budget: Amount) -> Result<RunFig
 pub(crate) fn derive_template(
     parent: &Mandate,
     agent: &Manifest,
+    lookup: &dyn AgentLookup,
+) -> Result<Mandate, DeriveRefusal> {
+    checked(parent, agent, RunFigures::parents(parent), lookup)
+}
+
+/// The derived document with `figures` in its budget, checked by every attenuation rule.
+fn checked(
+    parent: &Mandate,
+    agent: &Manifest,
+    figures: RunFigures,
     lookup: &dyn AgentLookup,
 ) -> Result<Mandate, DeriveRefusal> {
     if parent.delegation.max_depth == 0 {
@@ -96,7 +110,11 @@ pub(crate) fn derive_template(
         issuer: parent.grantee.clone(),
         grantee: Principal::from(agent.id.clone()),
         valid: parent.valid.clone(),
-        budget: parent.budget.clone(),
+        budget: {
+            let mut b = parent.budget.clone();
+            figures.put_into(&mut b);
+            b
+        },
         approval: parent.approval.as_ref().map(|a| Approval { above: a.above }),
         allow: Allow {
             capabilities: agent

@@ -108,6 +108,12 @@ impl Snapshot {
     /// The template of `orchestrator`'s runs under `parent`: compiled on the pair's first
     /// call and kept while this snapshot is live (a publish compiles anew against the new
     /// documents).
+    ///
+    /// Kept only for a parent that is this snapshot's own compiled mandate. A nested run's
+    /// parent is a run's copy, whose document may be an older snapshot's (the run keeps the
+    /// document it opened under) while its number is the same for every version: its
+    /// template is compiled for its call alone (found by review; test
+    /// `a_nested_run_of_an_older_run_is_not_the_template_of_a_newer_one`).
     pub(super) fn run_template(
         &self,
         engine: &Engine,
@@ -115,6 +121,10 @@ impl Snapshot {
         orchestrator: &CompiledAgent,
     ) -> Cached<'_> {
         let key = (parent.ix, orchestrator.ix);
+        let published = self.mandate(parent.ix).is_some_and(|m| std::ptr::eq(m, parent));
+        if !published {
+            return Cached::Alone(Box::new(compile_template(engine, self, parent, orchestrator)));
+        }
         if let Some(kept) = self.run_templates.get(&key) {
             return Cached::Kept(kept);
         }
