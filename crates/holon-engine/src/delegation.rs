@@ -49,9 +49,7 @@ impl RunFigures {
         budget.per_call = self.per_call;
         budget.per_day = self.per_day;
     }
-}
 
-impl RunFigures {
     /// `sub_budget` as the total, the parent's per-call and per-day limits lowered to it.
     fn lowered(parent: &Mandate, sub_budget: Amount) -> Self {
         let lower = |limit: Option<Amount>| limit.map(|l| l.min(sub_budget));

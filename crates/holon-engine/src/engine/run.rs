@@ -9,7 +9,8 @@
 //! Attenuation is as strict as deriving the whole document per call: the template is the
 //! derived document with the parent's own figures, checked by every attenuation rule; the
 //! call's figures can only break `total_widened`, which `run_figures` checks per call
-//! (`delegation::derive` is the two composed, and `tests/attenuation_rules.rs` holds it).
+//! (`delegation::derive` checks the whole document in one pass, with every reason;
+//! `tests/engine_admission.rs` holds each pooled run's document equal to it).
 
 use dashmap::mapref::one::Ref;
 
@@ -97,8 +98,8 @@ fn compile_template(
     Ok(mandate)
 }
 
-/// A template from the snapshot's cache, or one compiled for this call alone (the cache is
-/// full).
+/// A template from the snapshot's cache, or one compiled for this call alone (a nested
+/// run's, or the cache is full).
 pub(super) enum Cached<'s> {
     Kept(Ref<'s, (MandateIx, AgentIx), RunTemplate>),
     Alone(Box<RunTemplate>),

@@ -365,8 +365,8 @@ pub struct Snapshot {
     /// With signatures required: the mandates whose chain does not hold, and why (they
     /// are barred, `mandate_untrusted`).
     untrusted: Vec<(String, String)>,
-    /// Delegated runs' derived sub-mandates, compiled on each (mandate, orchestrator)
-    /// pair's first call (`run.rs`; at most `RUN_TEMPLATES_MAX`).
+    /// Delegated runs' derived sub-mandates, compiled on each (published mandate,
+    /// orchestrator) pair's first call (`run.rs`; at most `RUN_TEMPLATES_MAX`).
     pub(super) run_templates: dashmap::DashMap<(MandateIx, AgentIx), RunTemplate>,
 }
 
