@@ -137,10 +137,10 @@ impl Drop for Fixture {
 }
 
 /// Every file beneath `dir` with its bytes (`skip`: subtrees left out).
-/// `exec.json` is written by `holon job exec` itself, before the command starts.
+/// `exec.jsonl` is written by `holon job exec` itself, before the command starts.
 fn snapshot(dir: &Path, skip: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = all_files(dir, skip);
-    files.retain(|p, _| !p.ends_with("exec.json"));
+    files.retain(|p, _| !p.ends_with("exec.jsonl"));
     files
 }
 
@@ -396,8 +396,8 @@ fn the_kernel_holds_where_the_check_is_fooled() {
     let stopped: Vec<&str> =
         answers.lines().filter(|l| l.contains("holon: blocked") || l.contains("holon: refused")).collect();
     assert!(stopped.is_empty(), "lines the check or the plan stopped (so the kernel was not tested): {stopped:?}");
-    let confined = std::fs::read_to_string(f.state.join("jobs").join(JOB).join("exec.json")).unwrap();
-    assert_eq!(confined.matches("\"confined\": true").count(), lines.len(), "every line ran confined");
+    let confined = std::fs::read_to_string(f.state.join("jobs").join(JOB).join("exec.jsonl")).unwrap();
+    assert_eq!(confined.matches("\"confined\":true").count(), lines.len(), "every line ran confined");
     let now = snapshot(&f.base, &keep);
     let changed: Vec<_> = now.keys().chain(before.keys()).filter(|k| now.get(*k) != before.get(*k)).collect();
     assert!(changed.is_empty(), "files outside paths.write changed: {changed:?}");

@@ -1,17 +1,44 @@
 //! How the job's recent commands ran under `holon job exec`: confined by the kernel or
 //! not, and why (`holon job status` shows them).
+//!
+//! The log is `exec.jsonl`, one record per line, appended: a call writes its one line and
+//! never reads the others, so its cost does not grow with the history (rewriting a JSON
+//! array of the last 200 records was 1.6 M instructions of each `exec`, more than its
+//! check; docs/PERFORMANCE.md "holon job exec overhead"). When the file would pass
+//! [`EXEC_LOG_BYTES_MAX`] it is rewritten once with the newest [`EXEC_RECORDS_MAX`].
+
+use std::collections::VecDeque;
+use std::fs::OpenOptions;
+use std::io::{BufReader, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{Durability, read_json, write_json_as};
-use super::{Job, StateError};
+use super::store::{Durability, libc_nofollow, open_regular};
+use super::{Job, StateError, io};
 use crate::redact::redact;
 use crate::time::Timestamp;
 
-/// Most records kept (the oldest go first).
+/// Most records kept and shown (the oldest go first).
 pub const EXEC_RECORDS_MAX: usize = 200;
 /// Most bytes of a command kept in a record.
 pub const EXEC_COMMAND_BYTES_MAX: usize = 512;
+/// Most bytes of a record's run id kept.
+pub const EXEC_RUN_BYTES_MAX: usize = 128;
+/// Most bytes of a record's `how` (why it ran unconfined or was refused) kept.
+pub const EXEC_HOW_BYTES_MAX: usize = 1_024;
+/// Most bytes of one line of the log: the three fields above escaped as JSON at worst
+/// (six bytes a byte) with room for the rest. A longer line is skipped when read.
+pub const EXEC_LINE_BYTES_MAX: usize = 16_384;
+/// Past this many bytes the log is rewritten with its newest [`EXEC_RECORDS_MAX`] records
+/// (about 4,000 commands of a usual length between two rewrites).
+pub const EXEC_LOG_BYTES_MAX: u64 = 1 << 20;
+/// Most bytes read from the end of the log: enough for the newest records of a log that
+/// was at its bound when its last line was added.
+const EXEC_READ_BYTES_MAX: u64 = EXEC_LOG_BYTES_MAX + ((EXEC_RECORDS_MAX + 1) * EXEC_LINE_BYTES_MAX) as u64;
+
+/// The log's file name in the job's directory.
+const EXEC_LOG: &str = "exec.jsonl";
 
 /// One command `holon job exec` started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,43 +57,171 @@ pub struct ExecRecord {
 
 impl ExecRecord {
     pub fn new(run: &str, version: Option<u32>, level: u8, how: &str, command: &str) -> ExecRecord {
-        let mut command = redact(command);
-        if command.len() > EXEC_COMMAND_BYTES_MAX {
-            let mut end = EXEC_COMMAND_BYTES_MAX;
-            while !command.is_char_boundary(end) {
-                end -= 1;
-            }
-            command.truncate(end);
-            command.push('…');
-        }
         ExecRecord {
             time: Timestamp::now().to_string(),
-            run: run.to_owned(),
+            run: cut(run.to_owned(), EXEC_RUN_BYTES_MAX),
             version,
             confined: level > 0,
             level,
-            how: how.to_owned(),
-            command,
+            how: cut(how.to_owned(), EXEC_HOW_BYTES_MAX),
+            command: cut(redact(command), EXEC_COMMAND_BYTES_MAX),
         }
     }
 }
 
+/// `text` cut to at most `bytes_max` bytes at a character boundary, marked `…` when cut.
+fn cut(mut text: String, bytes_max: usize) -> String {
+    if text.len() > bytes_max {
+        let mut end = bytes_max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 impl Job {
     /// Appends `record` (before the command starts: once confined, the state is not
-    /// writable).
+    /// writable): one line, the others neither read nor rewritten, unless the log is at
+    /// its bound.
     pub fn record_exec(&self, record: ExecRecord) -> Result<(), StateError> {
         let _lock = self.lock(true)?;
-        let path = self.path("exec.json");
-        let mut records: Vec<ExecRecord> = read_json(&path)?;
-        records.push(record);
-        let over = records.len().saturating_sub(EXEC_RECORDS_MAX);
-        records.drain(..over);
-        // Shown to a person, never decided on: atomic, not synced (store::Durability).
-        write_json_as(&path, &records, Durability::Unsynced)
+        let path = self.path(EXEC_LOG);
+        let mut line = serde_json::to_string(&record)
+            .map_err(|e| StateError::Damaged { path: path.display().to_string(), message: e.to_string() })?;
+        line.push('\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc_nofollow() | libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(io(&path))?;
+        let meta = f.metadata().map_err(io(&path))?;
+        if !meta.is_file() {
+            return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
+        }
+        if meta.len().saturating_add(line.len() as u64) <= EXEC_LOG_BYTES_MAX {
+            // Shown to a person, never decided on: not synced (store::Durability).
+            return f.write_all(line.as_bytes()).map_err(io(&path));
+        }
+        drop(f);
+        let mut kept = self.exec_records()?;
+        kept.push(record);
+        let over = kept.len().saturating_sub(EXEC_RECORDS_MAX);
+        let mut text = String::new();
+        for r in kept.iter().skip(over) {
+            text.push_str(&serde_json::to_string(r).unwrap_or_default());
+            text.push('\n');
+        }
+        crate::files::replace(&path, text.as_bytes(), Durability::Unsynced, crate::files::FileMode::New)
+            .map_err(io(&path))
     }
 
-    /// The recorded commands, oldest first.
+    /// The newest recorded commands (at most [`EXEC_RECORDS_MAX`]), oldest first. Read
+    /// from the end of the log; a torn, over-long or damaged line is skipped alone.
     pub fn exec_records(&self) -> Result<Vec<ExecRecord>, StateError> {
-        read_json(&self.path("exec.json"))
+        let path = self.path(EXEC_LOG);
+        let Some(mut f) = open_regular(&path)? else { return Ok(Vec::new()) };
+        let len = f.metadata().map_err(io(&path))?.len();
+        let from = len.saturating_sub(EXEC_READ_BYTES_MAX);
+        f.seek(SeekFrom::Start(from)).map_err(io(&path))?;
+        let mut kept = VecDeque::with_capacity(EXEC_RECORDS_MAX + 1);
+        // Read from the middle of the file, the first line is a piece of one: skipped.
+        let mut first = from > 0;
+        crate::lines::for_each_line(BufReader::new(f), EXEC_LINE_BYTES_MAX, EXEC_READ_BYTES_MAX, |line| {
+            if !std::mem::take(&mut first)
+                && let Some(r) = line.and_then(|l| serde_json::from_str::<ExecRecord>(l).ok())
+            {
+                if kept.len() == EXEC_RECORDS_MAX {
+                    kept.pop_front();
+                }
+                kept.push_back(r);
+            }
+            true
+        })
+        .map_err(io(&path))?;
+        Ok(kept.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    fn job() -> (tempfile::TempDir, Job) {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("jobs/j")).unwrap();
+        let job = Job::open(root.path(), "j").unwrap();
+        (root, job)
+    }
+
+    fn record(n: usize) -> ExecRecord {
+        ExecRecord::new(&format!("r{n}"), Some(1), 7, "full", &format!("echo {n}"))
+    }
+
+    fn runs(job: &Job) -> Vec<String> {
+        job.exec_records().unwrap().into_iter().map(|r| r.run).collect()
+    }
+
+    #[test]
+    fn a_record_is_appended_and_the_others_are_neither_read_nor_rewritten() {
+        let (_root, job) = job();
+        job.record_exec(record(0)).unwrap();
+        let path = job.path(EXEC_LOG);
+        let (inode, before) = (std::fs::metadata(&path).unwrap().ino(), std::fs::read(&path).unwrap());
+        job.record_exec(record(1)).unwrap();
+        let after = std::fs::read(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "the same file, appended to (not replaced)");
+        assert!(after.starts_with(&before) && after.len() > before.len());
+        assert_eq!(runs(&job), ["r0", "r1"]);
+    }
+
+    #[test]
+    fn at_its_bound_the_log_keeps_its_newest_records() {
+        let (_root, job) = job();
+        let line = format!("{}\n", serde_json::to_string(&record(0)).unwrap());
+        let mut text = String::new();
+        let mut n = 0;
+        while (text.len() + line.len()) as u64 <= EXEC_LOG_BYTES_MAX {
+            text.push_str(&serde_json::to_string(&record(n)).unwrap());
+            text.push('\n');
+            n += 1;
+        }
+        std::fs::write(job.path(EXEC_LOG), &text).unwrap();
+        assert_eq!(runs(&job).len(), EXEC_RECORDS_MAX, "only the newest are shown");
+        job.record_exec(record(n)).unwrap();
+        let kept = runs(&job);
+        assert_eq!(kept.len(), EXEC_RECORDS_MAX);
+        assert_eq!(kept.last().unwrap(), &format!("r{n}"));
+        assert_eq!(kept.first().unwrap(), &format!("r{}", n + 1 - EXEC_RECORDS_MAX));
+        let size = std::fs::metadata(job.path(EXEC_LOG)).unwrap().len();
+        assert!(size < EXEC_LOG_BYTES_MAX / 4, "rewritten with the newest only ({size} bytes)");
+    }
+
+    #[test]
+    fn a_torn_or_damaged_line_is_skipped_alone_and_a_huge_log_is_read_from_its_end() {
+        let (_root, job) = job();
+        let good = |n| serde_json::to_string(&record(n)).unwrap();
+        let long = "x".repeat(EXEC_LINE_BYTES_MAX + 10);
+        // A log far past what is read: only its end is read, and still gives the newest.
+        let filler = "not a record\n".repeat(usize::try_from(EXEC_READ_BYTES_MAX / 13 + 1000).unwrap());
+        let text =
+            format!("{}\n{filler}{}\n{{\"broken\n{long}\n\u{ff}\n{}\n{{\"time\":\"torn", good(0), good(1), good(2));
+        std::fs::write(job.path(EXEC_LOG), text).unwrap();
+        assert_eq!(runs(&job), ["r1", "r2"]);
+    }
+
+    #[test]
+    fn a_record_holds_each_field_to_its_bound() {
+        let r = ExecRecord::new(&"é".repeat(1_000), None, 0, &"h".repeat(5_000), &"c".repeat(5_000));
+        assert!(r.run.len() <= EXEC_RUN_BYTES_MAX + '…'.len_utf8() && r.run.ends_with('…'));
+        assert!(r.how.len() <= EXEC_HOW_BYTES_MAX + '…'.len_utf8());
+        assert!(r.command.len() <= EXEC_COMMAND_BYTES_MAX + '…'.len_utf8());
+        let worst = ExecRecord::new(&"\u{1}".repeat(999), None, 0, &"\u{1}".repeat(9_999), &"\u{1}".repeat(9_999));
+        assert!(serde_json::to_string(&worst).unwrap().len() < EXEC_LINE_BYTES_MAX, "the worst line fits");
     }
 }

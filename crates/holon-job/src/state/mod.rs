@@ -31,7 +31,10 @@ mod versions;
 mod widen;
 
 pub use check::{CheckOutcome, Judged, StateView, Unusable, decide};
-pub use confined::{EXEC_COMMAND_BYTES_MAX, EXEC_RECORDS_MAX, ExecRecord};
+pub use confined::{
+    EXEC_COMMAND_BYTES_MAX, EXEC_HOW_BYTES_MAX, EXEC_LINE_BYTES_MAX, EXEC_LOG_BYTES_MAX, EXEC_RECORDS_MAX,
+    EXEC_RUN_BYTES_MAX, ExecRecord,
+};
 pub use overview::Overview;
 pub use store::{Locked, atomic_write, sha256_hex};
 pub use versions::{ActiveError, VersionText, Which};
