@@ -117,7 +117,7 @@ impl Job {
             version: v,
             sha256: sha256_hex(&text),
             at: Timestamp::now().to_string(),
-            schema_sha256: Some(schema_sha256().to_owned()),
+            schema_sha256: Some(SCHEMA_SHA256.to_owned()),
         };
         // The version it replaces, when the text is the same (`widen` of a drift already
         // allowed elsewhere, a proposal of nothing new): said, so nobody reviews it twice.
@@ -173,7 +173,7 @@ impl Job {
         // The same text passed the same schema at its approval: its typing and rules are
         // checked again, the schema's pass is not (an approval by a build with another
         // schema, or older than the record, gets the whole check).
-        let m = if approved.schema_sha256.as_deref() == Some(schema_sha256()) {
+        let m = if approved.schema_sha256.as_deref() == Some(SCHEMA_SHA256) {
             mandate::from_yaml_shape_known(&text)?
         } else {
             mandate::from_yaml(&text)?
@@ -182,12 +182,20 @@ impl Job {
     }
 }
 
-/// The SHA-256 of this build's job mandate schema (`schema/holon-job-mandate.schema.json`).
-pub(super) fn schema_sha256() -> &'static str {
-    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DIGEST.get_or_init(|| sha256_hex(crate::doc::schema::JOB_MANDATE_SCHEMA))
-}
+/// The SHA-256 of this build's job mandate schema (`schema/holon-job-mandate.schema.json`),
+/// written here rather than hashed in every process (138 k instructions of each `job check`
+/// and `exec`); a test holds it to the schema's text.
+pub(super) const SCHEMA_SHA256: &str = "6ebdb2441525cf567e86fc10beedc6c6b293e63b47ed835dc6863aacef6a63ff";
 
 fn short(hex: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Change the constant with the schema: `sha256sum schema/holon-job-mandate.schema.json`.
+    #[test]
+    fn the_schema_digest_is_the_schema_s() {
+        assert_eq!(super::SCHEMA_SHA256, super::sha256_hex(crate::doc::schema::JOB_MANDATE_SCHEMA));
+    }
 }

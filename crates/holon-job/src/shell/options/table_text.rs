@@ -159,7 +159,7 @@ fn read(text: &'static str) -> Result<Table, String> {
     let mut at = 0;
     // The header being read: its spec, where its body starts (byte and line).
     let mut open: Option<(Spec, usize, usize)> = None;
-    for (i, raw) in text.split_inclusive('\n').enumerate() {
+    for (i, raw) in lines_of(text).enumerate() {
         let n = i + 1;
         let start = at;
         at += raw.len();
@@ -185,6 +185,21 @@ fn read(text: &'static str) -> Result<Table, String> {
 }
 
 /// A line without its end, its comment (` #` on) and the blanks around it.
+/// `text`'s lines, each with its newline (the last perhaps without): `split_inclusive('\n')`
+/// with a vectorised search for the newline. The whole table is scanned in every process
+/// that checks a call, and the character search was 40% of reading it (callgrind of
+/// `holon-job exec`, docs/PERFORMANCE.md "holon job exec overhead").
+fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let rest = text.get(at..).filter(|r| !r.is_empty())?;
+        // A newline is one byte, so the cut after it is a character boundary.
+        let len = memchr::memchr(b'\n', rest.as_bytes()).map_or(rest.len(), |i| i + 1);
+        at += len;
+        rest.get(..len)
+    })
+}
+
 fn uncommented(raw: &str) -> &str {
     // Most lines have no comment: the byte search is cheaper than the substring's.
     if raw.contains('#') { raw.split(" #").next().unwrap_or_default() } else { raw }.trim()
@@ -197,7 +212,7 @@ fn options_of(entry: &Entry) -> Result<Spec, String> {
     // The spellings with their lines, sorted to find one listed twice (git and curl have
     // hundreds: a scan of every earlier option per spelling was most of a check's time).
     let mut spelled: Vec<(&'static str, usize)> = Vec::new();
-    for (i, raw) in entry.body.split_inclusive('\n').enumerate() {
+    for (i, raw) in lines_of(entry.body).enumerate() {
         let n = entry.first_line + i;
         let line = uncommented(raw);
         if line.is_empty() || line.starts_with('#') {
@@ -351,6 +366,7 @@ mod tests {
         for text in [include_str!("../commands.txt"), odd, "== a : gnu words\n", "\n\n== a : gnu words\n-y\n"] {
             let t = super::read(text).unwrap();
             let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            assert_eq!(super::lines_of(text).collect::<Vec<_>>(), lines, "{text:?}");
             let heads: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].trim_start().starts_with("==")).collect();
             assert_eq!(t.entries.len(), heads.len(), "{text:?}");
             for (k, (entry, h)) in t.entries.iter().zip(&heads).enumerate() {
@@ -360,6 +376,9 @@ mod tests {
                 let name = lines[*h].trim_start().strip_prefix("==").unwrap().split(':').next().unwrap();
                 assert_eq!(entry.head.names.join("|"), name.split('|').map(str::trim).collect::<Vec<_>>().join("|"));
             }
+        }
+        for text in ["", "\n", "a", "\n\na\n\n", "é\nü"] {
+            assert_eq!(super::lines_of(text).collect::<Vec<_>>(), text.split_inclusive('\n').collect::<Vec<_>>());
         }
         assert!(super::read("-x\n== a : gnu words").err().unwrap().contains("line 1: an option before any command"));
         assert!(super::read("# c\n== a : nope words").err().unwrap().contains("line 2: no parser"));
