@@ -17,44 +17,9 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::job_state::output_of_job;
+use common::job_state::{holon_bin, install_programs, output_of_job};
 
 const JOB: &str = "j";
-
-/// The two programs of a build, holon and the helper it confines each command with.
-const BUILT: [&str; 2] = [env!("CARGO_BIN_EXE_holon"), env!("CARGO_BIN_EXE_holon-sandbox")];
-
-/// holon (and its helper beside it) as files of their own: cargo's `target/debug/holon` is
-/// a second hard link of `deps/holon-<hash>`, and `exec` refuses a linked program beside a
-/// write grant on its file system. One copy per build, replaced when the build changes.
-fn holon_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let stamp: Vec<String> = BUILT
-            .iter()
-            .map(|b| std::fs::metadata(b).unwrap())
-            .map(|m| format!("{}-{:?}", m.len(), m.modified().unwrap()))
-            .collect();
-        let stamp = stamp.join(" ");
-        let dir = std::env::temp_dir().join("holon-exec-test-bin");
-        if std::fs::read_to_string(dir.join("stamp")).ok().as_deref() != Some(stamp.as_str()) {
-            std::fs::create_dir_all(&dir).unwrap();
-            install_programs(&dir);
-            std::fs::write(dir.join("stamp"), &stamp).unwrap();
-        }
-        dir.join("holon")
-    })
-}
-
-/// Copies holon and its helper into `dir` (each replaced whole, never half-written).
-fn install_programs(dir: &Path) {
-    for built in BUILT {
-        let built = Path::new(built);
-        let fresh = dir.join(format!(".fresh-{}", std::process::id()));
-        std::fs::copy(built, &fresh).unwrap();
-        std::fs::rename(&fresh, dir.join(built.file_name().unwrap())).unwrap();
-    }
-}
 
 struct Fixture {
     base: PathBuf,
@@ -681,6 +646,12 @@ fn holon_beneath_a_write_grant_is_refused() {
     let (code, _, err) = f.exec_as(&f.work.join("reports/holon"), "bash ./attack.sh");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holon's own program"), "{err}");
+    // `holon-job` beneath the grant: the same refusal, of its own program.
+    let mut c = Command::new(f.work.join("reports/holon-job"));
+    c.arg("--state").arg(&f.state).args(["exec", JOB, "--run", "r1", "--scope", "cron", "--shell", "bash ./attack.sh"]);
+    let (code, _, err) = f.run(c, "", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holon's own program") && err.contains("reports/holon-job"), "{err}");
     // The helper alone beneath the grant (holon outside it): refused as well.
     std::fs::create_dir_all(f.base.join("bin")).unwrap();
     std::fs::copy(holon_bin(), f.base.join("bin/holon")).unwrap();

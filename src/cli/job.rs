@@ -13,16 +13,12 @@ use holon::job::state::{self, Job, Which};
 use serde_json::json;
 
 use super::exit;
-use super::job_env::{run_of, scope_of};
+use super::job_env::{job, run_of, scope_of};
 use super::out::{errln, out, outln};
 use super::style::Style;
 
 /// Most lines one `observe` reads.
 pub(super) const OBSERVE_LINES_MAX: usize = 1_000_000;
-
-pub(super) fn job(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
-    Ok(Job::open(&super::job_env::state_root(state_dir), name)?)
-}
 
 /// Opens `path` for reading only if it is a regular file: a FIFO or a device would block
 /// or never end (calls from a pipe come on standard input instead).
@@ -39,7 +35,7 @@ fn regular_file(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 /// Never fails the caller: observe mode must not block a run, even on its own errors.
-pub(super) fn observe(
+fn observe(
     state_dir: Option<PathBuf>,
     name: &str,
     run: Option<String>,
@@ -98,7 +94,7 @@ pub(super) fn observe(
     Ok(exit::OK)
 }
 
-pub(super) fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+fn propose(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let job = job(state_dir, name)?;
     let (v, text) = job.propose()?;
     out!("{text}")?;
@@ -116,13 +112,7 @@ fn pending_hint(job: &Job, v: u32) -> String {
 }
 
 /// `holon job show`: the active version, the pending one, or the diff between them.
-pub(super) fn show(
-    state_dir: Option<PathBuf>,
-    name: &str,
-    pending: bool,
-    diff: bool,
-    style: &Style,
-) -> anyhow::Result<u8> {
+fn show(state_dir: Option<PathBuf>, name: &str, pending: bool, diff: bool, style: &Style) -> anyhow::Result<u8> {
     let job = job(state_dir, name)?;
     let active = job.version(Which::Active)?;
     let waiting = if pending || diff { job.version(Which::Pending)? } else { None };
@@ -178,7 +168,7 @@ pub(super) fn show(
     Ok(exit::OK)
 }
 
-pub(super) fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
+fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<u8> {
     let (a, same_as) = job(state_dir, name)?.approve()?;
     outln!("approved v{} sha256:{}; `{name}` is enforcing", a.version, a.sha256)?;
     if let Some(old) = same_as {
@@ -190,7 +180,7 @@ pub(super) fn approve(state_dir: Option<PathBuf>, name: &str) -> anyhow::Result<
     Ok(exit::OK)
 }
 
-pub(super) fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow::Result<u8> {
+fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> anyhow::Result<u8> {
     let meta = job(state_dir, name)?.undo(to_observe)?;
     match meta.active {
         Some(v) => outln!("`{name}` is back on v{v}")?,
@@ -201,7 +191,7 @@ pub(super) fn undo(state_dir: Option<PathBuf>, name: &str, to_observe: bool) -> 
     Ok(exit::OK)
 }
 
-pub(super) fn check(
+fn check(
     state_dir: Option<PathBuf>,
     name: &str,
     run: Option<String>,
@@ -250,13 +240,7 @@ fn blocked(reason: &str) -> state::Decision {
     state::Decision::block(holon::job::Family::Integrity, reason.to_owned())
 }
 
-pub(super) fn widen(
-    state_dir: Option<PathBuf>,
-    name: &str,
-    id: &str,
-    pattern: bool,
-    json_out: bool,
-) -> anyhow::Result<u8> {
+fn widen(state_dir: Option<PathBuf>, name: &str, id: &str, pattern: bool, json_out: bool) -> anyhow::Result<u8> {
     let id: u64 =
         id.trim_start_matches('#').parse().with_context(|| format!("`{id}` is not a drift id like 3 or #3"))?;
     let job = job(state_dir, name)?;
@@ -423,4 +407,23 @@ pub(super) enum JobCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `holon job …` (and `holon-job …`): each verb over the state directory `state` (default:
+/// HOLON_STATE, else `.holon`).
+pub(super) fn run(state: Option<PathBuf>, command: JobCommand, style: &Style) -> anyhow::Result<u8> {
+    match command {
+        JobCommand::Observe { job: j, run, input, workdir } => observe(state, &j, run, input.as_deref(), workdir),
+        JobCommand::Propose { job: j } => propose(state, &j),
+        JobCommand::Approve { job: j } => approve(state, &j),
+        JobCommand::Check { job: j, run, scope, ask, json } => check(state, &j, run, scope, ask, json),
+        JobCommand::Status { job: j } => super::job_review::status(state, &j, style),
+        JobCommand::Exec(args) => super::job_exec::exec(state, args),
+        JobCommand::Hook(args) => super::job_exec::hook(state, args),
+        JobCommand::Show { job: j, pending, diff } => show(state, &j, pending, diff, style),
+        JobCommand::Drift { job: j, json } => super::job_review::drift(state, &j, json, style),
+        JobCommand::Widen { job: j, drift_id, pattern, json } => widen(state, &j, &drift_id, pattern, json),
+        JobCommand::Undo { job: j, to_observe } => undo(state, &j, to_observe),
+        JobCommand::Export { job: j, json: _ } => super::job_review::export(state, &j),
+    }
 }

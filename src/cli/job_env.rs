@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use holon::job::state::Scope;
+use holon::job::state::{Job, Scope};
 
 /// The state directory: `--state DIR`, else `HOLON_STATE`, else `.holon`. An empty
 /// `HOLON_STATE` is unset, as an empty `HOLON_RUN` is (it used to name the empty path); an
@@ -13,6 +13,11 @@ use holon::job::state::Scope;
 pub(super) fn state_root(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("HOLON_STATE").filter(|v| !v.is_empty()).map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(".holon"))
+}
+
+/// The job `name` in the state directory `flag` names (see [`state_root`]).
+pub(super) fn job(flag: Option<PathBuf>, name: &str) -> anyhow::Result<Job> {
+    Ok(Job::open(&state_root(flag), name)?)
 }
 
 /// The run a call is given (`--run`, else `HOLON_RUN`), the one rule for every verb: an

@@ -445,7 +445,8 @@ pub(super) fn hook(state_dir: Option<PathBuf>, a: HookArgs) -> anyhow::Result<u8
     Ok(exit::OK)
 }
 
-/// `command` as the `holon job exec` line that runs it, every word quoted.
+/// `command` as the `holon job exec` line that runs it (`holon-job exec` from `holon-job`),
+/// every word quoted.
 fn wrap(
     job: &Job,
     root: &Path,
@@ -455,7 +456,9 @@ fn wrap(
 ) -> anyhow::Result<String> {
     let holon = std::env::current_exe()?;
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    let mut words = vec![holon.display().to_string(), "job".into(), "exec".into(), job.name.clone()];
+    let mut words = vec![holon.display().to_string()];
+    words.extend(super::JOB_WORDS.iter().map(|w| (*w).to_owned()));
+    words.extend(["exec".to_owned(), job.name.clone()]);
     // Every value attached with `=`: a run id or a command that starts with `-` stays the
     // option's value, never another option.
     words.extend([format!("--state={}", root.display()), format!("--tool={tool}")]);

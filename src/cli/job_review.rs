@@ -9,7 +9,7 @@ use holon::job::state;
 use serde_json::json;
 
 use super::exit;
-use super::job::job;
+use super::job_env::job;
 use super::out::{out, outln};
 use super::style::Style;
 

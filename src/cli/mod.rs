@@ -7,7 +7,7 @@ mod flags;
 mod help;
 #[cfg(test)]
 mod help_test;
-mod job;
+pub(crate) mod job;
 mod job_env;
 mod job_exec;
 mod job_review;
@@ -34,13 +34,11 @@ use clap::{Parser, Subcommand};
 
 use out::errln;
 
-/// Exit codes shared by every verb.
-pub(crate) mod exit {
-    pub(crate) const OK: u8 = 0;
-    pub(crate) const FAILED: u8 = 1;
-    pub(crate) const BAD_INPUT: u8 = 2;
-    pub(crate) const HELD: u8 = 3;
-}
+pub(crate) mod exit;
+
+/// How `holon` is named on a command line it writes (the hook's `updatedInput`): the
+/// program, then these words, then the job verb (`holon-job` has none).
+pub(crate) const JOB_WORDS: &[&str] = &["job"];
 
 use flags::demo_seconds;
 pub(crate) use flags::range;
@@ -227,7 +225,7 @@ pub(crate) fn run() -> ExitCode {
             node,
             &style,
         ),
-        Command::Job { state, command } => job_command(state, command, &style),
+        Command::Job { state, command } => job::run(state, command, &style),
         Command::Loadtest(args) => loadtest_command::command(args, &style),
         Command::Validate { paths, json, keys } => validate::run(&paths, keys.as_deref(), json, &style),
         Command::Completions { shell } => help::completions(shell),
@@ -288,66 +286,5 @@ pub(crate) fn run() -> ExitCode {
         }
         Command::Key(trust::KeyCommand::New { account, out, keys }) => trust::key_new(&account, &out, &keys),
     };
-    exit_code(code)
-}
-
-/// The process's exit code for a command's result: its own, or 2 with the error said (a
-/// closed pipe said as such).
-fn exit_code(code: anyhow::Result<u8>) -> ExitCode {
-    let code = code.and_then(|code| {
-        out::text(format_args!(""))?;
-        Ok(code)
-    });
-    match code {
-        Ok(code) => ExitCode::from(code),
-        // The reader went away: stop there. Exit 2 all the same, since an answer that
-        // could not be written was not given (a pre-tool hook must not read it as a pass).
-        Err(e) if out::is_closed_pipe(&e) => {
-            errln!("holon: standard output was closed before the whole answer was written");
-            ExitCode::from(exit::BAD_INPUT)
-        }
-        Err(e) => {
-            errln!("holon: {}", sentence(&e));
-            ExitCode::from(exit::BAD_INPUT)
-        }
-    }
-}
-
-/// An error and its causes as one line, `outer: cause: …`, each cause said once: a library
-/// error that quotes its source in its own message (`the store at URL: {source}`) is not
-/// followed by the same words again.
-fn sentence(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
-}
-
-/// `holon job …`: each verb over the state directory `state` (default: HOLON_STATE, else
-/// `.holon`).
-fn job_command(state: Option<PathBuf>, command: job::JobCommand, style: &style::Style) -> anyhow::Result<u8> {
-    match command {
-        job::JobCommand::Observe { job: j, run, input, workdir } => {
-            job::observe(state, &j, run, input.as_deref(), workdir)
-        }
-        job::JobCommand::Propose { job: j } => job::propose(state, &j),
-        job::JobCommand::Approve { job: j } => job::approve(state, &j),
-        job::JobCommand::Check { job: j, run, scope, ask, json } => job::check(state, &j, run, scope, ask, json),
-        job::JobCommand::Status { job: j } => job_review::status(state, &j, style),
-        job::JobCommand::Exec(args) => job_exec::exec(state, args),
-        job::JobCommand::Hook(args) => job_exec::hook(state, args),
-        job::JobCommand::Show { job: j, pending, diff } => job::show(state, &j, pending, diff, style),
-        job::JobCommand::Drift { job: j, json } => job_review::drift(state, &j, json, style),
-        job::JobCommand::Widen { job: j, drift_id, pattern, json } => job::widen(state, &j, &drift_id, pattern, json),
-        job::JobCommand::Undo { job: j, to_observe } => job::undo(state, &j, to_observe),
-        job::JobCommand::Export { job: j, json: _ } => job_review::export(state, &j),
-    }
+    out::exit_code(code)
 }

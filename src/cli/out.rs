@@ -15,6 +15,7 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::process::ExitCode;
 
 /// Writes `args` and a newline to standard output.
 pub(super) fn line(args: fmt::Arguments<'_>) -> io::Result<()> {
@@ -42,6 +43,46 @@ pub(super) fn err_line(args: fmt::Arguments<'_>) {
 /// Did this error chain start with a write to a closed pipe?
 pub(super) fn is_closed_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|e| e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
+}
+
+/// The process's exit code for a command's result: its own, or 2 with the error said (a
+/// closed pipe said as such).
+pub(super) fn exit_code(code: anyhow::Result<u8>) -> ExitCode {
+    let code = code.and_then(|code| {
+        text(format_args!(""))?;
+        Ok(code)
+    });
+    match code {
+        Ok(code) => ExitCode::from(code),
+        // The reader went away: stop there. Exit 2 all the same, since an answer that
+        // could not be written was not given (a pre-tool hook must not read it as a pass).
+        Err(e) if is_closed_pipe(&e) => {
+            errln!("holon: standard output was closed before the whole answer was written");
+            ExitCode::from(super::exit::BAD_INPUT)
+        }
+        Err(e) => {
+            errln!("holon: {}", sentence(&e));
+            ExitCode::from(super::exit::BAD_INPUT)
+        }
+    }
+}
+
+/// An error and its causes as one line, `outer: cause: …`, each cause said once: a library
+/// error that quotes its source in its own message (`the store at URL: {source}`) is not
+/// followed by the same words again.
+fn sentence(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// `outln!("...", args)`: a line on standard output; `io::Result<()>`.

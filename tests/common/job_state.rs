@@ -1,7 +1,7 @@
 //! A throwaway `holon job` state directory and the binary run against it.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub(crate) struct State(pub PathBuf);
@@ -51,6 +51,49 @@ pub(crate) fn output_of_job(mut cmd: Command, stdin: &str, env: &[(&str, &str)])
         cmd.env(k, v);
     }
     output_of(cmd, stdin)
+}
+
+/// The programs of a build: holon, the helper it confines each command with, and the job
+/// verbs' own program.
+const BUILT: [&str; 3] =
+    [env!("CARGO_BIN_EXE_holon"), env!("CARGO_BIN_EXE_holon-sandbox"), env!("CARGO_BIN_EXE_holon-job")];
+
+/// holon (with its helper and `holon-job` beside it) as files of their own: cargo's
+/// `target/debug/holon` is a second hard link of `deps/holon-<hash>`, and `exec` refuses a
+/// linked program beside a write grant on its file system. One copy per build, replaced
+/// when the build changes.
+pub(crate) fn holon_bin() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let stamp: Vec<String> = BUILT
+            .iter()
+            .map(|b| std::fs::metadata(b).unwrap())
+            .map(|m| format!("{}-{:?}", m.len(), m.modified().unwrap()))
+            .collect();
+        let stamp = stamp.join(" ");
+        let dir = std::env::temp_dir().join("holon-exec-test-bin");
+        if std::fs::read_to_string(dir.join("stamp")).ok().as_deref() != Some(stamp.as_str()) {
+            std::fs::create_dir_all(&dir).unwrap();
+            install_programs(&dir);
+            std::fs::write(dir.join("stamp"), &stamp).unwrap();
+        }
+        dir.join("holon")
+    })
+}
+
+/// `holon-job`, beside [`holon_bin`].
+pub(crate) fn holon_job_bin() -> PathBuf {
+    holon_bin().with_file_name("holon-job")
+}
+
+/// Copies the programs into `dir` (each replaced whole, never half-written).
+pub(crate) fn install_programs(dir: &Path) {
+    for built in BUILT {
+        let built = Path::new(built);
+        let fresh = dir.join(format!(".fresh-{}", std::process::id()));
+        std::fs::copy(built, &fresh).unwrap();
+        std::fs::rename(&fresh, dir.join(built.file_name().unwrap())).unwrap();
+    }
 }
 
 impl State {
