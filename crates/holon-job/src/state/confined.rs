@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::{BufReader, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 
 use serde::{Deserialize, Serialize};
 
@@ -102,7 +102,10 @@ impl Job {
         if !meta.is_file() {
             return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
         }
-        if meta.len().saturating_add(line.len() as u64) <= EXEC_LOG_BYTES_MAX {
+        // A second link to the log (planted while an observing job's commands ran
+        // unconfined) would have holon append beneath it to a file the job may not write:
+        // such a log is replaced below, never appended to.
+        if meta.nlink() == 1 && meta.len().saturating_add(line.len() as u64) <= EXEC_LOG_BYTES_MAX {
             // Shown to a person, never decided on: not synced (store::Durability).
             return f.write_all(line.as_bytes()).map_err(io(&path));
         }
@@ -200,6 +203,20 @@ mod tests {
         assert_eq!(kept.first().unwrap(), &format!("r{}", n + 1 - EXEC_RECORDS_MAX));
         let size = std::fs::metadata(job.path(EXEC_LOG)).unwrap().len();
         assert!(size < EXEC_LOG_BYTES_MAX / 4, "rewritten with the newest only ({size} bytes)");
+    }
+
+    /// A hard link planted as the log (an observing job's commands run unconfined) is
+    /// replaced, never appended to: the file it shares is left as it was.
+    #[test]
+    fn a_log_with_a_second_link_is_replaced_not_appended_to() {
+        let (root, job) = job();
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, "untouched\n").unwrap();
+        std::fs::hard_link(&victim, job.path(EXEC_LOG)).unwrap();
+        job.record_exec(record(0)).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+        assert_eq!(std::fs::metadata(job.path(EXEC_LOG)).unwrap().nlink(), 1);
+        assert_eq!(runs(&job), ["r0"]);
     }
 
     #[test]
