@@ -182,4 +182,11 @@ fn holon_job_wraps_shell_calls_in_itself() {
     let wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap();
     let program = lean.display().to_string();
     assert!(wrapped.starts_with(&format!("'{program}' 'exec' 'nightly' ")), "{wrapped}");
+    // Without a scope (judged as cron), the line says cron: the environment it runs in
+    // cannot make it interactive.
+    let (code, out, err) = world.run(&[&lean], &["hook", JOB], &payload);
+    assert_eq!(code, 0, "{err}");
+    let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap();
+    assert!(wrapped.contains("'--scope=cron'"), "{wrapped}");
 }

@@ -74,11 +74,11 @@ fn shell_line(words: &[String]) -> String {
     words.iter().enumerate().map(word).collect::<Vec<_>>().join(" ")
 }
 
-fn scope_word(scope: Scope) -> Option<&'static str> {
+/// The scope as `--scope` says it; an unknown scope is judged as cron, and said so.
+fn scope_word(scope: Scope) -> &'static str {
     match scope {
-        Scope::Cron => Some("cron"),
-        Scope::Interactive => Some("interactive"),
-        Scope::Unknown => None,
+        Scope::Cron | Scope::Unknown => "cron",
+        Scope::Interactive => "interactive",
     }
 }
 
@@ -462,9 +462,9 @@ fn wrap(
     // Every value attached with `=`: a run id or a command that starts with `-` stays the
     // option's value, never another option.
     words.extend([format!("--state={}", root.display()), format!("--tool={tool}")]);
-    if let Some(s) = scope_word(scope) {
-        words.push(format!("--scope={s}"));
-    }
+    // An unknown scope is judged as cron: said in the line, so that a `HOLON_SCOPE` in the
+    // environment the runtime runs it in cannot make it interactive.
+    words.push(format!("--scope={}", scope_word(scope)));
     if let Some(r) = run {
         words.push(format!("--run={r}"));
     }

@@ -14,8 +14,8 @@ pub enum Durability {
     /// mode, write counts and drift; the trusted keys).
     Synced,
     /// Atomic for readers (the rename), without the two fsyncs: a record only shown to a
-    /// person (a job's `exec.json`), where a crash may lose the newest entries but never
-    /// leaves a torn file. The fsyncs were about 0.8 ms of each `holon job exec`.
+    /// person (a job's `exec.jsonl` when it is rewritten), where a crash may lose the
+    /// newest entries but never leaves a torn file. The fsyncs were about 0.8 ms of each `holon job exec`.
     Unsynced,
 }
 

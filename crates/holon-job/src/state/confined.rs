@@ -10,11 +10,12 @@
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::{BufReader, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{Durability, libc_nofollow, open_regular};
+use super::store::{Durability, libc_nofollow, open_regular, read_json};
 use super::{Job, StateError, io};
 use crate::redact::redact;
 use crate::time::Timestamp;
@@ -39,6 +40,8 @@ const EXEC_READ_BYTES_MAX: u64 = EXEC_LOG_BYTES_MAX + ((EXEC_RECORDS_MAX + 1) * 
 
 /// The log's file name in the job's directory.
 const EXEC_LOG: &str = "exec.jsonl";
+/// Where holon kept the records before the log (a JSON array, rewritten whole).
+const EXEC_LEGACY: &str = "exec.json";
 
 /// One command `holon job exec` started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,33 +87,64 @@ fn cut(mut text: String, bytes_max: usize) -> String {
 
 impl Job {
     /// Appends `record` (before the command starts: once confined, the state is not
-    /// writable): one line, the others neither read nor rewritten, unless the log is at
-    /// its bound.
+    /// writable): one line, the others neither read nor rewritten, when the log is one
+    /// holon wrote; otherwise the log is rewritten (see [`Job::append_exec`]).
     pub fn record_exec(&self, record: ExecRecord) -> Result<(), StateError> {
         let _lock = self.lock(true)?;
         let path = self.path(EXEC_LOG);
         let mut line = serde_json::to_string(&record)
             .map_err(|e| StateError::Damaged { path: path.display().to_string(), message: e.to_string() })?;
         line.push('\n');
-        let mut f = OpenOptions::new()
-            .create(true)
+        if self.append_exec(&path, &line)? {
+            return Ok(());
+        }
+        self.rewrite_exec(&path, record)
+    }
+
+    /// Appends `line` when that is safe, and answers whether it did: the log is a regular
+    /// file of one link (a second link, planted while an observing job's commands ran
+    /// unconfined, would have holon write beneath it to a file the job may not write),
+    /// writable, under [`EXEC_LOG_BYTES_MAX`] with the line, and empty (with no
+    /// `exec.json` of an older holon to take in) or ending with a whole record (a file
+    /// moved in from elsewhere, or a torn line, is not appended to).
+    fn append_exec(&self, path: &Path, line: &str) -> Result<bool, StateError> {
+        let mut f = match OpenOptions::new()
+            .read(true)
             .append(true)
+            .create(true)
             .custom_flags(libc_nofollow() | libc::O_NONBLOCK)
-            .open(&path)
-            .map_err(io(&path))?;
-        let meta = f.metadata().map_err(io(&path))?;
+            .open(path)
+        {
+            Ok(f) => f,
+            // Made read-only: rewritten as a new file, as the log always was before.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(false),
+            Err(e) => return Err(io(path)(e)),
+        };
+        let meta = f.metadata().map_err(io(path))?;
         if !meta.is_file() {
             return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
         }
-        // A second link to the log (planted while an observing job's commands ran
-        // unconfined) would have holon append beneath it to a file the job may not write:
-        // such a log is replaced below, never appended to.
-        if meta.nlink() == 1 && meta.len().saturating_add(line.len() as u64) <= EXEC_LOG_BYTES_MAX {
-            // Shown to a person, never decided on: not synced (store::Durability).
-            return f.write_all(line.as_bytes()).map_err(io(&path));
+        let fits = meta.len().saturating_add(line.len() as u64) <= EXEC_LOG_BYTES_MAX;
+        let whole = if meta.len() == 0 { !self.path(EXEC_LEGACY).exists() } else { ends_with_a_record(&f, meta.len()) };
+        if meta.nlink() != 1 || !fits || !whole {
+            return Ok(false);
         }
-        drop(f);
-        let mut kept = self.exec_records()?;
+        // Shown to a person, never decided on: not synced (store::Durability).
+        f.write_all(line.as_bytes()).map_err(io(path))?;
+        Ok(true)
+    }
+
+    /// Writes the log anew (a new file renamed over it) with its newest records and
+    /// `record`; the records of an older holon's `exec.json` are taken in (and that file
+    /// removed) when there is no log yet. A log that is not one holon wrote (a whole line
+    /// that is no record) is left alone and the record refused, as a damaged state file.
+    fn rewrite_exec(&self, path: &Path, record: ExecRecord) -> Result<(), StateError> {
+        let legacy = self.path(EXEC_LEGACY);
+        let mut kept = if std::fs::symlink_metadata(path).is_ok_and(|m| m.len() > 0) {
+            read_exec(path, true)?
+        } else {
+            read_json::<Vec<ExecRecord>>(&legacy).unwrap_or_default()
+        };
         kept.push(record);
         let over = kept.len().saturating_sub(EXEC_RECORDS_MAX);
         let mut text = String::new();
@@ -118,35 +152,87 @@ impl Job {
             text.push_str(&serde_json::to_string(r).unwrap_or_default());
             text.push('\n');
         }
-        crate::files::replace(&path, text.as_bytes(), Durability::Unsynced, crate::files::FileMode::New)
-            .map_err(io(&path))
+        crate::files::replace(path, text.as_bytes(), Durability::Unsynced, crate::files::FileMode::New)
+            .map_err(io(path))?;
+        // Taken in, or older than the log: either way no longer read.
+        let _ = std::fs::remove_file(&legacy);
+        Ok(())
     }
 
     /// The newest recorded commands (at most [`EXEC_RECORDS_MAX`]), oldest first. Read
-    /// from the end of the log; a torn, over-long or damaged line is skipped alone.
+    /// from the end of the log; a torn, over-long or damaged line is skipped alone. Before
+    /// the first record of this holon, an older holon's `exec.json`.
     pub fn exec_records(&self) -> Result<Vec<ExecRecord>, StateError> {
         let path = self.path(EXEC_LOG);
-        let Some(mut f) = open_regular(&path)? else { return Ok(Vec::new()) };
-        let len = f.metadata().map_err(io(&path))?.len();
-        let from = len.saturating_sub(EXEC_READ_BYTES_MAX);
-        f.seek(SeekFrom::Start(from)).map_err(io(&path))?;
-        let mut kept = VecDeque::with_capacity(EXEC_RECORDS_MAX + 1);
-        // Read from the middle of the file, the first line is a piece of one: skipped.
-        let mut first = from > 0;
-        crate::lines::for_each_line(BufReader::new(f), EXEC_LINE_BYTES_MAX, EXEC_READ_BYTES_MAX, |line| {
-            if !std::mem::take(&mut first)
-                && let Some(r) = line.and_then(|l| serde_json::from_str::<ExecRecord>(l).ok())
-            {
+        if std::fs::symlink_metadata(&path).is_err() {
+            return read_json(&self.path(EXEC_LEGACY));
+        }
+        read_exec(&path, false)
+    }
+}
+
+/// Whether the log `f` (of `len` bytes) ends with a newline after a line that is a record.
+fn ends_with_a_record(f: &std::fs::File, len: u64) -> bool {
+    let from = len.saturating_sub(EXEC_LINE_BYTES_MAX as u64 + 1);
+    let mut tail = vec![0; usize::try_from(len - from).unwrap_or(0)];
+    if f.read_exact_at(&mut tail, from).is_err() || tail.pop() != Some(b'\n') {
+        return false;
+    }
+    let start = match memchr::memrchr(b'\n', &tail) {
+        Some(i) => i + 1,
+        // No line before it in what was read: the whole file is the line, or it is too long.
+        None if from == 0 => 0,
+        None => return false,
+    };
+    tail.get(start..).is_some_and(|l| serde_json::from_slice::<ExecRecord>(l).is_ok())
+}
+
+/// The newest records of the log at `path`, oldest first, read from its end. Lenient, a
+/// torn, over-long or damaged line is skipped alone; `strict`, any whole line that is not a
+/// record (or a log longer than holon writes) makes the log damaged, and only a last line
+/// without its newline (a write cut short) is dropped.
+fn read_exec(path: &Path, strict: bool) -> Result<Vec<ExecRecord>, StateError> {
+    let damaged = |message: String| StateError::Damaged { path: path.display().to_string(), message };
+    let Some(mut f) = open_regular(path)? else { return Ok(Vec::new()) };
+    let len = f.metadata().map_err(io(path))?.len();
+    let from = len.saturating_sub(EXEC_READ_BYTES_MAX);
+    if strict && from > 0 {
+        return Err(damaged(format!("more than {EXEC_READ_BYTES_MAX} bytes: not a log holon wrote; remove it")));
+    }
+    let torn = len > 0 && !ends_with_newline(&f, len);
+    f.seek(SeekFrom::Start(from)).map_err(io(path))?;
+    let mut kept = VecDeque::with_capacity(EXEC_RECORDS_MAX + 1);
+    // Read from the middle of the file, the first line is a piece of one: skipped.
+    let mut first = from > 0;
+    let (mut lines, mut bad) = (0usize, None);
+    crate::lines::for_each_line(BufReader::new(f), EXEC_LINE_BYTES_MAX, EXEC_READ_BYTES_MAX, |line| {
+        lines += 1;
+        if std::mem::take(&mut first) {
+            return true;
+        }
+        match line.and_then(|l| serde_json::from_str::<ExecRecord>(l).ok()) {
+            Some(r) => {
                 if kept.len() == EXEC_RECORDS_MAX {
                     kept.pop_front();
                 }
                 kept.push_back(r);
             }
-            true
-        })
-        .map_err(io(&path))?;
-        Ok(kept.into())
+            None => bad = bad.or(Some(lines)),
+        }
+        true
+    })
+    .map_err(io(path))?;
+    match bad {
+        Some(n) if strict && !(torn && n == lines) => {
+            Err(damaged(format!("line {n} is not a record of holon job exec: not a log holon wrote; remove it")))
+        }
+        _ => Ok(kept.into()),
     }
+}
+
+fn ends_with_newline(f: &std::fs::File, len: u64) -> bool {
+    let mut last = [0u8];
+    f.read_exact_at(&mut last, len - 1).is_ok() && last[0] == b'\n'
 }
 
 #[cfg(test)]
@@ -206,17 +292,59 @@ mod tests {
     }
 
     /// A hard link planted as the log (an observing job's commands run unconfined) is
-    /// replaced, never appended to: the file it shares is left as it was.
+    /// never appended to: a log of records is replaced (the file it shared left as it was),
+    /// any other file refused as damaged and left as it was.
     #[test]
-    fn a_log_with_a_second_link_is_replaced_not_appended_to() {
+    fn a_log_with_a_second_link_is_never_appended_to() {
         let (root, job) = job();
         let victim = root.path().join("victim");
         std::fs::write(&victim, "untouched\n").unwrap();
         std::fs::hard_link(&victim, job.path(EXEC_LOG)).unwrap();
-        job.record_exec(record(0)).unwrap();
+        assert!(matches!(job.record_exec(record(0)), Err(StateError::Damaged { .. })));
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+        std::fs::remove_file(job.path(EXEC_LOG)).unwrap();
+        let records = format!("{}\n", serde_json::to_string(&record(0)).unwrap());
+        std::fs::write(&victim, &records).unwrap();
+        std::fs::hard_link(&victim, job.path(EXEC_LOG)).unwrap();
+        job.record_exec(record(1)).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), records);
         assert_eq!(std::fs::metadata(job.path(EXEC_LOG)).unwrap().nlink(), 1);
-        assert_eq!(runs(&job), ["r0"]);
+        assert_eq!(runs(&job), ["r0", "r1"]);
+    }
+
+    /// A file moved in as the log (one link; a user's file an observing command put there
+    /// and links to from where it was) is not appended to: its last line is no record.
+    #[test]
+    fn a_file_that_is_not_a_log_is_left_alone() {
+        let (_root, job) = job();
+        std::fs::write(job.path(EXEC_LOG), "# my bashrc\nalias ll='ls -l'\n").unwrap();
+        assert!(matches!(job.record_exec(record(0)), Err(StateError::Damaged { .. })));
+        assert_eq!(std::fs::read_to_string(job.path(EXEC_LOG)).unwrap(), "# my bashrc\nalias ll='ls -l'\n");
+    }
+
+    /// A line cut short (a crash during an append, or one planted) is dropped by a
+    /// rewrite, never glued to the next record.
+    #[test]
+    fn a_torn_last_line_does_not_swallow_the_next_record() {
+        let (_root, job) = job();
+        job.record_exec(record(0)).unwrap();
+        let mut f = OpenOptions::new().append(true).open(job.path(EXEC_LOG)).unwrap();
+        f.write_all(b"{\"time\":").unwrap();
+        job.record_exec(record(1)).unwrap();
+        job.record_exec(record(2)).unwrap();
+        assert_eq!(runs(&job), ["r0", "r1", "r2"]);
+    }
+
+    /// The records of an older holon (`exec.json`, an array) are shown until the first
+    /// record of this one, which takes them in.
+    #[test]
+    fn an_older_holons_records_are_taken_in() {
+        let (_root, job) = job();
+        std::fs::write(job.path(EXEC_LEGACY), serde_json::to_string(&vec![record(0), record(1)]).unwrap()).unwrap();
+        assert_eq!(runs(&job), ["r0", "r1"]);
+        job.record_exec(record(2)).unwrap();
+        assert_eq!(runs(&job), ["r0", "r1", "r2"]);
+        assert!(!job.path(EXEC_LEGACY).exists());
     }
 
     #[test]

@@ -176,15 +176,25 @@ impl Job {
                 text.push('\n');
             }
         }
+        // Never blocking on a FIFO planted as the log (the lock is held), and never
+        // appending beneath a second link to a file the job may not write.
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
-            .custom_flags(libc_nofollow())
+            .custom_flags(libc_nofollow() | libc::O_NONBLOCK)
             .open(&path)
             .map_err(io(&path))?;
         let size = f.metadata().map_err(io(&path))?;
         if !size.is_file() {
             return Err(StateError::Damaged { path: path.display().to_string(), message: "not a regular file".into() });
+        }
+        if std::os::unix::fs::MetadataExt::nlink(&size) != 1 {
+            return Err(StateError::Damaged {
+                path: path.display().to_string(),
+                message:
+                    "it has a second hard link, so an append would also write where the link is: remove the other link"
+                        .into(),
+            });
         }
         if size.len().saturating_add(text.len() as u64) > OBSERVATIONS_BYTES_MAX {
             return Err(StateError::Refused(format!(
@@ -217,5 +227,39 @@ impl Job {
         let mut out = Vec::new();
         self.each_observation(|o| out.push(o))?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::propose::Observation;
+    use crate::state::{Job, StateError};
+
+    fn observation() -> Observation {
+        let call = crate::call::parse(r#"{"tool":"terminal","args":{"command":"ls"}}"#).unwrap();
+        Observation::of(call, Some("r1"), "/w")
+    }
+
+    /// A FIFO planted as the observation log is refused at once (the job lock is held
+    /// meanwhile), and a second hard link is refused with the file it shares untouched.
+    #[test]
+    fn the_observation_log_is_a_regular_file_of_its_own() {
+        let root = tempfile::tempdir().unwrap();
+        let job = Job::open(root.path(), "j").unwrap();
+        job.observe(&[observation()]).unwrap();
+        let log = root.path().join("jobs/j/observations.jsonl");
+        std::fs::remove_file(&log).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&log).status().unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let observing = job.clone();
+        std::thread::spawn(move || tx.send(observing.observe(&[observation()]).is_err()).unwrap());
+        let refused = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(refused, Ok(true), "a FIFO as the log must be refused, not waited on");
+        std::fs::remove_file(&log).unwrap();
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, "untouched\n").unwrap();
+        std::fs::hard_link(&victim, &log).unwrap();
+        assert!(matches!(job.observe(&[observation()]), Err(StateError::Damaged { .. })));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
     }
 }
