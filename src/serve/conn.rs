@@ -13,6 +13,7 @@
 //! code serves HTTP/1, HTTP/2 and gRPC.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::Request;
+use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
@@ -109,11 +112,29 @@ impl Drop for Ticket {
     }
 }
 
-/// Serves `router` on `listener` until `stop` turns true, then lets the open connections
+/// What answers a listener's requests: the HTTP API (`http::Api`), or a plain router
+/// (Envoy's gRPC service).
+pub(crate) trait Answers: Clone + Send + Sync + 'static {
+    fn answer(&self, request: Request) -> impl Future<Output = Response> + Send + use<Self>;
+}
+
+impl Answers for Router {
+    fn answer(&self, request: Request) -> impl Future<Output = Response> + Send + use<> {
+        let router = self.clone();
+        async move {
+            match router.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
+
+/// Serves `answers` on `listener` until `stop` turns true, then lets the open connections
 /// finish (idle ones close at once). `heads`: the listener speaks HTTP/1 (headers timed).
 pub(crate) async fn serve(
     listener: TcpListener,
-    router: Router,
+    answers: impl Answers,
     gate: Arc<Gate>,
     heads: bool,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -148,7 +169,7 @@ pub(crate) async fn serve(
             tracing::warn!(error = %e, "cannot set TCP_NODELAY on a connection");
         }
         let io = Guarded::new(tcp, gate.limits, heads, gate.metrics, ticket);
-        tokio::spawn(connection(io, router.clone(), stop.clone(), close_rx.clone()));
+        tokio::spawn(connection(io, answers.clone(), stop.clone(), close_rx.clone()));
     }
     drop(listener);
     drop(close_rx);
@@ -158,18 +179,18 @@ pub(crate) async fn serve(
 /// One connection, until it ends or, once `stop` turns true, until its requests are done.
 async fn connection(
     io: Guarded,
-    router: Router,
+    answers: impl Answers,
     stop: tokio::sync::watch::Receiver<bool>,
     _close: tokio::sync::watch::Receiver<()>,
 ) {
     let state = Arc::clone(&io.state);
     let service = tower::service_fn(move |request: axum::http::Request<Incoming>| {
         let busy = Busy::begin(Arc::clone(&state));
-        let router = router.clone();
+        let answer = answers.answer(request.map(axum::body::Body::new));
         async move {
-            let response = router.oneshot(request.map(axum::body::Body::new)).await;
+            let response = answer.await;
             drop(busy);
-            response
+            Ok::<_, std::convert::Infallible>(response)
         }
     });
     let builder = Builder::new(TokioExecutor::new());
@@ -269,13 +290,15 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 impl Guarded {
     fn new(tcp: TcpStream, limits: ConnLimits, heads: bool, metrics: &'static Metrics, ticket: Ticket) -> Guarded {
+        let started = Instant::now();
         let state = Arc::new(ConnState {
-            started: Instant::now(),
+            started,
             last_ms: AtomicU64::new(0),
             head_ms: AtomicU64::new(NO_HEAD),
             busy: AtomicUsize::new(0),
         });
-        let sleep = Box::pin(tokio::time::sleep(Duration::from_millis(limits.idle_timeout_ms)));
+        let first = started + Duration::from_millis(limits.idle_timeout_ms);
+        let sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(first)));
         Guarded { tcp, state, limits, heads, fresh: true, sleep, metrics, _ticket: ticket }
     }
 
@@ -305,16 +328,16 @@ impl Guarded {
         }
     }
 
-    /// `Ready(Err)` once a deadline passed; else arms the timer for the next one.
+    /// `Ready(Err)` once a deadline passed; else arms the timer for the next one. The
+    /// timer decides (no clock is read here), and is moved only when the deadline did.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
         let Some((at_ms, why)) = self.state.deadline(&self.limits) else { return Poll::Pending };
-        let now = self.state.now_ms();
-        if now < at_ms {
-            let at = self.state.started + Duration::from_millis(at_ms);
-            self.sleep.as_mut().reset(tokio::time::Instant::from_std(at));
-            if self.sleep.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
+        let at = tokio::time::Instant::from_std(self.state.started + Duration::from_millis(at_ms));
+        if self.sleep.deadline() != at {
+            self.sleep.as_mut().reset(at);
+        }
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
         }
         self.metrics.connections_closed.get_or_create(&ConnLabels { reason: why }).inc();
         Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, why))

@@ -2,16 +2,17 @@
 //! mapping of the service's answers to status codes. A decision is always a 200; errors
 //! are 4xx/5xx with a JSON body `{"error", "field"?}`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
+use tower::ServiceExt;
 
 use super::auth::Role;
 use super::service::idempotency::{self, Answer, Answered};
@@ -29,8 +30,51 @@ pub(crate) struct HttpLimits {
 
 type Svc = &'static Service;
 
-pub(crate) fn router(svc: Svc, limits: HttpLimits) -> Router {
-    let timeout = Duration::from_millis(limits.request_ms);
+/// The HTTP API as one service over the routes: the request's time limit (408), the
+/// server's one bound on requests at once, and a JSON body on every error, applied once
+/// around the router. (As `Router::layer` layers, they wrapped every route apart: each
+/// request paid a boxed clone and a boxed future per layer, a tenth of the server's own
+/// time in the profile; docs/PERFORMANCE.md, "The sidecar's layers".)
+#[derive(Clone)]
+pub(crate) struct Api {
+    router: Router,
+    /// [`HttpLimits::concurrent_max`] permits, one held while a request is handled.
+    permits: Arc<tokio::sync::Semaphore>,
+    timeout: Duration,
+}
+
+pub(crate) fn api(svc: Svc, limits: HttpLimits) -> Api {
+    Api {
+        router: router(svc),
+        permits: Arc::new(tokio::sync::Semaphore::new(limits.concurrent_max)),
+        timeout: Duration::from_millis(limits.request_ms),
+    }
+}
+
+impl super::conn::Answers for Api {
+    fn answer(&self, request: Request) -> impl std::future::Future<Output = Response> + Send + use<> {
+        let api = self.clone();
+        async move {
+            // The wait for a permit counts against the request's time, as its handling does.
+            let handled = async {
+                let Ok(_permit) = api.permits.acquire().await else {
+                    return json(StatusCode::SERVICE_UNAVAILABLE, &ErrorBody::new("the server is shutting down"));
+                };
+                match api.router.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            };
+            let response = match tokio::time::timeout(api.timeout, handled).await {
+                Ok(response) => response,
+                Err(_) => json(StatusCode::REQUEST_TIMEOUT, &ErrorBody::new("the request took too long")),
+            };
+            json_errors(response)
+        }
+    }
+}
+
+fn router(svc: Svc) -> Router {
     Router::new()
         .route("/v1/admit", post(admit))
         .route("/v1/reservations/{id}/settle", post(settle))
@@ -44,19 +88,6 @@ pub(crate) fn router(svc: Svc, limits: HttpLimits) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        // Outermost of the router's own layers: axum's rejections (405, 413, a path that
-        // is not UTF-8) are plain text; the API promises a JSON `Error` body on every 4xx.
-        .layer(axum::middleware::map_response(json_errors))
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                    json(StatusCode::REQUEST_TIMEOUT, &ErrorBody::new("the request took too long"))
-                }))
-                .timeout(timeout)
-                // One semaphore for the whole server: `Router::layer` builds a layer per
-                // route, so a plain `concurrency_limit` would bound each route alone.
-                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limits.concurrent_max)),
-        )
         .with_state(svc)
 }
 
@@ -269,8 +300,9 @@ async fn metrics(State(svc): State<Svc>, headers: HeaderMap) -> Response {
 }
 
 /// Gives every error response that is not already JSON an `Error` body, keeping its status
-/// and headers (a 405's `Allow`).
-async fn json_errors(response: Response) -> Response {
+/// and headers (a 405's `Allow`): axum's rejections (405, 413, a path that is not UTF-8)
+/// are plain text, and the API promises a JSON `Error` body on every 4xx.
+fn json_errors(response: Response) -> Response {
     let status = response.status();
     let is_json = response
         .headers()

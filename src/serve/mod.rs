@@ -320,7 +320,7 @@ async fn serve(
         shutdown(svc, grace, stop_signals).await;
         let _ = stop_tx.send(true);
     });
-    conn::serve(listener, http::router(svc, limits), gate, true, stop_rx).await;
+    conn::serve(listener, http::api(svc, limits), gate, true, stop_rx).await;
     if let Some(grpc) = grpc {
         grpc.await.context("the gRPC server")?;
     }
