@@ -12,9 +12,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
-use tower::ServiceExt;
 
 use super::auth::Role;
+use super::conn::Answers;
 use super::service::idempotency::{self, Answer, Answered};
 use super::service::{Refusal, Service};
 use super::wire::{self, ErrorBody};
@@ -33,8 +33,8 @@ type Svc = &'static Service;
 /// The HTTP API as one service over the routes: the request's time limit (408), the
 /// server's one bound on requests at once, and a JSON body on every error, applied once
 /// around the router. (As `Router::layer` layers, they wrapped every route apart: each
-/// request paid a boxed clone and a boxed future per layer, a tenth of the server's own
-/// time in the profile; docs/PERFORMANCE.md, "The sidecar's layers".)
+/// request paid a boxed clone and a boxed future per layer, 6.5% of the server's
+/// instructions per request; docs/PERFORMANCE.md, "The sidecar's layers, applied once".)
 #[derive(Clone)]
 pub(crate) struct Api {
     router: Router,
@@ -51,7 +51,7 @@ pub(crate) fn api(svc: Svc, limits: HttpLimits) -> Api {
     }
 }
 
-impl super::conn::Answers for Api {
+impl Answers for Api {
     fn answer(&self, request: Request) -> impl std::future::Future<Output = Response> + Send + use<> {
         let api = self.clone();
         async move {
@@ -60,10 +60,7 @@ impl super::conn::Answers for Api {
                 let Ok(_permit) = api.permits.acquire().await else {
                     return json(StatusCode::SERVICE_UNAVAILABLE, &ErrorBody::new("the server is shutting down"));
                 };
-                match api.router.oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
-                }
+                api.router.answer(request).await
             };
             let response = match tokio::time::timeout(api.timeout, handled).await {
                 Ok(response) => response,
