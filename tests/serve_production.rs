@@ -585,3 +585,50 @@ fn a_refusal_before_the_body_is_read_closes_the_connection_and_says_so() {
         assert!(answer.contains("\r\nconnection: close\r\n"), "{what}: {answer}");
     }
 }
+
+/// The wait for a permit (`--concurrent-max`) counts against `--request-ms`, as the
+/// client sees it: with one permit held by a request whose body never comes, a second
+/// request gets its 408 when its own time is up, not a whole `--request-ms` after the
+/// first one's (before, the limit was timed from the permit: up to twice it in all).
+#[test]
+fn the_wait_for_a_permit_counts_against_the_request_time() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    const REQUEST_MS: u64 = 8_000;
+    let s = Server::start_with_args(|_| {}, &["--concurrent-max", "1", "--request-ms", &REQUEST_MS.to_string()]);
+    let address = s.url.trim_start_matches("http://").to_owned();
+    // Headers promise 100 bytes of body; one is sent.
+    let request = format!(
+        "POST /v1/admit HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\
+         authorization: Bearer {}\r\n\r\n{{",
+        s.gateway
+    );
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (address, request) = (address.clone(), request.clone());
+            std::thread::spawn(move || {
+                let mut stream = std::net::TcpStream::connect(&address).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                stream.write_all(request.as_bytes()).unwrap();
+                let sent = Instant::now();
+                let mut answer = Vec::new();
+                let mut buffer = [0u8; 512];
+                while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => answer.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                (String::from_utf8_lossy(&answer).into_owned(), sent.elapsed())
+            })
+        })
+        .collect();
+    for client in clients {
+        let (answer, took) = client.join().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        // Its own limit, 8 s, plus up to 4 s of a slow machine; the old server answered
+        // the request that waited after 16 s (the first one's 8 s, then its own).
+        assert!(took < Duration::from_millis(REQUEST_MS * 3 / 2), "the 408 came after {took:?}");
+    }
+    assert_eq!(admit_status(&s), 200, "the permit is free again");
+}
