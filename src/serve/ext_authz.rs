@@ -18,9 +18,8 @@ use tonic::{Request, Response, Status};
 
 use super::auth::Role;
 use super::service::Service;
-use super::service::idempotency::{self, Answer, Answered};
+use super::service::idempotency::{self, Answer, Answered, Keyed};
 use super::wire::AdmitRequest;
-use holon::store::keys::KEY_BYTES_MAX;
 
 /// The request headers the call is read from.
 #[derive(Debug, Clone)]
@@ -88,30 +87,25 @@ impl ExtAuthz {
     /// (Envoy keeps `x-request-id` across its retries): a retry gets the first answer.
     async fn keyed_check(&self, headers: &HashMap<String, String>) -> Answered {
         let svc = self.svc;
-        let key = headers.get(&svc.keys.check_header).cloned();
-        let bad_key = key
-            .as_deref()
-            .is_some_and(|k| k.is_empty() || k.len() > KEY_BYTES_MAX || !k.bytes().all(|b| b.is_ascii_graphic()));
-        if bad_key {
-            let why =
-                format!("the `{}` header must be 1 to {KEY_BYTES_MAX} visible ASCII characters", svc.keys.check_header);
-            return Answered { answer: Answer::refusal(super::service::Refusal::new(400, why)), replayed: false };
-        }
+        let header = &svc.keys.check_header;
+        let key = match idempotency::key_in(header, headers.get(header).map(String::as_bytes)) {
+            Ok(key) => key,
+            Err(refusal) => return Answered { answer: Answer::refusal(refusal), replayed: false },
+        };
         let asked = self.admit_request(headers);
         let field = |h: &str| headers.get(h).map_or(&b""[..], |v| v.as_bytes());
-        let digest = key
-            .as_ref()
-            .map(|_| {
-                idempotency::digest(&[
-                    b"CHECK",
-                    field(&self.headers.mandate),
-                    field(&self.headers.agent),
-                    field(&self.headers.max_cost),
-                    field(&self.headers.capability),
-                ])
-            })
-            .unwrap_or_default();
-        svc.keyed(super::auth::Role::Gateway.name(), key, digest, async move {
+        let keyed = key.map(|key| Keyed {
+            scope: Role::Gateway.name(),
+            digest: idempotency::digest(&[
+                b"CHECK",
+                field(&self.headers.mandate),
+                field(&self.headers.agent),
+                field(&self.headers.max_cost),
+                field(&self.headers.capability),
+            ]),
+            key,
+        });
+        svc.keyed(keyed, async move {
             match asked {
                 Err(message) => Answer::refusal(super::service::Refusal::new(400, message)),
                 Ok(req) => idempotency::decision_answer(svc.admit(req).await),

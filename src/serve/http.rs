@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::auth::Role;
 use super::conn::Answers;
-use super::service::idempotency::{self, Answer, Answered};
+use super::service::idempotency::{self, Answer, Answered, Keyed};
 use super::service::{Refusal, Service};
 use super::wire::{self, ErrorBody};
 
@@ -158,9 +158,9 @@ where
     F: FnOnce(Role, Bytes) -> Fut,
     Fut: std::future::Future<Output = Answer> + Send + 'static,
 {
-    let path = request.uri().path().to_owned();
-    let key = match idempotency::key_of(request.headers(), idempotency::KEY_HEADER) {
-        Ok(key) => key,
+    // The key, and the path its digest covers (copied only for a keyed request).
+    let key = match idempotency::key_of(request.headers(), &idempotency::KEY_HEADER) {
+        Ok(key) => key.map(|key| (key, request.uri().path().to_owned())),
         Err(r) => return body_unread(refused(r)),
     };
     let (role, body) = match caller(svc, request, gateway_only).await {
@@ -168,8 +168,12 @@ where
         Err(response) => return response,
     };
     // Hashed only for a keyed request (SHA-256 of every body was 1% of the server's time).
-    let digest = key.as_ref().map(|_| idempotency::digest(&[b"POST", path.as_bytes(), &body])).unwrap_or_default();
-    let answered = svc.keyed(role.name(), key, digest, run(role, body)).await;
+    let keyed = key.map(|(key, path)| Keyed {
+        scope: role.name(),
+        digest: idempotency::digest(&[b"POST", path.as_bytes(), &body]),
+        key,
+    });
+    let answered = svc.keyed(keyed, run(role, body)).await;
     if answered.replayed {
         svc.metrics.idempotent_replays.inc();
     }

@@ -20,15 +20,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use holon::store::{KeyAnswer, KeyClaim, KeyState, keys::KEY_BYTES_MAX};
 use holon::time::Timestamp;
 use sha2::{Digest, Sha256};
 
 use super::{Refusal, Service};
 
-/// The request header that carries the key.
-pub(crate) const KEY_HEADER: &str = "idempotency-key";
+/// The request header that carries the key (a name made once: looked up by a `&str`, it
+/// was parsed and validated again on every request).
+pub(crate) static KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
 /// The answer header that says a request was answered before.
 pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// Default seconds a key is kept (from its claim).
@@ -138,16 +139,32 @@ pub(crate) struct Answered {
 }
 
 /// The request's key, if it has one: visible ASCII, 1 to [`KEY_BYTES_MAX`] bytes, else a 400.
-pub(crate) fn key_of(headers: &HeaderMap, header: &str) -> Result<Option<String>, Refusal> {
-    let Some(value) = headers.get(header) else { return Ok(None) };
-    let key = value.to_str().ok().filter(|k| !k.is_empty() && k.len() <= KEY_BYTES_MAX);
-    match key.filter(|k| k.bytes().all(|b| b.is_ascii_graphic())) {
-        Some(k) => Ok(Some(k.to_owned())),
-        None => Err(Refusal::new(
+pub(crate) fn key_of(headers: &HeaderMap, header: &HeaderName) -> Result<Option<String>, Refusal> {
+    key_in(header.as_str(), headers.get(header).map(|v| v.as_bytes()))
+}
+
+/// The rule for a key, once (HTTP's `Idempotency-Key` and the checked request's header of
+/// Envoy's `Check` alike): `value`, the header `header`'s, if it was sent.
+pub(crate) fn key_in(header: &str, value: Option<&[u8]>) -> Result<Option<String>, Refusal> {
+    let Some(value) = value else { return Ok(None) };
+    let visible = !value.is_empty() && value.len() <= KEY_BYTES_MAX && value.iter().all(u8::is_ascii_graphic);
+    match std::str::from_utf8(value) {
+        Ok(key) if visible => Ok(Some(key.to_owned())),
+        _ => Err(Refusal::new(
             400,
             format!("the `{header}` header must be 1 to {KEY_BYTES_MAX} visible ASCII characters (a UUID, say)"),
         )),
     }
+}
+
+/// A keyed request as its key's store knows it.
+#[derive(Debug)]
+pub(crate) struct Keyed {
+    /// The authenticated principal the key belongs to ([`super::super::auth::Role::name`]).
+    pub scope: String,
+    pub key: String,
+    /// What the request was ([`digest`]).
+    pub digest: String,
 }
 
 /// What a request was, for its key: SHA-256 over its method, path and body.
@@ -161,13 +178,12 @@ pub(crate) fn digest(parts: &[&[u8]]) -> String {
 }
 
 impl Service {
-    /// Runs `run` under `key` (of the principal `scope`; `digest` is what the request was,
-    /// empty when it has no key), or plainly without a key.
-    pub(crate) async fn keyed<F>(&'static self, scope: String, key: Option<String>, digest: String, run: F) -> Answered
+    /// Runs `run` under the request's key, or plainly for a request without one.
+    pub(crate) async fn keyed<F>(&'static self, keyed: Option<Keyed>, run: F) -> Answered
     where
         F: Future<Output = Answer> + Send + 'static,
     {
-        let Some(key) = key else { return Answered { answer: run.await, replayed: false } };
+        let Some(Keyed { scope, key, digest }) = keyed else { return Answered { answer: run.await, replayed: false } };
         let Ok(permit) = Arc::clone(&self.keyed_tasks).try_acquire_owned() else {
             let busy = format!("{KEYED_TASKS_MAX} requests with an Idempotency-Key are running already; retry shortly");
             return Answered { answer: Answer::refusal(Refusal::new(503, busy)), replayed: false };
@@ -308,13 +324,16 @@ mod tests {
     #[test]
     fn a_key_is_read_strictly_and_a_request_digest_covers_every_part() {
         let mut headers = HeaderMap::new();
-        assert!(key_of(&headers, KEY_HEADER).unwrap().is_none());
-        headers.insert(KEY_HEADER, "6f1e-42".parse().unwrap());
-        assert_eq!(key_of(&headers, KEY_HEADER).unwrap().as_deref(), Some("6f1e-42"));
+        assert!(key_of(&headers, &KEY_HEADER).unwrap().is_none());
+        headers.insert(KEY_HEADER.clone(), "6f1e-42".parse().unwrap());
+        assert_eq!(key_of(&headers, &KEY_HEADER).unwrap().as_deref(), Some("6f1e-42"));
         for bad in ["", "a b", &"k".repeat(KEY_BYTES_MAX + 1)] {
-            headers.insert(KEY_HEADER, bad.parse().unwrap());
-            assert_eq!(key_of(&headers, KEY_HEADER).unwrap_err().status, 400, "{bad:?}");
+            headers.insert(KEY_HEADER.clone(), bad.parse().unwrap());
+            assert_eq!(key_of(&headers, &KEY_HEADER).unwrap_err().status, 400, "{bad:?}");
         }
+        let not_utf8 = axum::http::HeaderValue::from_bytes(b"k\xff").unwrap();
+        headers.insert(KEY_HEADER.clone(), not_utf8);
+        assert_eq!(key_of(&headers, &KEY_HEADER).unwrap_err().status, 400, "a key that is not ASCII");
         assert_ne!(digest(&[b"POST", b"/a", b"{}"]), digest(&[b"POST", b"/a{", b"}"]), "parts do not run together");
         assert_eq!(digest(&[b"x"]), digest(&[b"x"]));
     }
