@@ -121,7 +121,7 @@ fn a_key_still_in_flight_is_a_409_and_then_its_answer() {
     assert!(busy["error"].as_str().unwrap().contains("still in flight"), "{busy}");
     let kept =
         KeyAnswer { status: 200, body: r#"{"decision":"denied","worst_case":"0","codes":["x"],"reasons":[]}"#.into() };
-    store.answer_key("gateway", "busy", &kept).unwrap();
+    store.answer_key("gateway", "busy", kept).unwrap();
     let (code, replayed, answer) = s.post_keyed("/v1/admit", &s.gateway, &body, "busy", LONG).unwrap();
     assert_eq!((code, replayed, answer["codes"].clone()), (200, true, json!(["x"])));
     assert_eq!(status(&s)["in_flight"], 0, "nothing reserved for it here");

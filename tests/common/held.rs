@@ -59,8 +59,8 @@ pub(crate) fn idempotency_keys_are_claimed_once_and_replayed(store: &dyn LedgerS
     assert_eq!(other.claim_key(&claim("k1", "d1", "b", 11)).unwrap(), KeyState::InFlight, "on another node too");
     assert_eq!(other.claim_key(&claim("k1", "d2", "b", 11)).unwrap(), KeyState::OtherRequest);
     let answer = KeyAnswer { status: 200, body: r#"{"decision":"allowed","reservation":"7"}"#.to_owned() };
-    store.answer_key("gateway", "k1", &answer).unwrap();
-    other.answer_key("gateway", "k1", &KeyAnswer { status: 500, body: "late".into() }).unwrap();
+    store.answer_key("gateway", "k1", answer.clone()).unwrap();
+    other.answer_key("gateway", "k1", KeyAnswer { status: 500, body: "late".into() }).unwrap();
     assert_eq!(other.claim_key(&claim("k1", "d1", "b", 12)).unwrap(), KeyState::Answered(answer.clone()));
     other.forget_key("gateway", "k1").unwrap();
     assert_eq!(store.claim_key(&claim("k1", "d1", "a", 13)).unwrap(), KeyState::Answered(answer), "kept");
@@ -78,7 +78,7 @@ pub(crate) fn idempotency_keys_are_claimed_once_and_replayed(store: &dyn LedgerS
     // the oldest answered.
     for (n, key) in ["p1", "p2", "p3"].into_iter().enumerate() {
         store.claim_key(&claim(key, "d", "a", 201 + n as i64)).unwrap();
-        store.answer_key("gateway", key, &KeyAnswer { status: 200, body: "{}".into() }).unwrap();
+        store.answer_key("gateway", key, KeyAnswer { status: 200, body: "{}".into() }).unwrap();
     }
     // The `memory` store's claims drop expired keys as they come (`TRIM_PER_CLAIM`): its
     // claims of p1 to p3 dropped the two expired ones already.
@@ -94,5 +94,5 @@ pub(crate) fn idempotency_keys_are_claimed_once_and_replayed(store: &dyn LedgerS
         "a key above 255 bytes"
     );
     let huge = KeyAnswer { status: 200, body: "x".repeat(20_000) };
-    assert!(store.answer_key("gateway", "p3", &huge).is_err(), "an answer above its limit is refused");
+    assert!(store.answer_key("gateway", "p3", huge).is_err(), "an answer above its limit is refused");
 }

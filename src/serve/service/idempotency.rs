@@ -245,19 +245,26 @@ impl Service {
 
     /// Keeps a claimed key's answer, or lets the key go when the answer says to retry.
     async fn settle_key(&'static self, scope: String, key: String, answer: &Answer) {
-        let kept = KeyAnswer { status: answer.status, body: answer.body.clone() };
+        // The one copy of the answer (the response keeps the other).
+        let mut kept = KeyAnswer { status: answer.status, body: answer.body.clone() };
         let keep = answer.keep && holon::store::keys::keepable(&kept).is_ok();
-        let step = move |store: &dyn holon::store::LedgerStore, scope: &str, key: &str, kept: &KeyAnswer| {
+        let step = move |store: &dyn holon::store::LedgerStore, scope: &str, key: &str, kept: KeyAnswer| {
             if keep { store.answer_key(scope, key, kept) } else { store.forget_key(scope, key) }
         };
-        // A store in this process cannot be busy or away: one step, in place, no copies.
+        // A store in this process cannot be busy or away: one step, in place.
         let tries = if self.store.in_process() { 1 } else { ANSWER_TRIES };
         for attempt in 1..=tries {
-            let done = if self.store.in_process() {
-                step(&*self.store, &scope, &key, &kept)
+            // The last try moves the answer in; an earlier one sends a copy.
+            let this = if attempt == tries {
+                KeyAnswer { status: kept.status, body: std::mem::take(&mut kept.body) }
             } else {
-                let (scope, owned, kept) = (scope.clone(), key.clone(), kept.clone());
-                self.store_step(move |store| step(store, &scope, &owned, &kept)).await
+                kept.clone()
+            };
+            let done = if self.store.in_process() {
+                step(&*self.store, &scope, &key, this)
+            } else {
+                let (scope, owned) = (scope.clone(), key.clone());
+                self.store_step(move |store| step(store, &scope, &owned, this)).await
             };
             match done {
                 Ok(()) => return,

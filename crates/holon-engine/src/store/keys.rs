@@ -16,6 +16,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 
+use siphasher::sip128::{Hasher128, SipHasher13};
+
 use super::{NODE_NAME_BYTES_MAX, StoreError, check_name};
 
 /// Longest idempotency key, in bytes.
@@ -116,14 +118,26 @@ pub fn keepable(answer: &KeyAnswer) -> Result<(), StoreError> {
     check_name("an idempotency key's answer", &answer.body, KEY_ANSWER_BYTES_MAX)
 }
 
-/// A (scope, key) pair as the `memory` store's book knows it: 128 bits of two SipHashes
-/// under keys drawn at random when the book is made, held inline. A book of (String,
+/// A (scope, key) pair as the `memory` store's book knows it: its 128-bit SipHash-1-3
+/// under a key drawn at random when the book is made, held inline. A book of (String,
 /// String) pairs chased two heap strings at every probe and copied both into its order:
 /// with 100,000 keys its lookups were a third of a keyed request's cost in the server.
-/// Two pairs share an id with a chance of 2^-128, which nobody outside the process can
-/// steer (the keys are secret); the second would then be refused as another request (or,
-/// for the very same request, get the first's answer).
+/// (Two 64-bit SipHashes, as first, hashed each pair twice: 1,500 instructions a keyed
+/// request.) Two pairs share an id with a chance of 2^-128, which nobody outside the
+/// process can steer (the key is secret); the second would then be refused as another
+/// request (or, for the very same request, get the first's answer).
 type KeyId = u128;
+
+/// The secret key of the ids' SipHash: 128 bits drawn from the process's random hash keys
+/// (std's `RandomState`, seeded by the operating system) when a book is made.
+#[derive(Debug, Clone, Copy)]
+struct IdKey(u64, u64);
+
+impl Default for IdKey {
+    fn default() -> Self {
+        IdKey(RandomState::new().hash_one(0x6b30_u64), RandomState::new().hash_one(0x6b31_u64))
+    }
+}
 
 /// Hashes a [`KeyId`] by its low 64 bits, already uniform (a keyed hash).
 #[derive(Debug, Default)]
@@ -156,8 +170,8 @@ pub(crate) struct KeyBook {
     order: VecDeque<(KeyId, u64)>,
     /// The next claim's number.
     claims: u64,
-    /// The two hashes of an id (random keys, drawn once).
-    id_hashes: (RandomState, RandomState),
+    /// The SipHash key of the ids, drawn once ([`KeyBook::id`]).
+    id_key: IdKey,
 }
 
 /// Keys a claim to the `memory` store may drop, at most: more than the one it adds, so a
@@ -193,8 +207,13 @@ const STALE_SLACK: usize = 1_024;
 impl KeyBook {
     /// The id of `scope`'s `key`.
     fn id(&self, scope: &str, key: &str) -> KeyId {
-        let (a, b) = &self.id_hashes;
-        (u128::from(a.hash_one((scope, key))) << 64) | u128::from(b.hash_one((scope, key)))
+        let IdKey(k0, k1) = self.id_key;
+        let mut hash = SipHasher13::new_with_keys(k0, k1);
+        // The scope's length first: ("ab", "c") and ("a", "bc") are two pairs.
+        hash.write_u64(scope.len() as u64);
+        hash.write(scope.as_bytes());
+        hash.write(key.as_bytes());
+        hash.finish128().as_u128()
     }
 
     pub(crate) fn claim(&mut self, claim: &KeyClaim<'_>) -> Result<KeyState, StoreError> {
@@ -248,13 +267,13 @@ impl KeyBook {
         }
     }
 
-    pub(crate) fn answer(&mut self, scope: &str, key: &str, answer: &KeyAnswer) -> Result<(), StoreError> {
-        keepable(answer)?;
+    pub(crate) fn answer(&mut self, scope: &str, key: &str, answer: KeyAnswer) -> Result<(), StoreError> {
+        keepable(&answer)?;
         let id = self.id(scope, key);
         if let Some((_, row)) = self.rows.get_mut(&id)
             && row.answer.is_none()
         {
-            row.answer = Some(answer.clone());
+            row.answer = Some(answer);
         }
         Ok(())
     }
@@ -373,12 +392,13 @@ mod tests {
         assert_eq!(book.claim(&claim("k", "d1", 1)).unwrap(), KeyState::InFlight);
         assert_eq!(book.claim(&claim("k", "d2", 1)).unwrap(), KeyState::OtherRequest);
         let answer = KeyAnswer { status: 200, body: "{}".into() };
-        book.answer("gateway", "k", &answer).unwrap();
-        book.answer("gateway", "k", &KeyAnswer { status: 500, body: "x".into() }).unwrap();
+        book.answer("gateway", "k", answer.clone()).unwrap();
+        book.answer("gateway", "k", KeyAnswer { status: 500, body: "x".into() }).unwrap();
         assert_eq!(book.claim(&claim("k", "d1", 2)).unwrap(), KeyState::Answered(answer.clone()));
         book.forget("gateway", "k");
         assert_eq!(book.claim(&claim("k", "d1", 3)).unwrap(), KeyState::Answered(answer), "an answered key stays");
         assert_ne!(book.id("ab", "c"), book.id("a", "bc"), "where the scope ends is part of the id");
+        assert_ne!(KeyBook::default().id("gateway", "k"), book.id("gateway", "k"), "each book draws its own secret");
         let other_scope = KeyClaim { scope: "account:alice", ..claim("k", "d9", 3) };
         assert_eq!(book.claim(&other_scope).unwrap(), KeyState::Claimed, "scopes never meet");
         assert_eq!(book.claim(&claim("k", "d2", 61)).unwrap(), KeyState::Claimed, "an expired key is new again");
@@ -391,7 +411,7 @@ mod tests {
             let key = format!("k{n}");
             book.claim(&claim(&key, "d", n)).unwrap();
             if n != 0 {
-                book.answer("gateway", &key, &KeyAnswer { status: 200, body: String::new() }).unwrap();
+                book.answer("gateway", &key, KeyAnswer { status: 200, body: String::new() }).unwrap();
             }
         }
         assert_eq!(book.prune(5, 4), 6);
@@ -413,7 +433,7 @@ mod tests {
         for n in 0..100 {
             let key = format!("k{n}");
             bounded(&key, 1, &mut book);
-            book.answer("gateway", &key, &KeyAnswer { status: 200, body: String::new() }).unwrap();
+            book.answer("gateway", &key, KeyAnswer { status: 200, body: String::new() }).unwrap();
             assert!(book.rows.len() <= 5, "{} rows after {} claims, bound 4", book.rows.len(), n + 2);
         }
         assert!(book.rows.contains_key(&book.id("gateway", "flight")), "in flight: kept");
@@ -437,7 +457,7 @@ mod tests {
             let key = format!("k{i}");
             book.lock().claim(&claim(&key, "d", 1)).unwrap();
             if i >= n / 2 {
-                book.lock().answer("gateway", &key, &KeyAnswer { status: 200, body: String::new() }).unwrap();
+                book.lock().answer("gateway", &key, KeyAnswer { status: 200, body: String::new() }).unwrap();
             }
         }
         assert_eq!(prune_in_slices(&book, 2, 10), (n / 2) as u64, "every answered one; none in flight");
@@ -452,7 +472,7 @@ mod tests {
     fn a_prune_walks_only_as_far_as_it_drops_and_sweeps_stale_claims_past_the_slack() {
         let mut book = KeyBook::default();
         book.claim(&claim("kept", "d", 0)).unwrap();
-        book.answer("gateway", "kept", &KeyAnswer { status: 200, body: String::new() }).unwrap();
+        book.answer("gateway", "kept", KeyAnswer { status: 200, body: String::new() }).unwrap();
         let forgotten = |book: &mut KeyBook, from: usize, to: usize| {
             for n in from..to {
                 let key = format!("f{n}");

@@ -304,7 +304,7 @@ impl LedgerStore for MemoryStore {
         self.keys.lock().claim(claim)
     }
 
-    fn answer_key(&self, scope: &str, key: &str, answer: &KeyAnswer) -> Result<(), StoreError> {
+    fn answer_key(&self, scope: &str, key: &str, answer: KeyAnswer) -> Result<(), StoreError> {
         self.keys.lock().answer(scope, key, answer)
     }
 

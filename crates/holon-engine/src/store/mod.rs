@@ -211,8 +211,9 @@ pub trait LedgerStore: Send + Sync {
     fn claim_key(&self, _claim: &KeyClaim<'_>) -> Result<KeyState, StoreError> {
         Err(no_keys())
     }
-    /// Keeps a claimed key's answer (a key answered already keeps its first).
-    fn answer_key(&self, _scope: &str, _key: &str, _answer: &KeyAnswer) -> Result<(), StoreError> {
+    /// Keeps a claimed key's answer (a key answered already keeps its first). The answer
+    /// is moved in: a store in this process keeps it without a copy.
+    fn answer_key(&self, _scope: &str, _key: &str, _answer: KeyAnswer) -> Result<(), StoreError> {
         Err(no_keys())
     }
     /// Drops a claim still in flight whose request changed nothing (an answered key stays).
@@ -274,7 +275,7 @@ impl<S: LedgerStore + ?Sized> LedgerStore for std::sync::Arc<S> {
     fn claim_key(&self, claim: &KeyClaim<'_>) -> Result<KeyState, StoreError> {
         (**self).claim_key(claim)
     }
-    fn answer_key(&self, scope: &str, key: &str, answer: &KeyAnswer) -> Result<(), StoreError> {
+    fn answer_key(&self, scope: &str, key: &str, answer: KeyAnswer) -> Result<(), StoreError> {
         (**self).answer_key(scope, key, answer)
     }
     fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {

@@ -481,8 +481,8 @@ impl LedgerStore for PostgresStore {
         self.write(|tx| keys::claim(tx, claim))
     }
 
-    fn answer_key(&self, scope: &str, key: &str, answer: &super::KeyAnswer) -> Result<(), StoreError> {
-        self.write(|tx| keys::answer(tx, scope, key, answer))
+    fn answer_key(&self, scope: &str, key: &str, answer: super::KeyAnswer) -> Result<(), StoreError> {
+        self.write(|tx| keys::answer(tx, scope, key, &answer))
     }
 
     fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {

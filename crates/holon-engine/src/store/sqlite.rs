@@ -448,8 +448,8 @@ impl LedgerStore for SqliteStore {
         self.write(|tx| keys::claim(tx, claim))
     }
 
-    fn answer_key(&self, scope: &str, key: &str, answer: &super::KeyAnswer) -> Result<(), StoreError> {
-        self.write(|tx| keys::answer(tx, scope, key, answer))
+    fn answer_key(&self, scope: &str, key: &str, answer: super::KeyAnswer) -> Result<(), StoreError> {
+        self.write(|tx| keys::answer(tx, scope, key, &answer))
     }
 
     fn forget_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
