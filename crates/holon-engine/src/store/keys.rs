@@ -118,8 +118,9 @@ pub fn keepable(answer: &KeyAnswer) -> Result<(), StoreError> {
     check_name("an idempotency key's answer", &answer.body, KEY_ANSWER_BYTES_MAX)
 }
 
-/// A (scope, key) pair as the `memory` store's book knows it: its 128-bit SipHash-1-3
-/// under a key drawn at random when the book is made, held inline. A book of (String,
+/// A (scope, key) pair as the `memory` store's book knows it: its 128-bit SipHash-1-3 (the
+/// rounds std's `HashMap` uses against hash flooding) under a key drawn at random when the
+/// book is made, held inline. A book of (String,
 /// String) pairs chased two heap strings at every probe and copied both into its order:
 /// with 100,000 keys its lookups were a third of a keyed request's cost in the server.
 /// (Two 64-bit SipHashes, as first, hashed each pair twice: 1,500 instructions a keyed
@@ -130,8 +131,15 @@ type KeyId = u128;
 
 /// The secret key of the ids' SipHash: 128 bits drawn from the process's random hash keys
 /// (std's `RandomState`, seeded by the operating system) when a book is made.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct IdKey(u64, u64);
+
+/// Never shown: a store's `Debug` must not print the secret.
+impl std::fmt::Debug for IdKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdKey(secret)")
+    }
+}
 
 impl Default for IdKey {
     fn default() -> Self {
@@ -399,6 +407,11 @@ mod tests {
         assert_eq!(book.claim(&claim("k", "d1", 3)).unwrap(), KeyState::Answered(answer), "an answered key stays");
         assert_ne!(book.id("ab", "c"), book.id("a", "bc"), "where the scope ends is part of the id");
         assert_ne!(KeyBook::default().id("gateway", "k"), book.id("gateway", "k"), "each book draws its own secret");
+        let IdKey(k0, k1) = book.id_key;
+        let shown = format!("{book:?}");
+        assert!(
+            shown.contains("IdKey(secret)") && !shown.contains(&k0.to_string()) && !shown.contains(&k1.to_string())
+        );
         let other_scope = KeyClaim { scope: "account:alice", ..claim("k", "d9", 3) };
         assert_eq!(book.claim(&other_scope).unwrap(), KeyState::Claimed, "scopes never meet");
         assert_eq!(book.claim(&claim("k", "d2", 61)).unwrap(), KeyState::Claimed, "an expired key is new again");
