@@ -120,13 +120,15 @@ pub(crate) trait Answers: Clone + Send + Sync + 'static {
 
 impl Answers for Router {
     fn answer(&self, request: Request) -> impl Future<Output = Response> + Send + use<> {
-        let router = self.clone();
-        async move {
-            match router.oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            }
-        }
+        routed(self.clone(), request)
+    }
+}
+
+/// `router`'s answer to `request` (a router's service never fails).
+pub(crate) async fn routed(router: Router, request: Request) -> Response {
+    match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
     }
 }
 

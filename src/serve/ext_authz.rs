@@ -94,16 +94,15 @@ impl ExtAuthz {
         };
         let asked = self.admit_request(headers);
         let field = |h: &str| headers.get(h).map_or(&b""[..], |v| v.as_bytes());
-        let keyed = key.map(|key| Keyed {
-            scope: Role::Gateway.name(),
-            digest: idempotency::digest(&[
-                b"CHECK",
+        let keyed = key.map(|key| {
+            let request = [
+                &b"CHECK"[..],
                 field(&self.headers.mandate),
                 field(&self.headers.agent),
                 field(&self.headers.max_cost),
                 field(&self.headers.capability),
-            ]),
-            key,
+            ];
+            Keyed::new(&Role::Gateway, key, &request)
         });
         svc.keyed(keyed, async move {
             match asked {

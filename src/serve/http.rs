@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 
 use super::auth::Role;
-use super::conn::Answers;
+use super::conn::{Answers, routed};
 use super::service::idempotency::{self, Answer, Answered, Keyed};
 use super::service::{Refusal, Service};
 use super::wire::{self, ErrorBody};
@@ -53,16 +53,17 @@ pub(crate) fn api(svc: Svc, limits: HttpLimits) -> Api {
 
 impl Answers for Api {
     fn answer(&self, request: Request) -> impl std::future::Future<Output = Response> + Send + use<> {
-        let api = self.clone();
+        // One copy of each part for the request's future (the router's taken by `routed`).
+        let Api { router, permits, timeout } = self.clone();
         async move {
             // The wait for a permit counts against the request's time, as its handling does.
-            let handled = async {
-                let Ok(_permit) = api.permits.acquire().await else {
+            let handled = async move {
+                let Ok(_permit) = permits.acquire().await else {
                     return json(StatusCode::SERVICE_UNAVAILABLE, &ErrorBody::new("the server is shutting down"));
                 };
-                api.router.answer(request).await
+                routed(router, request).await
             };
-            let response = match tokio::time::timeout(api.timeout, handled).await {
+            let response = match tokio::time::timeout(timeout, handled).await {
                 Ok(response) => response,
                 Err(_) => json(StatusCode::REQUEST_TIMEOUT, &ErrorBody::new("the request took too long")),
             };
@@ -168,11 +169,7 @@ where
         Err(response) => return response,
     };
     // Hashed only for a keyed request (SHA-256 of every body was 1% of the server's time).
-    let keyed = key.map(|(key, path)| Keyed {
-        scope: role.name(),
-        digest: idempotency::digest(&[b"POST", path.as_bytes(), &body]),
-        key,
-    });
+    let keyed = key.map(|(key, path)| Keyed::new(&role, key, &[b"POST", path.as_bytes(), &body]));
     let answered = svc.keyed(keyed, run(role, body)).await;
     if answered.replayed {
         svc.metrics.idempotent_replays.inc();

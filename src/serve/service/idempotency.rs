@@ -25,6 +25,7 @@ use holon::store::{KeyAnswer, KeyClaim, KeyState, keys::KEY_BYTES_MAX};
 use holon::time::Timestamp;
 use sha2::{Digest, Sha256};
 
+use super::super::auth::Role;
 use super::{Refusal, Service};
 
 /// The request header that carries the key (a name made once: looked up by a `&str`, it
@@ -160,15 +161,23 @@ pub(crate) fn key_in(header: &str, value: Option<&[u8]>) -> Result<Option<String
 /// A keyed request as its key's store knows it.
 #[derive(Debug)]
 pub(crate) struct Keyed {
-    /// The authenticated principal the key belongs to ([`super::super::auth::Role::name`]).
+    /// The authenticated principal the key belongs to ([`Role::name`]).
     pub scope: String,
     pub key: String,
     /// What the request was ([`digest`]).
     pub digest: String,
 }
 
+impl Keyed {
+    /// `role`'s request under `key`, whose parts (`request`: method or kind, then what the
+    /// answer depends on) its digest covers.
+    pub(crate) fn new(role: &Role, key: String, request: &[&[u8]]) -> Keyed {
+        Keyed { scope: role.name(), key, digest: digest(request) }
+    }
+}
+
 /// What a request was, for its key: SHA-256 over its method, path and body.
-pub(crate) fn digest(parts: &[&[u8]]) -> String {
+fn digest(parts: &[&[u8]]) -> String {
     let mut hash = Sha256::new();
     for part in parts {
         hash.update((part.len() as u64).to_be_bytes());
