@@ -90,14 +90,13 @@ fn fmt_fixed6(value: u64, min_decimals: usize, f: &mut fmt::Formatter<'_>) -> fm
         kept -= 1;
     }
     let mut text = [0u8; SHOWN_BYTES_MAX];
-    let mut written = 0;
     // From the last character back.
     let mut slots = text.iter_mut().rev();
     let mut put = |b: u8| {
-        debug_assert!(written < SHOWN_BYTES_MAX, "{value} micro-units take more than {SHOWN_BYTES_MAX} bytes");
-        if let Some(slot) = slots.next() {
+        let slot = slots.next();
+        debug_assert!(slot.is_some(), "{value} micro-units take more than {SHOWN_BYTES_MAX} bytes");
+        if let Some(slot) = slot {
             *slot = b;
-            written += 1;
         }
     };
     for _ in 0..kept {
@@ -115,7 +114,9 @@ fn fmt_fixed6(value: u64, min_decimals: usize, f: &mut fmt::Formatter<'_>) -> fm
             break;
         }
     }
-    let digits = text.get(SHOWN_BYTES_MAX - written..).unwrap_or_default();
+    // The text starts where the slots not written end.
+    let start = slots.len();
+    let digits = text.get(start..).unwrap_or_default();
     f.write_str(std::str::from_utf8(digits).unwrap_or_default())
 }
 
