@@ -5,7 +5,9 @@
 // The layers below, each a crate (docs/ARCHITECTURE.md, "Layers"): a gateway depends on
 // `holon` alone and reaches them here under the names it always had.
 pub use holon_documents::{doc, mandate, manifest, money, pattern, record, time};
-pub use holon_engine::{admission, attenuation, delegation, documents, engine, lookup, node, settlement, store, trust};
+pub use holon_engine::{
+    admission, attenuation, delegation, documents, engine, gateway, lookup, node, settlement, store, trust,
+};
 #[cfg(feature = "job")]
 pub use holon_job as job;
 

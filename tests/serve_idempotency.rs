@@ -138,36 +138,48 @@ fn digest(parts: &[&[u8]]) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Keys are kept in the store: a retry after the server's restart, and a retry that lands
-/// on another server of the same store, get the first answer and reserve nothing.
+/// Keys are kept in the store, but a replay never authorises a call it cannot see open: a
+/// retry that lands on another server of the same store is a 409 with the protocol's code
+/// (that server cannot know whether the reservation is still open on the first), and
+/// reserves nothing; on the first server it replays while the reservation is open; once
+/// settled, a retry there (and after its restart) is the same 409 (issue #50).
 #[test]
-fn a_retry_after_a_restart_or_on_another_node_gets_the_first_answer() {
+fn a_retry_replays_only_while_its_reservation_is_open_on_the_node_asked() {
     let a = Server::start();
     let first = allowed(&a, "holon-labs/fx-convert", "r-1");
     assert_eq!(first["node"], "serve");
     let b = Server::start_beside(&a, "serve-b", &[]);
     let (code, replayed, on_b) =
         b.post_keyed("/v1/admit", &b.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
-    assert_eq!((code, replayed), (200, true));
-    assert_eq!(on_b, first, "the other node replays the first answer, naming the node that holds it");
+    assert_eq!((code, replayed, on_b["code"].as_str()), (409, true, Some("replay_reservation_ended")), "{on_b}");
     assert_eq!(status(&b)["in_flight"], 0, "nothing reserved on the other node");
-    // Settled on its own node, then a restart of it: the admit's retry still replays.
+    let (code, replayed, again) =
+        a.post_keyed("/v1/admit", &a.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
+    assert_eq!((code, replayed, &again), (200, true, &first), "open on its own node: the first answer");
+    // Settled on its own node: the admit's retry lets nothing through, there and after a restart.
     let id = first["reservation"].as_str().unwrap();
     let (code, _, _) = a
         .post_keyed(&format!("/v1/reservations/{id}/settle"), &a.gateway, &json!({ "actual": "0.001" }), "rs-1", LONG)
         .unwrap();
     assert_eq!(code, 200);
+    let (code, _, ended) =
+        a.post_keyed("/v1/admit", &a.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
+    assert_eq!((code, ended["code"].as_str()), (409, Some("replay_reservation_ended")), "{ended}");
     let a = a.restart(&[]);
     let (code, replayed, after) =
         a.post_keyed("/v1/admit", &a.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
-    assert_eq!((code, replayed, &after), (200, true, &first));
+    assert_eq!((code, replayed, after["code"].as_str()), (409, true, Some("replay_reservation_ended")), "{after}");
+    assert!(after["error"].as_str().unwrap().contains(id), "the sentence names the reservation: {after}");
     assert_eq!(status(&a)["in_flight"], 0);
+    let (_, metrics) = a.get("/metrics", Some(&a.gateway));
+    assert!(metrics.contains("holon_idempotent_replays_refused_total 1\n"), "{metrics}");
 }
 
-/// The retry storm: 16 clients on 2 nodes of one store; each admit is sent and its answer
-/// lost (the client timed out) 3 times, on either node, before it is read. Every logical call is
-/// reserved once and settled once, on the node that made it, and the budget is never
-/// overrun: the store's spent is exactly what the settles kept.
+/// The retry storm: 16 clients on 2 nodes of one store (each client's retries go to its
+/// node: a replay on another node lets nothing through, see above); each admit is sent and
+/// its answer lost (the client timed out) 3 times before it is read. Every logical call is
+/// reserved once and settled once, and the budget is never overrun: the store's spent is
+/// exactly what the settles kept.
 #[test]
 fn a_retry_storm_on_two_nodes_reserves_each_call_once() {
     let a = Server::start();
@@ -184,13 +196,11 @@ fn a_retry_storm_on_two_nodes_reserves_each_call_once() {
                     let key = format!("storm-{client}-{call}");
                     let body = admit_body("holon-labs/fx-convert");
                     // Three tries that time out on the client once sent (the server has each
-                    // and runs it to its end; the answer is lost), on alternating nodes.
+                    // and runs it to its end; the answer is lost), on the client's node.
                     let walked_away: Vec<_> = (0..3)
-                        .map(|attempt| {
-                            nodes[(client + attempt) % 2].post_and_walk_away("/v1/admit", &a.gateway, &body, &key)
-                        })
+                        .map(|_| nodes[client % 2].post_and_walk_away("/v1/admit", &a.gateway, &body, &key))
                         .collect();
-                    let first = allowed(nodes[(client + call) % 2], "holon-labs/fx-convert", &key);
+                    let first = allowed(nodes[client % 2], "holon-labs/fx-convert", &key);
                     drop(walked_away);
                     let holder = if first["node"] == "serve" { a } else { b };
                     let id = first["reservation"].as_str().unwrap().to_owned();

@@ -98,16 +98,20 @@ pub(super) struct ServeArgs {
     shadow: bool,
     /// Seconds an Idempotency-Key is kept from its first request, 1 to 604,800 (its
     /// retries get the first answer until then).
-    #[arg(long, default_value_t = crate::serve::service::idempotency::KEEP_S, value_parser = serve_idempotency_keep_s, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = holon::gateway::KEEP_S, value_parser = serve_idempotency_keep_s, allow_negative_numbers = true)]
     idempotency_keep_s: u64,
     /// Most Idempotency-Keys kept in the store, 1,000 to 100,000,000 (past it the oldest
     /// answered go first, pruned every 10 s).
-    #[arg(long, default_value_t = crate::serve::service::idempotency::KEYS_MAX, value_parser = serve_idempotency_keys_max, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = holon::gateway::KEYS_MAX, value_parser = serve_idempotency_keys_max, allow_negative_numbers = true)]
     idempotency_keys_max: u64,
-    /// The header of the checked request that keys Envoy's `Check` as an Idempotency-Key
-    /// would (Envoy keeps `x-request-id` across its retries).
-    #[arg(long, default_value = crate::serve::service::idempotency::CHECK_HEADER)]
-    idempotency_header: String,
+    /// Key Envoy's `Check` by this header of the checked request, as an Idempotency-Key
+    /// would (default: none, every `Check` reserves). Name a header only if Envoy generates
+    /// it and a caller cannot set it: `x-request-id` with `use_remote_address: true`,
+    /// `preserve_external_request_id: false` and no internal hop in front of this Envoy
+    /// (docs/serve.md, "Idempotency"). A header the budgeted caller can set would let it
+    /// repeat a `Check`; a replay still never authorises a call whose reservation ended.
+    #[arg(long, value_name = "HEADER")]
+    check_key_header: Option<String>,
 }
 
 #[derive(clap::Subcommand)]
@@ -156,7 +160,7 @@ pub(super) fn serve(a: ServeArgs, log_color: bool) -> anyhow::Result<u8> {
         keys: crate::serve::service::idempotency::KeySettings {
             keep_s: a.idempotency_keep_s,
             keys_max: a.idempotency_keys_max,
-            check_header: a.idempotency_header.to_ascii_lowercase(),
+            check_header: a.check_key_header.map(|h| h.to_ascii_lowercase()),
         },
     })?;
     Ok(exit::OK)

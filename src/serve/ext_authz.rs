@@ -83,12 +83,17 @@ impl Authorization for ExtAuthz {
 }
 
 impl ExtAuthz {
-    /// The check as an admit, keyed by the checked request's `--idempotency-header`
-    /// (Envoy keeps `x-request-id` across its retries): a retry gets the first answer.
+    /// The check as an admit. Every `Check` reserves, unless the operator named a header
+    /// it trusts Envoy to generate (`--check-key-header`): then a `Check` with that header's
+    /// value answered before gets the first answer, and an allowed one only while its
+    /// reservation is open (`holon::gateway::replay_of_allowed`).
     async fn keyed_check(&self, headers: &HashMap<String, String>) -> Answered {
         let svc = self.svc;
-        let header = &svc.keys.check_header;
-        let key = match idempotency::key_in(header, headers.get(header).map(String::as_bytes)) {
+        let key = match &svc.keys.check_header {
+            None => Ok(None),
+            Some(header) => idempotency::key_in(header, headers.get(header).map(String::as_bytes)),
+        };
+        let key = match key {
             Ok(key) => key,
             Err(refusal) => return Answered { answer: Answer::refusal(refusal), replayed: false },
         };
@@ -143,7 +148,9 @@ fn respond(answered: &Answered) -> CheckResponse {
         response.set_http_response(ok);
         return response;
     }
-    let codes: Vec<&str> = decision["codes"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+    // A decision's codes, or the protocol's code of an error that has one (a replay refused).
+    let mut codes: Vec<&str> = decision["codes"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+    codes.extend(decision["code"].as_str());
     let code = if answer.status == 200 { HttpStatusCode::Forbidden } else { http_code(answer.status) };
     denied(code, &codes.join(","), &answer.body, answered.replayed)
 }

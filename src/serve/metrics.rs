@@ -50,6 +50,8 @@ pub(crate) struct Metrics {
     pub settlements: Family<OutcomeLabels, Counter>,
     /// Requests answered with the first answer of their Idempotency-Key.
     pub idempotent_replays: Counter,
+    /// Retries of an allowed answer refused because its reservation had ended (409).
+    pub replays_refused: Counter,
     /// Keyed requests whose answer the store could not keep (their retries get 409).
     pub idempotency_store_errors: Counter,
     /// Settlements whose actual (plus passthrough) was above the reservation: billed at it.
@@ -99,6 +101,12 @@ impl Metrics {
             "idempotent_replays",
             "Requests answered with the first answer of their Idempotency-Key (nothing done again)",
             idempotent_replays.clone(),
+        );
+        let replays_refused = Counter::default();
+        registry.register(
+            "idempotent_replays_refused",
+            "Retries of an allowed answer refused because its reservation had ended (a replay never authorises a call)",
+            replays_refused.clone(),
         );
         let idempotency_store_errors = Counter::default();
         registry.register(
@@ -175,6 +183,7 @@ impl Metrics {
             admission_seconds_grpc,
             settlements,
             idempotent_replays,
+            replays_refused,
             idempotency_store_errors,
             settlements_clamped,
             shadow_decisions,

@@ -125,6 +125,12 @@ pub(crate) fn run(options: &ServeOptions) -> anyhow::Result<()> {
     service.trust_files.clone_from(&options.trust_files);
     service.node_name.clone_from(&options.node);
     service.keys.clone_from(&options.keys);
+    if let Some(header) = &options.keys.check_header {
+        tracing::warn!(
+            header = %header,
+            "Envoy's Check is keyed by the checked request's `{header}` header: this server trusts Envoy to generate it (a caller that can set it can repeat a Check while its reservation is open); see docs/serve.md, Idempotency"
+        );
+    }
     service.flush_ms = flush_ms;
     if options.shadow {
         service.metrics.shadow.set(1);

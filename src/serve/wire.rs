@@ -9,8 +9,6 @@ use serde::{Deserialize, Serialize};
 
 /// Largest request body read, in bytes.
 pub(crate) const BODY_BYTES_MAX: usize = 64 * 1024;
-/// Largest `latency_ms` a settle reports (a day).
-pub(crate) const LATENCY_MS_MAX: u64 = 86_400_000;
 
 /// A 4xx answer: what is wrong, and which field (a JSON Pointer) when one is at fault.
 #[derive(Debug, Clone, Serialize)]
@@ -18,14 +16,17 @@ pub(crate) struct ErrorBody {
     pub error: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// The gateway protocol's code, where the error has one (`replay_reservation_ended`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
 }
 
 impl ErrorBody {
     pub(crate) fn new(error: impl Into<String>) -> ErrorBody {
-        ErrorBody { error: error.into(), field: None }
+        ErrorBody { error: error.into(), field: None, code: None }
     }
     pub(crate) fn field(field: &str, error: impl Into<String>) -> ErrorBody {
-        ErrorBody { error: error.into(), field: Some(field.to_owned()) }
+        ErrorBody { error: error.into(), field: Some(field.to_owned()), code: None }
     }
 }
 
@@ -245,6 +246,10 @@ pub(crate) struct DecisionBody {
     pub shadow: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow_decision: Option<&'static str>,
+    /// Whether a retry with the same idempotency key gets this answer again
+    /// (`holon::gateway::keep_answer`); not sent.
+    #[serde(skip)]
+    pub keep: bool,
 }
 
 /// A settlement's answer. Every amount is in the mandate's currency (docs/serve.md, "What

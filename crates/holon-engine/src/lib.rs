@@ -9,7 +9,8 @@
 //!   `records`), [`delegation`], [`trust`];
 //! - [`store`]: the ledger store's rows and backends (features `sqlite`, `postgres`);
 //! - [`engine`]: compiled snapshots, reservations on atomic ledgers, receipts;
-//! - [`node`]: a node between an engine and a store; [`documents`]: the document pipeline.
+//! - [`node`]: a node between an engine and a store; [`documents`]: the document pipeline;
+//! - [`gateway`]: the gateway protocol every surface (the sidecar, the bindings) calls.
 //!
 //! A gateway depends on `holon`, which re-exports what it needs of this crate.
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@ pub mod attenuation;
 pub mod delegation;
 pub mod documents;
 pub mod engine;
+pub mod gateway;
 pub mod lookup;
 // The load test's recorder, for holon's binary: not promised to a gateway.
 #[cfg(feature = "records")]

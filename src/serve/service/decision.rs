@@ -84,6 +84,8 @@ impl Service {
     ) -> DecisionBody {
         self.count(decision, codes);
         let mut body = self.body(decision, asked, worst);
+        let verdict = if decision == "held" { Verdict::Held } else { Verdict::Denied };
+        body.keep = holon::gateway::keep_answer(verdict, codes);
         body.codes = codes.iter().map(Code::as_str).collect();
         body.reasons = self.reasons(asked, codes, worst, spent);
         body.limited_by = self.limited_by(spent);
@@ -111,6 +113,7 @@ impl Service {
             limited_by: None,
             shadow: self.shadow.then_some(true),
             shadow_decision: self.shadow.then_some(decision),
+            keep: true,
         }
     }
 
@@ -149,6 +152,7 @@ impl Service {
             limited_by: None,
             shadow: self.shadow.then_some(true),
             shadow_decision: self.shadow.then_some("denied"),
+            keep: true,
         }
     }
 

@@ -4,13 +4,13 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use holon::engine::{AgentIx, Call, MandateIx};
 use holon::node::NodeError;
 use holon::pattern::Principal;
+use holon::store::HeldCall;
 use holon::time::Timestamp;
 
 use super::decision::Asked;
-use super::{LEASE_WAIT_MS, Refusal, Service};
+use super::{Refusal, Service};
 use crate::serve::auth::Role;
 use crate::serve::wire::{self, DecisionBody};
 
@@ -22,7 +22,7 @@ impl Service {
         if !self.ready.load(Ordering::Acquire) {
             return Err(Refusal::new(503, "shutting down: admitting nothing more, approvals included"));
         }
-        let (approver, mandate, agent) = self.issuer_of_held(id, role).await?;
+        let (approver, held) = self.issuer_of_held(id, role).await?;
         // The approval takes the call out of the store: it runs to its end in a task of its
         // own, whatever happens to this request (a timeout, a closed connection). If nobody
         // is left to hear the answer, nobody learnt the reservation's id: it is released
@@ -30,7 +30,7 @@ impl Service {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let id = id.to_owned();
         tokio::spawn(async move {
-            let outcome = self.approve_now(&id, &approver, mandate, agent, at).await;
+            let outcome = self.approve_now(&id, &approver, &held, at).await;
             if let Err(Ok(unheard)) = tx.send(outcome) {
                 self.undo_approval(&id, &unheard).await;
             }
@@ -42,10 +42,14 @@ impl Service {
         &'static self,
         id: &str,
         approver: &Principal,
-        mandate: MandateIx,
-        agent: AgentIx,
+        held: &HeldCall,
         at: Timestamp,
     ) -> Result<DecisionBody, Refusal> {
+        // The call as the engine judges it (its `max_cost` and capability as held): the
+        // approval's sentences are made from it.
+        let call = holon::gateway::held_call(self.engine, held, at).ok_or_else(|| {
+            Refusal::new(409, format!("held call `{id}` names a mandate or agent this server does not hold"))
+        })?;
         let admission = self
             .waiting_for_lease(|| {
                 let (id, approver) = (id.to_owned(), approver.clone());
@@ -53,8 +57,8 @@ impl Service {
                 async move { self.blocking(move || self.node.approve(&id, &approver, at).map_err(node_refusal)).await? }
             })
             .await?;
-        let mut body = self.keep(self.decision(admission, &Asked::Root(Call::new(mandate, agent, at))));
-        if body.decision == "denied" && body.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable") {
+        let mut body = self.keep(self.decision(admission, &Asked::Root(call)));
+        if !body.keep {
             // The node put the call back: it can be approved again.
             body.pending = Some(id.to_owned());
         }
@@ -96,11 +100,7 @@ impl Service {
 
     /// The account's principal if it issued the held call's mandate: 403 for anyone else
     /// (nothing is taken out of the store), 404 for a call not held.
-    pub(super) async fn issuer_of_held(
-        &'static self,
-        id: &str,
-        role: &Role,
-    ) -> Result<(Principal, MandateIx, AgentIx), Refusal> {
+    pub(super) async fn issuer_of_held(&'static self, id: &str, role: &Role) -> Result<(Principal, HeldCall), Refusal> {
         let Role::Account(principal) = role else {
             return Err(Refusal::new(403, "only the mandate's issuer (an `account:NAME` token) approves or refuses"));
         };
@@ -111,7 +111,8 @@ impl Service {
             .strip_prefix(here.strip_suffix('0').unwrap_or(&here))
             .and_then(|n| n.parse::<u64>().ok())
             .is_some_and(|n| self.engine.held_locally().iter().any(|h| h.id == n));
-        let deadline = std::time::Instant::now() + Duration::from_millis(if local { LEASE_WAIT_MS } else { 0 });
+        let deadline =
+            std::time::Instant::now() + Duration::from_millis(if local { holon::gateway::LEASE_WAIT_MS } else { 0 });
         loop {
             let now = Timestamp::now().unix();
             let held = self
@@ -121,9 +122,7 @@ impl Service {
                 let mandate = self.engine.mandate_ix(&call.mandate);
                 let issuer = mandate.and_then(|m| self.engine.approver_of(m));
                 return match (issuer, mandate) {
-                    (Some(issuer), Some(m)) if &issuer == principal => {
-                        Ok((issuer, m, self.engine.agent_ix(&call.agent).unwrap_or(AgentIx(u32::MAX))))
-                    }
+                    (Some(issuer), Some(_)) if &issuer == principal => Ok((issuer, call)),
                     // Not the mandate named: a stranger learns nothing about whose call it is.
                     (Some(_), _) => Err(Refusal::new(
                         403,

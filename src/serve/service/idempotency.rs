@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use axum::http::{HeaderMap, HeaderName};
-use holon::store::{KeyAnswer, KeyClaim, KeyState, keys::KEY_BYTES_MAX};
+use holon::store::{KeyAnswer, KeyClaim, KeyState};
 use holon::time::Timestamp;
 use sha2::{Digest, Sha256};
 
@@ -33,12 +33,6 @@ use super::{Refusal, Service};
 pub(crate) static KEY_HEADER: HeaderName = HeaderName::from_static("idempotency-key");
 /// The answer header that says a request was answered before.
 pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
-/// Default seconds a key is kept (from its claim).
-pub(crate) const KEEP_S: u64 = 86_400;
-/// Default most keys kept in the store (past it a prune drops the oldest answered).
-pub(crate) const KEYS_MAX: u64 = 100_000;
-/// Default request header Envoy's `Check` is keyed by (Envoy keeps it across retries).
-pub(crate) const CHECK_HEADER: &str = "x-request-id";
 /// Keyed requests running at once (each to its end, whatever its client does); more get a 503.
 pub(crate) const KEYED_TASKS_MAX: usize = 4_096;
 /// How often the reaper prunes the store's keys, in seconds.
@@ -51,18 +45,20 @@ const ANSWER_TRIES: u32 = 3;
 const ANSWER_RETRY_MS: u64 = 100;
 
 /// The idempotency settings (`--idempotency-keep-s`, `--idempotency-keys-max`,
-/// `--idempotency-header`).
+/// `--check-key-header`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct KeySettings {
     pub keep_s: u64,
     pub keys_max: u64,
-    /// The header of the checked request that keys Envoy's `Check` (lower case).
-    pub check_header: String,
+    /// The header of the checked request that keys Envoy's `Check` (lower case), when the
+    /// operator named one it trusts: by default none, and every `Check` reserves (a header
+    /// of the checked request is the budgeted caller's to set unless Envoy makes it).
+    pub check_header: Option<String>,
 }
 
 impl Default for KeySettings {
     fn default() -> Self {
-        KeySettings { keep_s: KEEP_S, keys_max: KEYS_MAX, check_header: CHECK_HEADER.to_owned() }
+        KeySettings { keep_s: holon::gateway::KEEP_S, keys_max: holon::gateway::KEYS_MAX, check_header: None }
     }
 }
 
@@ -90,16 +86,12 @@ impl Answer {
     }
 }
 
-/// A decision's answer: kept for a retry unless it says to retry (denied only for want
-/// of a lease or of the store: the same key must be able to ask again).
+/// A decision's answer: kept for a retry unless the gateway protocol says to let its key
+/// go (denied only for want of a lease or of the store: the same key must ask again).
 pub(crate) fn decision_answer(result: Result<crate::serve::wire::DecisionBody, Refusal>) -> Answer {
-    let retry = result.as_ref().is_ok_and(|d| {
-        d.decision == "denied"
-            && !d.codes.is_empty()
-            && d.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable")
-    });
+    let keep = result.as_ref().map_or(true, |d| d.keep);
     let mut answer = Answer::of(result);
-    answer.keep &= !retry;
+    answer.keep &= keep;
     answer
 }
 
@@ -139,6 +131,15 @@ pub(crate) struct Answered {
     pub replayed: bool,
 }
 
+/// The reservation a kept answer allowed a call under, if it is an allowed decision.
+fn allowed_reservation(kept: &Answer) -> Option<String> {
+    if kept.status != 200 {
+        return None;
+    }
+    let body: serde_json::Value = serde_json::from_str(&kept.body).ok()?;
+    (body["decision"] == "allowed").then(|| body["reservation"].as_str().map(str::to_owned))?
+}
+
 /// The request's key, if it has one: visible ASCII, 1 to [`KEY_BYTES_MAX`] bytes, else a 400.
 pub(crate) fn key_of(headers: &HeaderMap, header: &HeaderName) -> Result<Option<String>, Refusal> {
     key_in(header.as_str(), headers.get(header).map(|v| v.as_bytes()))
@@ -148,13 +149,9 @@ pub(crate) fn key_of(headers: &HeaderMap, header: &HeaderName) -> Result<Option<
 /// Envoy's `Check` alike): `value`, the header `header`'s, if it was sent.
 pub(crate) fn key_in(header: &str, value: Option<&[u8]>) -> Result<Option<String>, Refusal> {
     let Some(value) = value else { return Ok(None) };
-    let visible = !value.is_empty() && value.len() <= KEY_BYTES_MAX && value.iter().all(u8::is_ascii_graphic);
-    match std::str::from_utf8(value) {
-        Ok(key) if visible => Ok(Some(key.to_owned())),
-        _ => Err(Refusal::new(
-            400,
-            format!("the `{header}` header must be 1 to {KEY_BYTES_MAX} visible ASCII characters (a UUID, say)"),
-        )),
+    match holon::gateway::keys::key(value) {
+        Ok(key) => Ok(Some(key.to_owned())),
+        Err(e) => Err(Refusal::new(400, format!("the `{header}` header: {e}"))),
     }
 }
 
@@ -242,12 +239,30 @@ impl Service {
                 "this Idempotency-Key was used for another request (another endpoint, id or body); a new request takes a new key".to_owned(),
             ),
             Ok(KeyState::Answered(a)) => {
-                Answered { answer: Answer { status: a.status, body: a.body, keep: true }, replayed: true }
+                Answered { answer: self.replay(Answer { status: a.status, body: a.body, keep: true }), replayed: true }
             }
             Ok(KeyState::Claimed) => {
                 let answer = run.await;
                 self.settle_key(scope, key, &answer).await;
                 Answered { answer, replayed: false }
+            }
+        }
+    }
+
+    /// A kept answer as a retry gets it: an allowed call's only while its reservation is
+    /// still open here (`holon::gateway::replay_of_allowed`), else a 409 that lets nothing
+    /// through, with the protocol's code.
+    fn replay(&self, kept: Answer) -> Answer {
+        let Some(reservation) = allowed_reservation(&kept) else { return kept };
+        let open = holon::gateway::reservation_id(&reservation)
+            .is_ok_and(|id| self.open.get(&id).is_some_and(|o| o.reservation.is_active()));
+        match holon::gateway::replay_of_allowed(open) {
+            holon::gateway::Replay::Give => kept,
+            holon::gateway::Replay::Ended => {
+                self.metrics.replays_refused.inc();
+                let mut body = crate::serve::wire::ErrorBody::new(holon::gateway::replay_ended_sentence(&reservation));
+                body.code = Some(holon::gateway::REPLAY_ENDED.as_str());
+                Answer::refusal(Refusal { status: 409, body })
             }
         }
     }
@@ -343,7 +358,7 @@ mod tests {
         assert!(key_of(&headers, &KEY_HEADER).unwrap().is_none());
         headers.insert(KEY_HEADER.clone(), "6f1e-42".parse().unwrap());
         assert_eq!(key_of(&headers, &KEY_HEADER).unwrap().as_deref(), Some("6f1e-42"));
-        for bad in ["", "a b", &"k".repeat(KEY_BYTES_MAX + 1)] {
+        for bad in ["", "a b", &"k".repeat(holon::store::keys::KEY_BYTES_MAX + 1)] {
             headers.insert(KEY_HEADER.clone(), bad.parse().unwrap());
             assert_eq!(key_of(&headers, &KEY_HEADER).unwrap_err().status, 400, "{bad:?}");
         }

@@ -11,7 +11,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
@@ -33,11 +32,6 @@ use crate::serve::loader::LoadFailure;
 use crate::serve::metrics::Metrics;
 use crate::serve::wire::{self, DecisionBody, ErrorBody, SettledBody};
 use decision::Asked;
-
-/// The longest a request waits for a lease on its way (`lease_pending`), or for a call
-/// held a moment ago to reach the store, in ms. A node refills within a poll or two; on a
-/// loaded machine (or a store far away) that can take much longer than a poll.
-pub(crate) const LEASE_WAIT_MS: u64 = 2_000;
 
 /// An error answer: HTTP status and body.
 #[derive(Debug)]
@@ -215,15 +209,8 @@ impl Service {
             return Ok(self.unknown(Code::UnknownAgent, &req.agent, self.mandate_currency(mandate)));
         };
         if let Some(class) = &req.capability {
-            let snap = self.engine.snapshot();
-            let offers = snap.agent(agent).is_some_and(|a| a.source().classes().any(|c| c.as_str() == class));
-            if !offers {
-                return Err(ErrorBody::field(
-                    "/capability",
-                    format!("agent `{}` does not offer capability `{class}`: pick one of its implementers", req.agent),
-                )
-                .into());
-            }
+            holon::gateway::capability_offered(self.engine, agent, class)
+                .map_err(|why| ErrorBody::field("/capability", why))?;
         }
         let call = Call { max_cost, by_capability: req.capability.is_some(), ..Call::new(mandate, agent, at) };
         // The engine never waits on the store (a node refills leases in the background).
@@ -274,9 +261,8 @@ impl Service {
     /// `POST /v1/reservations/{id}/settle`. The body is read before anything changes.
     pub(crate) fn settle(&self, id: &str, req: wire::SettleRequest) -> Result<SettledBody, Refusal> {
         let actual = wire::money("/actual", &req.actual)?;
-        if req.latency_ms.is_some_and(|l| l > wire::LATENCY_MS_MAX) {
-            return Err(ErrorBody::field("/latency_ms", format!("at most {} ms", wire::LATENCY_MS_MAX)).into());
-        }
+        holon::gateway::words::latency_ms(req.latency_ms)
+            .map_err(|e| ErrorBody::field("/latency_ms", e.to_string()))?;
         let outcome = req.outcome.unwrap_or_default();
         let key = reservation_id(id)?;
         let (_, open) = self.open.remove(&key).ok_or_else(|| self.not_open(id, key))?;
@@ -350,33 +336,20 @@ impl Service {
         .map_err(|e| Refusal::new(503, format!("a store task failed: {e}")))
     }
 
-    /// Asks again while the only reason to refuse is a lease on its way, for up to
-    /// [`LEASE_WAIT_MS`], waking the node.
-    pub(super) async fn waiting_for_lease<F, A>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
+    /// The gateway protocol's lease wait (`holon::gateway::lease_wait`), pausing on tokio's
+    /// timer.
+    pub(super) async fn waiting_for_lease<F, A>(&self, ask: F) -> Result<Admission<'static>, Refusal>
     where
         F: FnMut() -> A,
         A: std::future::Future<Output = Result<Admission<'static>, Refusal>>,
     {
-        let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
-        loop {
-            let admission = ask().await?;
-            let waiting = matches!(&admission, Admission::Denied(d)
-                if !d.codes.is_empty() && d.codes.iter().all(|c| c == Code::LeasePending));
-            if !waiting || std::time::Instant::now() >= deadline {
-                return Ok(admission);
-            }
-            self.node.wake();
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        holon::gateway::lease_wait(Some(self.node), ask, tokio::time::sleep).await
     }
 }
 
-/// A reservation id: a decimal number written as the server wrote it (no sign, no
-/// leading zero), so one reservation has one name.
+/// A reservation id in the protocol's one written form, else a 404.
 fn reservation_id(text: &str) -> Result<u64, Refusal> {
-    text.parse::<u64>().ok().filter(|n| n.to_string() == text).ok_or_else(|| {
-        Refusal::new(404, format!("no reservation `{text}`: ids are decimal numbers as the server gave them"))
-    })
+    holon::gateway::reservation_id(text).map_err(|e| Refusal::new(404, e.to_string()))
 }
 
 impl Service {

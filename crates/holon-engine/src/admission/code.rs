@@ -90,6 +90,13 @@ codes! {
     /// children, an ancestor that admits nothing): it admits nothing, and the publish says
     /// why.
     SubMandateChainBroken = 39 => "sub_mandate_chain_broken",
+    /// A gateway: a retry with an idempotency key whose first answer allowed a call, after
+    /// that call's reservation ended (settled, released, reclaimed) or on a node where it is
+    /// not open. A replay never authorises a call; nothing was reserved.
+    ReplayReservationEnded = 40 => "replay_reservation_ended",
+    /// A store-backed engine whose node was stopped (or never started): nothing supplies
+    /// it with budget from the store, so it admits nothing. Not a retry: start a node.
+    NodeStopped = 41 => "node_stopped",
 }
 
 impl fmt::Display for Code {
@@ -137,6 +144,12 @@ impl CodeSet {
     }
     pub fn len(self) -> u32 {
         self.0.count_ones()
+    }
+    /// Whether these are a denial's codes only for want of a lease or of the store: nothing
+    /// was decided about the call itself (the one rule; `holon::gateway` and the node read it).
+    pub fn only_for_want_of_lease_or_store(self) -> bool {
+        let want = CodeSet::EMPTY.with(Code::LeasePending).with(Code::StoreUnavailable);
+        !self.is_empty() && self.0 & !want.0 == 0
     }
 }
 

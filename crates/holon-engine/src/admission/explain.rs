@@ -218,6 +218,10 @@ fn sentence(code: Code, docs: &Documents<'_>, ctx: &CallContext, figures: Figure
         Code::StoreUnavailable => format!(
             "this gateway node holds too little of the budget in leases for worst case {worst} {cur}, and the ledger store cannot be reached to grant more"
         ),
+        Code::ReplayReservationEnded => {
+            "this idempotency key's first answer allowed a call whose reservation is no longer open here: a replay never authorises a call, and nothing was reserved; a new call takes a new key".to_owned()
+        }
+        Code::NodeStopped => "this gateway's node was stopped (or never started), so no budget reaches it from the ledger store and it admits nothing; start a node (a new engine on the store), do not retry".to_owned(),
     }
 }
 

@@ -150,6 +150,18 @@ impl Engine {
         Ok(self.admit_inner(&Call { at, ..held.call }, true))
     }
 
+    /// A held call as the store keeps it, as this engine judges it at `at` (its `max_cost`
+    /// and capability as held): `None` when the live snapshot lacks its mandate or agent.
+    pub fn held_call(&self, held: &crate::store::HeldCall, at: Timestamp) -> Option<Call> {
+        Some(Call {
+            mandate: self.mandate_ix(&held.mandate)?,
+            agent: self.agent_ix(&held.agent)?,
+            at,
+            max_cost: held.max_cost_micros.map(crate::money::Amount::from_micros),
+            by_capability: held.by_capability,
+        })
+    }
+
     /// Who approves a call held under `mandate`: its issuer, or under a sub-mandate the
     /// issuer of its chain's root (a sub-mandate's issuer is an agent, and an agent approves
     /// nothing). `None` for a mandate the live snapshot does not hold.

@@ -4,8 +4,7 @@
 
 use super::cycle::Runner;
 use super::{Node, NodeError};
-use crate::engine::{Admission, Call, Engine};
-use crate::money::Amount;
+use crate::engine::{Admission, Engine};
 use crate::pattern::Principal;
 use crate::store::{HeldCall, LedgerStore};
 use crate::time::Timestamp;
@@ -129,16 +128,9 @@ impl Node {
             return Err(NodeError::UnknownHeld(held_id.to_owned()));
         };
         let engine: &Engine = &self.engine;
-        let (Some(mandate), Some(agent)) = (engine.mandate_ix(&held.mandate), engine.agent_ix(&held.agent)) else {
+        let Some(call) = engine.held_call(&held, at) else {
             self.store.release_held(&held.id)?;
             return Err(NodeError::HeldNotHere(held_id.to_owned()));
-        };
-        let call = Call {
-            mandate,
-            agent,
-            at,
-            max_cost: held.max_cost_micros.map(Amount::from_micros),
-            by_capability: held.by_capability,
         };
         match engine.admit_approved(&call, approver) {
             Err(e) => {
@@ -147,10 +139,7 @@ impl Node {
             }
             Ok(admission) => {
                 if let Admission::Denied(d) = &admission
-                    && !d.codes.is_empty()
-                    && d.codes.iter().all(|c| {
-                        matches!(c, crate::admission::Code::LeasePending | crate::admission::Code::StoreUnavailable)
-                    })
+                    && d.codes.only_for_want_of_lease_or_store()
                 {
                     self.store.release_held(&held.id)?;
                 }

@@ -41,6 +41,8 @@ pub const FLUSH_MS_MAX: u64 = 60_000;
 /// milliseconds.
 pub const POLL_MS_MIN: u64 = 1;
 pub const POLL_MS_MAX: u64 = 1_000;
+/// How often a [`Node::flush_now`] waiting for the thread looks whether the thread ended, in ms.
+const FLUSH_LOOK_MS: u64 = 50;
 /// Longest lease time to live, in seconds (a day).
 pub const LEASE_TTL_S_MAX: u64 = 86_400;
 
@@ -128,6 +130,8 @@ pub enum NodeError {
     HeldNotHere(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error("the node was stopped (drained): it flushes and supplies nothing more; start a new one on the store")]
+    Stopped,
 }
 
 /// What a node did, for operators and `loadtest --json`.
@@ -208,6 +212,11 @@ struct Shared {
     /// Set with `stop` to stop without the drain (tests play a crash with it).
     skip_drain: parking_lot::Mutex<bool>,
     wake: parking_lot::Condvar,
+    /// Flushes asked for by [`Node::flush_now`] (counted under `stop`'s lock, so the thread
+    /// cannot miss one between its check and its wait), and the last one the thread did.
+    flushes_asked: AtomicU64,
+    flushes_done: parking_lot::Mutex<u64>,
+    flushed: parking_lot::Condvar,
 }
 
 /// A running node. Dropping it drains it.
@@ -245,19 +254,37 @@ impl Node {
         let thread = std::thread::Builder::new()
             .name("holon-node".to_owned())
             .spawn(move || {
+                let flushes = |runner: &mut cycle::Runner, asked: u64| {
+                    if asked > *thread_shared.flushes_done.lock() {
+                        runner.cycle_now();
+                        *thread_shared.flushes_done.lock() = asked;
+                        thread_shared.flushed.notify_all();
+                    } else {
+                        runner.cycle();
+                    }
+                };
                 loop {
-                    {
+                    let asked = {
                         let mut stop = thread_shared.stop.lock();
-                        if !*stop {
+                        // Relaxed: counted under the `stop` lock held here.
+                        if !*stop
+                            && thread_shared.flushes_asked.load(Ordering::Relaxed) == *thread_shared.flushes_done.lock()
+                        {
                             thread_shared.wake.wait_for(&mut stop, poll);
                         }
                         if *stop {
                             break;
                         }
-                    }
-                    runner.cycle();
+                        // Relaxed: as above.
+                        thread_shared.flushes_asked.load(Ordering::Relaxed)
+                    };
+                    flushes(&mut runner, asked);
                 }
-                if *thread_shared.skip_drain.lock() { Ok(()) } else { runner.drain() }
+                let drained = if *thread_shared.skip_drain.lock() { Ok(()) } else { runner.drain() };
+                // A flush asked for while the node stopped was done by the drain (or never will be).
+                *thread_shared.flushes_done.lock() = u64::MAX;
+                thread_shared.flushed.notify_all();
+                drained
             })
             .map_err(|e| NodeError::Thread(e.to_string()))?;
         Ok(Node { shared, thread: parking_lot::Mutex::new(Some(thread)), engine, store, name, clock, run_id })
@@ -280,6 +307,53 @@ impl Node {
     pub fn drain(self) -> Result<NodeStats, NodeError> {
         self.stop()?;
         Ok(self.stats())
+    }
+
+    /// Sends what this node's calls settled to the store now, and renews its leases, then
+    /// returns; the node goes on running (stopping it is [`Node::drain`]). Waits for the
+    /// node's thread to do one pass that flushes; `Err` when the store refused or could not
+    /// be reached during it (what was settled stays here, for the next flush), or when the
+    /// node is stopped.
+    pub fn flush_now(&self) -> Result<NodeStats, NodeError> {
+        let errors_before = self.stats().store_errors;
+        let asked = {
+            let stop = self.shared.stop.lock();
+            if *stop || self.thread.lock().is_none() {
+                return Err(NodeError::Stopped);
+            }
+            // Relaxed: counted under the `stop` lock (the thread reads it under the same lock).
+            self.shared.flushes_asked.fetch_add(1, Ordering::Relaxed) + 1
+        };
+        self.shared.wake.notify_one();
+        let mut done = self.shared.flushes_done.lock();
+        while *done < asked {
+            // A thread that ended without saying so (a panic) is looked for at each wake.
+            let ended = self.thread.try_lock().is_some_and(|t| t.as_ref().is_none_or(|t| t.is_finished()));
+            if ended {
+                *done = u64::MAX;
+                break;
+            }
+            self.shared.flushed.wait_for(&mut done, std::time::Duration::from_millis(FLUSH_LOOK_MS));
+        }
+        let stopped = *done == u64::MAX;
+        drop(done);
+        let stats = self.stats();
+        if stopped {
+            return Err(NodeError::Stopped);
+        }
+        if stats.store_errors > errors_before {
+            return Err(NodeError::Store(StoreError::Unavailable(
+                "the flush did not reach the ledger store; what was settled stays on this node for the next flush"
+                    .to_owned(),
+            )));
+        }
+        Ok(stats)
+    }
+
+    /// Whether the node's thread runs (false once drained or stopped): a store-backed
+    /// engine without a running node admits nothing (`node_stopped`).
+    pub fn is_running(&self) -> bool {
+        !*self.shared.stop.lock() && self.thread.lock().is_some()
     }
 
     /// [`Node::drain`] for a node that lives as long as its process (`holon serve` keeps
