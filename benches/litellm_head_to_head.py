@@ -40,6 +40,7 @@ import time
 import urllib.error
 import urllib.request
 from decimal import Decimal
+from typing import Optional
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "bindings" / "python" / "tests" / "litellm" / "docs"
@@ -150,12 +151,12 @@ class Proxy:
                 time.sleep(0.25)
         raise RuntimeError(f"the proxy did not answer within {limit_s} s")
 
-    def ask(self, user: str = "team/small") -> tuple[int, float, dict]:
+    def ask(self, user: str = "team/small", headers: Optional[dict] = None) -> tuple[int, float, dict]:
         body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "user": user}
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.port}/v1/chat/completions",
             data=json.dumps(body).encode(),
-            headers={"Authorization": "Bearer sk-master", "Content-Type": "application/json"},
+            headers={"Authorization": "Bearer sk-master", "Content-Type": "application/json", **(headers or {})},
         )
         start = time.perf_counter()
         try:

@@ -233,3 +233,52 @@ fn a_run_opens_no_sub_call_once_its_root_is_removed_or_replaced() {
     engine.publish(&input(vec![root()], &[])).unwrap();
     assert_eq!(run.sub_call(&sub).verdict(), Verdict::Allowed);
 }
+
+/// Issue #50: a reservation dropped without a word ends as `release` would end it, and its
+/// receipt says the same: `mandate_revoked` after a revocation (docs/trust.md), and
+/// `Settled` for an orchestrator whose sub-calls spent (what they took stays billed), where
+/// `drop` wrote no code and `Released`.
+#[test]
+fn a_dropped_reservation_gets_the_receipt_release_would_give() {
+    use holon::engine::End;
+    let (sink, rx) = ChannelSink::new(1024);
+    let engine = Engine::with_sink(EngineConfig { clock: fixed_clock, ..EngineConfig::default() }, Arc::new(sink));
+    engine.publish(&input(vec![root()], &[])).unwrap();
+    let m = engine.mandate_ix("alice/m-2026-11").unwrap();
+    let alice = Principal::parse("alice").unwrap();
+    let fx = engine.agent_ix("holon-labs/fx-convert").unwrap();
+    let pipeline = Call {
+        max_cost: Some(a("0.60")),
+        ..Call::new(m, engine.agent_ix("holon-labs/invoice-pipeline").unwrap(), at())
+    };
+    // Each ended both ways: released (or settled) by hand, and dropped.
+    let ends = |engine: &Engine, by_hand: bool| {
+        let Admission::Held(held) = engine.admit(&pipeline) else { panic!("expected held") };
+        let Admission::Allowed(run) = engine.approve(held.id, &alice, at()).unwrap() else { panic!("not approved") };
+        let sub = SubCall {
+            agent: engine.agent_ix("acme/table-extract").unwrap(),
+            capability: Some("extraction.table"),
+            at: at(),
+        };
+        let Admission::Allowed(inner) = run.sub_call(&sub) else { panic!("sub-call") };
+        inner.settle(a("0.004"), at()).unwrap();
+        if by_hand { run.release(at()).unwrap() } else { drop(run) }
+    };
+    ends(&engine, true);
+    ends(&engine, false);
+    let runs: Vec<_> = rx.try_iter().filter(|r| r.worst_case == a("0.60") && r.decision == Verdict::Allowed).collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!((runs[0].end, runs[0].actual), (End::Settled, a("0.004")), "release: {:?}", runs[0]);
+    assert_eq!((runs[1].end, runs[1].actual), (runs[0].end, runs[0].actual), "drop as release: {:?}", runs[1]);
+    // After a revocation: released by hand and dropped both carry `mandate_revoked`.
+    let Admission::Allowed(by_hand) = engine.admit(&Call::new(m, fx, at())) else { panic!("fx") };
+    let Admission::Allowed(dropped) = engine.admit(&Call::new(m, fx, at())) else { panic!("fx") };
+    engine.publish(&input(vec![root()], &["alice/m-2026-11"])).unwrap();
+    by_hand.release(at()).unwrap();
+    drop(dropped);
+    let ended: Vec<_> = rx.try_iter().filter(|r| r.decision == Verdict::Allowed).collect();
+    assert_eq!(ended.len(), 2, "{ended:?}");
+    for r in &ended {
+        assert_eq!((r.end, r.codes.contains(Code::MandateRevoked)), (End::Released, true), "{r:?}");
+    }
+}

@@ -16,13 +16,13 @@ Every engine call releases the GIL: share one engine between threads. For asynci
 See docs/python.md.
 """
 
-from __future__ import annotations
-
-import asyncio
-from decimal import Decimal
-from typing import Optional, Union
+import asyncio as _asyncio
+from decimal import Decimal as _Decimal
+from typing import Optional as _Optional
+from typing import Union as _Union
 
 from ._holon import (
+    IDEMPOTENCY_KEEP_S,
     IDEMPOTENCY_KEY_BYTES_MAX,
     IDEMPOTENCY_KEYS_MAX,
     LEASE_WAIT_MS,
@@ -40,9 +40,10 @@ from ._holon import (
     Store,
     StoreError,
     UnknownNameError,
+    __version__,
 )
 
-Money = Union[Decimal, str]
+Money = _Union[_Decimal, str]
 
 __all__ = [
     "Decision",
@@ -50,6 +51,7 @@ __all__ = [
     "Engine",
     "HolonError",
     "IdempotencyConflictError",
+    "IDEMPOTENCY_KEEP_S",
     "IDEMPOTENCY_KEY_BYTES_MAX",
     "IDEMPOTENCY_KEYS_MAX",
     "LEASE_WAIT_MS",
@@ -63,6 +65,7 @@ __all__ = [
     "Store",
     "StoreError",
     "UnknownNameError",
+    "__version__",
     "admit_async",
 ]
 
@@ -71,13 +74,13 @@ async def admit_async(
     engine: Engine,
     mandate: str,
     agent: str,
-    max_cost: Optional[Money] = None,
-    capability: Optional[str] = None,
-    idempotency_key: Optional[str] = None,
+    max_cost: _Optional[Money] = None,
+    capability: _Optional[str] = None,
+    idempotency_key: _Optional[str] = None,
 ) -> Decision:
     """``engine.admit`` from a coroutine, on a worker thread (the engine waits for a lease
     on its way from a store for up to ``LEASE_WAIT_MS``; the event loop does not)."""
-    return await asyncio.to_thread(
+    return await _asyncio.to_thread(
         engine.admit,
         mandate,
         agent,

@@ -29,9 +29,11 @@ request can cost.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import threading
+import uuid
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, Dict, Optional
 
@@ -46,6 +48,13 @@ except ImportError:  # pragma: no cover - litellm is an optional dependency
     CustomLogger = object  # type: ignore[misc,assignment]
 
 __all__ = ["HolonBudget", "request_worst_case_usd", "MANDATE_SOURCES"]
+
+#: Where the callback logs: a settle that fails is logged here at ERROR with its mandate.
+logger = logging.getLogger("holon_litellm")
+#: The request metadata key the callback's own request id is kept under. The id is made by
+#: the callback for each request; never one a client can send (LiteLLM takes
+#: ``litellm_call_id`` from the client's ``x-litellm-call-id`` header when present).
+REQUEST_KEY = "holon_request"
 
 #: Where a request's mandate id comes from.
 MANDATE_SOURCES = ("end_user", "key_alias", "team", "user")
@@ -111,8 +120,11 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
         self.mandate_from = mandate_from
         self.mandates = dict(mandates or {})
         self.default_mandate = default_mandate
-        self._open: Dict[str, holon.Reservation] = {}
+        self._open: Dict[str, tuple] = {}
         self._lock = threading.Lock()
+        #: Settles that failed after a request was served (each logged at ERROR): a
+        #: request that went unbilled is counted here, never silent.
+        self.settle_failures = 0
         super().__init__()
 
     # ---- which mandate, which agent -----------------------------------------------------
@@ -151,11 +163,12 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
         mandate = self.mandate_for(user_api_key_dict, data)
         if mandate is None:
             raise self._refuse(f"holon: the request names no {self.mandate_from} to find its mandate by")
-        call_id = data.get("litellm_call_id")
-        if not call_id:
-            raise self._refuse("holon: the request has no litellm_call_id to settle it by")
+        # Each request is admitted once, here: no idempotency key (a key the client can
+        # choose, as LiteLLM's call id, would replay an allowed answer to every request that
+        # repeats it). The id the hooks find the reservation by is the callback's own.
+        request_id = uuid.uuid4().hex
         try:
-            decision = await asyncio.to_thread(self.engine.admit, mandate, agent, idempotency_key=f"litellm:{call_id}")
+            decision = await asyncio.to_thread(self.engine.admit, mandate, agent)
         except holon.HolonError as e:
             raise self._refuse(f"holon: {e}") from e
         if not decision.allowed:
@@ -173,26 +186,45 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
         with self._lock:
             full = len(self._open) >= OPEN_RESERVATIONS_MAX
             if not full:
-                self._open[call_id] = reservation
+                self._open[request_id] = (reservation, mandate)
         if full:
             reservation.release()
             raise self._refuse(f"holon: {OPEN_RESERVATIONS_MAX} requests of this worker are in flight already; retry shortly")
         metadata = data.setdefault("metadata", {})
+        metadata[REQUEST_KEY] = request_id
         metadata["holon_reservation"] = reservation.id
         metadata["holon_mandate"] = mandate
         return data
 
-    def _take(self, kwargs: Dict[str, Any]) -> Optional[holon.Reservation]:
-        call_id = kwargs.get("litellm_call_id") or (kwargs.get("litellm_params") or {}).get("litellm_call_id")
-        if not call_id:
+    def _take(self, kwargs: Dict[str, Any]) -> Optional[tuple]:
+        """The reservation and mandate of the request these hook arguments are about, by
+        the callback's own id in the request's metadata."""
+        metadata = kwargs.get("metadata") or (kwargs.get("litellm_params") or {}).get("metadata") or {}
+        request_id = metadata.get(REQUEST_KEY)
+        if not request_id:
             return None
         with self._lock:
-            return self._open.pop(call_id, None)
+            return self._open.pop(request_id, None)
+
+    async def _end(self, taken: tuple, how: str, *args: Any) -> None:
+        """Settles or releases; a failure is logged at ERROR with the mandate and counted
+        (the request was served: it must not go unbilled in silence)."""
+        reservation, mandate = taken
+        try:
+            await asyncio.to_thread(getattr(reservation, how), *args)
+        except holon.HolonError as e:
+            with self._lock:
+                self.settle_failures += 1
+            logger.error(
+                "holon: the %s of reservation %s under mandate %s failed after the request ran: %s",
+                how, reservation.id, mandate, e,
+            )
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
-        reservation = self._take(kwargs)
-        if reservation is None:
+        taken = self._take(kwargs)
+        if taken is None:
             return
+        reservation = taken[0]
         cost = _usd(kwargs.get("response_cost"))
         latency_ms = None
         try:
@@ -201,21 +233,21 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
             pass
         # No cost known: the worst case stays billed (never less than the call may cost).
         actual = reservation.worst_case if cost is None else cost
-        await asyncio.to_thread(reservation.settle, actual, "success", latency_ms)
+        await self._end(taken, "settle", actual, "success", latency_ms)
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
-        reservation = self._take(kwargs)
-        if reservation is not None:
+        taken = self._take(kwargs)
+        if taken is not None:
             cost = _usd(kwargs.get("response_cost"))
             if cost:
-                await asyncio.to_thread(reservation.settle, cost, "error")
+                await self._end(taken, "settle", cost, "error")
             else:
-                await asyncio.to_thread(reservation.release)
+                await self._end(taken, "release")
 
     async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict, traceback_str=None):  # noqa: ANN001
-        reservation = self._take(request_data)
-        if reservation is not None:
-            await asyncio.to_thread(reservation.release)
+        taken = self._take(request_data)
+        if taken is not None:
+            await self._end(taken, "release")
         return None
 
     def open_reservations(self) -> int:

@@ -5,13 +5,10 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use holon::admission::Code;
 use holon::documents::directory::{self, TrustFiles};
 use holon::engine::{Admission, Call, EngineConfig};
 use holon::node::{Node, NodeConfig};
-use holon::pattern::Principal;
 use holon::store::LedgerStore;
 use holon::time::Timestamp;
 use pyo3::exceptions::PyValueError;
@@ -21,11 +18,6 @@ use crate::decision::{self, About, Decision};
 use crate::errors::{DocumentsError, PendingError, StoreError, UnknownNameError};
 use crate::keys::Keys;
 use crate::money;
-
-/// The longest an admission or approval waits for a lease on its way from the store, in
-/// ms (as `holon serve`: a node refills within a poll or two; a loaded machine or a store
-/// far away takes longer). Past it the call is denied `lease_pending`.
-pub const LEASE_WAIT_MS: u64 = 2_000;
 
 pub(crate) struct Core {
     pub engine: Arc<holon::engine::Engine>,
@@ -38,24 +30,13 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// Asks `ask` again while the only reason to refuse is a lease on its way, for up to
-    /// [`LEASE_WAIT_MS`], waking the node (without a node, once).
+    /// The gateway protocol's lease wait (`holon::gateway::lease_wait_blocking`) on this
+    /// engine's node; without a node, once.
     pub(crate) fn waiting_for_lease<'a>(
         &'a self,
-        mut ask: impl FnMut() -> PyResult<Admission<'a>>,
+        ask: impl FnMut() -> PyResult<Admission<'a>>,
     ) -> PyResult<Admission<'a>> {
-        let deadline = Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
-        loop {
-            let admission = ask()?;
-            let waiting = matches!(&admission, Admission::Denied(d)
-                if !d.codes.is_empty() && d.codes.iter().all(|c| c == Code::LeasePending));
-            let Some(node) = self.node.as_ref().filter(|_| waiting && Instant::now() < deadline) else {
-                return Ok(admission);
-            };
-            drop(admission);
-            node.wake();
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        holon::gateway::lease_wait_blocking(self.node.as_ref(), ask)
     }
 
     /// The id a held call is approved by: the node's (unique across the store) or, without
@@ -79,13 +60,13 @@ impl Core {
         let now = Timestamp::now().unix();
         let held = store.held_calls(None, now).map_err(|e| StoreError::new_err(e.to_string()))?;
         let call = held.into_iter().find(|c| c.id == id).ok_or_else(|| no_held(id))?;
-        match (self.engine.mandate_ix(&call.mandate), self.engine.agent_ix(&call.agent)) {
-            (Some(m), Some(a)) => Ok(Call::new(m, a, Timestamp::now())),
-            _ => Err(PendingError::new_err(format!(
+        // As the engine judges it: its `max_cost` and capability as held.
+        holon::gateway::held_call(&self.engine, &call, Timestamp::now()).ok_or_else(|| {
+            PendingError::new_err(format!(
                 "held call `{id}` names mandate `{}` or agent `{}`, which this engine did not load",
                 call.mandate, call.agent
-            ))),
-        }
+            ))
+        })
     }
 
     fn mandate(&self, id: &str) -> PyResult<holon::engine::MandateIx> {
@@ -163,20 +144,11 @@ impl Engine {
         let mandate_ix = core.mandate(mandate)?;
         let agent_ix = core.agent(agent)?;
         if let Some(class) = capability {
-            let offers = core
-                .engine
-                .snapshot()
-                .agent(agent_ix)
-                .is_some_and(|a| a.source().classes().any(|c| c.as_str() == class));
-            if !offers {
-                return Err(PyValueError::new_err(format!(
-                    "agent `{agent}` does not offer capability `{class}`: pick one of its implementers"
-                )));
-            }
+            holon::gateway::capability_offered(&core.engine, agent_ix, class).map_err(PyValueError::new_err)?;
         }
         let fingerprint = crate::keys::fingerprint(mandate, agent, max_cost, capability);
         let claim = match idempotency_key {
-            Some(key) => Some(core.keys.claim(key, &fingerprint)?),
+            Some(key) => Some(core.keys.claim(py, key, &fingerprint)?),
             None => None,
         };
         if let Some(crate::keys::Claim::Replay(answer)) = claim {
@@ -202,20 +174,27 @@ impl Engine {
                 return Err(e);
             }
         };
-        let answer = Py::new(py, made.into_decision(py)?)?;
+        let keep = made.keep();
+        let answer = match made.into_decision(py).and_then(|d| Py::new(py, d)) {
+            Ok(answer) => answer,
+            Err(e) => {
+                if let (Some(key), Some(crate::keys::Claim::New)) = (idempotency_key, &claim) {
+                    core.keys.forget(key);
+                }
+                return Err(e);
+            }
+        };
         if let (Some(key), Some(crate::keys::Claim::New)) = (idempotency_key, claim) {
-            core.keys.answer(key, fingerprint, answer.clone_ref(py));
+            core.keys.answer(key, fingerprint, answer.clone_ref(py), keep);
         }
         Ok(answer)
     }
 
-    /// Approves a held call as `approver` (the mandate's issuer, `account:NAME`): the
-    /// call is admitted again, with the approval, and its worst case reserved if it fits.
-    /// Anyone else raises `PendingError` and the call stays held.
+    /// Approves a held call as `approver` (the mandate's issuer, `account:NAME` or
+    /// `NAME`): the call is admitted again, with the approval, and its worst case reserved
+    /// if it fits. Anyone else raises `PendingError` and the call stays held.
     fn approve(&self, py: Python<'_>, pending: &str, approver: &str) -> PyResult<Py<Decision>> {
-        let approver = Principal::parse(approver).map_err(|e| {
-            PyValueError::new_err(format!("`approver` must be a principal such as `account:alice`: {e}"))
-        })?;
+        let approver = holon::gateway::account(approver).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let core = &self.core;
         let made = py.detach(|| -> PyResult<decision::Made> {
             let call = core.held_call(pending)?;
@@ -251,7 +230,7 @@ impl Engine {
         let core = &self.core;
         py.detach(|| match &core.node {
             Some(node) => node.refuse(pending).map_err(|e| StoreError::new_err(e.to_string())),
-            None => Ok(pending.parse::<u64>().is_ok_and(|n| core.engine.refuse(n).is_ok())),
+            None => Ok(local_id(pending).is_ok_and(|n| core.engine.refuse(n).is_ok())),
         })
     }
 
@@ -274,9 +253,20 @@ impl Engine {
         })
     }
 
-    /// Flushes what this node settled to the store now (what `close` and the end of the
-    /// process do too). Without a store, nothing.
+    /// Sends what this node settled to the store now, and renews its leases; the engine
+    /// goes on admitting (the end of the process flushes too). Without a store, nothing.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let core = &self.core;
+        py.detach(|| match &core.node {
+            Some(node) => node.flush_now().map(|_| ()).map_err(|e| StoreError::new_err(e.to_string())),
+            None => Ok(()),
+        })
+    }
+
+    /// Stops this engine's node: flushes, gives back every unused lease, and admits nothing
+    /// more (every admit is denied `node_stopped`). Settle or release open reservations
+    /// first. Without a store, nothing.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
         let core = &self.core;
         py.detach(|| match &core.node {
             Some(node) => node.drain_in_place().map(|_| ()).map_err(|e| StoreError::new_err(e.to_string())),
@@ -329,7 +319,7 @@ fn no_held(id: &str) -> PyErr {
 
 /// A held call's number without a store: a decimal number as the engine gave it.
 fn local_id(id: &str) -> PyResult<u64> {
-    id.parse::<u64>().ok().filter(|n| n.to_string() == id).ok_or_else(|| no_held(id))
+    holon::gateway::reservation_id(id).map_err(|_| no_held(id))
 }
 
 fn node_error(e: holon::node::NodeError) -> PyErr {
@@ -396,14 +386,11 @@ pub struct Spend {
 
 fn spend(core: &Core, id: &str, ix: holon::engine::MandateIx) -> PyResult<Spend> {
     let snap = core.engine.snapshot();
-    let Some(m) = snap.mandate(ix) else {
+    let (Some(m), Some(view)) = (snap.mandate(ix), holon::gateway::spend_view(&core.engine, ix, Timestamp::now()))
+    else {
         return Err(UnknownNameError::new_err(format!("no mandate `{id}` in the documents this engine loaded")));
     };
     let budget = &m.source().budget;
-    let state = core.engine.spend_state();
-    let mine = state.ledgers.iter().find(|l| l.mandate == id);
-    let today_day = Timestamp::now().unix().div_euclid(86_400).unsigned_abs();
-    let (spent, today) = mine.map_or((0, 0), |l| (l.spent_micros, if l.day == today_day { l.day_micros } else { 0 }));
     let (store_spent, store_leased) = match &core.store {
         Some(store) => {
             let rows = store.status(Some(id)).map_err(|e| StoreError::new_err(e.to_string()))?;
@@ -418,8 +405,8 @@ fn spend(core: &Core, id: &str, ix: holon::engine::MandateIx) -> PyResult<Spend>
     Ok(Spend {
         mandate: id.to_owned(),
         currency: budget.currency.to_string(),
-        spent: holon::money::Amount::from_micros(spent),
-        today: holon::money::Amount::from_micros(today),
+        spent: view.spent,
+        today: view.today,
         total: budget.total,
         per_day: budget.per_day,
         store_spent,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use holon::admission::{Code, CodeSet, Reason as EngineReason};
+use holon::admission::{Code, CodeSet, Reason as EngineReason, Verdict};
 use holon::engine::{Admission, AgentIx, Denial, MandateIx, PendingApproval, Spent};
 use holon::money::Amount;
 use pyo3::prelude::*;
@@ -33,6 +33,8 @@ pub(crate) struct Made {
     pending: Option<String>,
     limited_by: Option<String>,
     open: Option<(Cell, Facts)>,
+    /// The codes as the engine gave them (the gateway protocol's rules read them).
+    code_set: CodeSet,
 }
 
 /// Decides with `ask` and keeps an allowed call's reservation in a cell of its own beside
@@ -73,6 +75,7 @@ pub(crate) fn made(
         pending: None,
         limited_by: None,
         open: None,
+        code_set: CodeSet::EMPTY,
     };
     let (codes, spent) = match refused {
         None => {
@@ -97,6 +100,7 @@ pub(crate) fn made(
             (d.codes, d.spent)
         }
     };
+    made.code_set = codes;
     made.codes = codes.iter().map(Code::as_str).collect();
     made.reasons = explain(codes, made.worst, spent).into_iter().map(|r| (r.code.as_str(), r.message)).collect();
     made.limited_by = spent.limited_by.and_then(|ix| snap.mandate(ix)).map(|m| m.source().id.clone());
@@ -114,12 +118,20 @@ impl Made {
     /// After an approval the node put the call back (a lease on its way, the store away):
     /// it is still held, under the same id.
     pub(crate) fn still_held_as(&mut self, id: &str) {
-        let only_waiting = self.verdict == "denied"
-            && !self.codes.is_empty()
-            && self.codes.iter().all(|c| *c == "lease_pending" || *c == "store_unavailable");
-        if only_waiting {
+        if self.verdict == "denied" && holon::gateway::only_for_want_of_lease_or_store(self.code_set) {
             self.pending = Some(id.to_owned());
         }
+    }
+
+    /// Whether a retry with the same idempotency key gets this decision again
+    /// (`holon::gateway::keep_answer`).
+    pub(crate) fn keep(&self) -> bool {
+        let verdict = match self.verdict {
+            "allowed" => Verdict::Allowed,
+            "held" => Verdict::Held,
+            _ => Verdict::Denied,
+        };
+        holon::gateway::keep_answer(verdict, self.code_set)
     }
 
     pub(crate) fn into_decision(self, py: Python<'_>) -> PyResult<Decision> {
@@ -138,6 +150,37 @@ impl Made {
             pending: self.pending,
             limited_by: self.limited_by,
         })
+    }
+}
+
+impl Decision {
+    /// A kept answer as a retry gets it (`holon::gateway::replay_of_allowed`): an allowed
+    /// one only while its reservation is open, else a denial that lets nothing through.
+    pub(crate) fn replayed(py: Python<'_>, kept: &Py<Decision>) -> PyResult<Py<Decision>> {
+        let first = kept.get();
+        let Some(reservation) = &first.reservation else { return Ok(kept.clone_ref(py)) };
+        let open = reservation.get().is_open();
+        match holon::gateway::replay_of_allowed(open) {
+            holon::gateway::Replay::Give => Ok(kept.clone_ref(py)),
+            holon::gateway::Replay::Ended => {
+                let code = holon::gateway::REPLAY_ENDED.as_str();
+                let sentence = holon::gateway::replay_ended_sentence(&reservation.get().reservation_id().to_string());
+                Py::new(
+                    py,
+                    Decision {
+                        decision: "denied",
+                        codes: vec![code],
+                        reasons: vec![(code, sentence)],
+                        worst: first.worst,
+                        currency: first.currency.clone(),
+                        agent: first.agent.clone(),
+                        reservation: None,
+                        pending: None,
+                        limited_by: None,
+                    },
+                )
+            }
+        }
     }
 }
 

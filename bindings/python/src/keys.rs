@@ -1,11 +1,16 @@
 //! Idempotency keys for `Engine.admit`: a retried admission with the same key and the same
-//! arguments gets the first answer again (the same `Decision`, the same reservation): a
-//! retry never reserves twice. The same key with other arguments raises
-//! `IdempotencyConflictError` and changes nothing. Keys belong to one engine in one
-//! process; the last [`IDEMPOTENCY_KEYS_MAX`] are kept (the oldest forgotten first).
-//! Across processes, retries go through `holon serve`, whose keys live in the store.
+//! arguments gets the first answer again (the same `Decision`, the same reservation) while
+//! that reservation is open: a retry never reserves twice, and a replay never authorises a
+//! call whose reservation ended (it gets a denial, `replay_reservation_ended`). The rules
+//! are the gateway protocol's (`holon::gateway::keys`): the key's written form, which
+//! answers are kept (not a denial only for want of a lease or of the store), how long (
+//! [`holon::gateway::KEEP_S`]) and how many ([`IDEMPOTENCY_KEYS_MAX`], the oldest answered
+//! dropped first, never one in flight). The same key with other arguments raises
+//! `IdempotencyConflictError` and changes nothing. Keys belong to one engine in one process;
+//! across processes, retries go through `holon serve`, whose keys live in the store.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use holon::money::Amount;
 use pyo3::exceptions::PyValueError;
@@ -16,8 +21,6 @@ use crate::errors::IdempotencyConflictError;
 
 /// Most idempotency keys one engine remembers, in keys.
 pub const IDEMPOTENCY_KEYS_MAX: usize = 65_536;
-/// Longest idempotency key, in bytes (as the sidecar's `Idempotency-Key`).
-pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 255;
 
 /// What a key was first used for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,9 +38,9 @@ pub(crate) fn fingerprint(
 
 /// A key's state when an admission claims it.
 pub(crate) enum Claim {
-    /// Not seen: admit, then [`Keys::answer`].
+    /// Not seen: admit, then [`Keys::answer`] (or [`Keys::forget`]).
     New,
-    /// Answered before with the same arguments: this answer.
+    /// Answered before with the same arguments: this answer, as a retry gets it.
     Replay(Py<Decision>),
 }
 
@@ -48,55 +51,95 @@ enum Slot {
     Answered(Fingerprint, Py<Decision>),
 }
 
+/// Every key with its slot and when it was claimed.
+type Table = HashMap<String, (Slot, Instant)>;
+
 #[derive(Default)]
 pub(crate) struct Keys {
-    table: parking_lot::Mutex<(HashMap<String, Slot>, VecDeque<String>)>,
+    /// The table, and its keys in the order claimed.
+    table: parking_lot::Mutex<(Table, VecDeque<String>)>,
 }
 
 impl Keys {
-    pub(crate) fn claim(&self, key: &str, fingerprint: &Fingerprint) -> PyResult<Claim> {
-        if key.is_empty() || key.len() > IDEMPOTENCY_KEY_BYTES_MAX || key.chars().any(char::is_control) {
-            return Err(PyValueError::new_err(format!(
-                "`idempotency_key` is 1 to {IDEMPOTENCY_KEY_BYTES_MAX} bytes with no control characters"
-            )));
-        }
+    pub(crate) fn claim(&self, py: Python<'_>, key: &str, fingerprint: &Fingerprint) -> PyResult<Claim> {
+        holon::gateway::key(key.as_bytes()).map_err(|e| PyValueError::new_err(format!("`idempotency_key`: {e}")))?;
         let mut guard = self.table.lock();
         let (table, order) = &mut *guard;
+        let now = Instant::now();
+        forget_expired(table, order, now);
         match table.get(key) {
-            Some(Slot::Answered(first, answer)) if first == fingerprint => {
-                Ok(Claim::Replay(Python::attach(|py| answer.clone_ref(py))))
+            Some((Slot::Answered(first, answer), _)) if first == fingerprint => {
+                Ok(Claim::Replay(Decision::replayed(py, answer)?))
             }
-            Some(Slot::InFlight(first)) if first == fingerprint => Err(IdempotencyConflictError::new_err(format!(
-                "idempotency key `{key}` is in flight: its first admission has not answered yet; retry in a moment"
-            ))),
+            Some((Slot::InFlight(first), _)) if first == fingerprint => {
+                Err(IdempotencyConflictError::new_err(format!(
+                    "idempotency key `{key}` is in flight: its first admission has not answered yet; retry in a moment"
+                )))
+            }
             Some(_) => Err(IdempotencyConflictError::new_err(format!(
                 "idempotency key `{key}` was used for another call (another mandate, agent, max_cost or capability): use a new key for a new call"
             ))),
             None => {
-                while table.len() >= IDEMPOTENCY_KEYS_MAX {
-                    let Some(oldest) = order.pop_front() else { break };
-                    table.remove(&oldest);
-                }
-                table.insert(key.to_owned(), Slot::InFlight(fingerprint.clone()));
+                make_room(table, order);
+                table.insert(key.to_owned(), (Slot::InFlight(fingerprint.clone()), now));
                 order.push_back(key.to_owned());
                 Ok(Claim::New)
             }
         }
     }
 
-    pub(crate) fn answer(&self, key: &str, fingerprint: Fingerprint, answer: Py<Decision>) {
+    /// Keeps the answer of a claimed key, or lets the key go when the protocol says the
+    /// same key must ask again (`keep` false).
+    pub(crate) fn answer(&self, key: &str, fingerprint: Fingerprint, answer: Py<Decision>, keep: bool) {
+        if !keep {
+            self.forget(key);
+            return;
+        }
         let mut guard = self.table.lock();
-        if let Some(slot) = guard.0.get_mut(key) {
+        if let Some((slot, _)) = guard.0.get_mut(key) {
             *slot = Slot::Answered(fingerprint, answer);
         }
     }
 
-    /// An admission that raised: its key is free again (nothing was decided).
+    /// An admission that raised or was not kept: its key is free again.
     pub(crate) fn forget(&self, key: &str) {
         let mut guard = self.table.lock();
-        if matches!(guard.0.get(key), Some(Slot::InFlight(_))) {
+        if matches!(guard.0.get(key), Some((Slot::InFlight(_), _))) {
             guard.0.remove(key);
             guard.1.retain(|k| k != key);
+        }
+    }
+}
+
+/// Drops the keys claimed more than [`holon::gateway::KEEP_S`] ago that have answered
+/// (oldest first; one in flight is never dropped).
+fn forget_expired(table: &mut Table, order: &mut VecDeque<String>, now: Instant) {
+    let keep = Duration::from_secs(holon::gateway::KEEP_S);
+    while let Some(oldest) = order.front() {
+        match table.get(oldest) {
+            Some((Slot::Answered(..), at)) if now.duration_since(*at) >= keep => {
+                table.remove(oldest);
+                order.pop_front();
+            }
+            None => {
+                order.pop_front();
+            }
+            _ => break,
+        }
+    }
+}
+
+/// Below [`IDEMPOTENCY_KEYS_MAX`]: the oldest answered keys dropped first, never one in
+/// flight (a table of nothing but keys in flight grows past the bound by those alone).
+fn make_room(table: &mut Table, order: &mut VecDeque<String>) {
+    let mut looked = 0;
+    while table.len() >= IDEMPOTENCY_KEYS_MAX && looked < order.len() {
+        let Some(oldest) = order.pop_front() else { break };
+        if matches!(table.get(&oldest), Some((Slot::InFlight(_), _))) {
+            order.push_back(oldest);
+            looked += 1;
+        } else {
+            table.remove(&oldest);
         }
     }
 }

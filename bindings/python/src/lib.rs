@@ -2,7 +2,8 @@
 //!
 //! The layers: `money.rs` turns `decimal.Decimal` and decimal strings into the engine's
 //! micro-units and back (a float is refused); `core.rs` is one loaded engine (its
-//! documents, its node on a ledger store, the lease wait); `decision.rs` turns an
+//! documents, its node on a ledger store) over the gateway protocol (`holon::gateway`: the
+//! lease wait, the key rules, the written forms); `decision.rs` turns an
 //! admission into a Python object with the engine's own sentences; `reservation.rs` keeps
 //! an allowed call's reservation open in an owned cell beside an `Arc` of its engine;
 //! `keys.rs` replays an answer for a retried idempotency key; `store.rs` reads and
@@ -36,7 +37,10 @@ fn _holon(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IdempotencyConflictError", py.get_type::<errors::IdempotencyConflictError>())?;
     m.add("PendingError", py.get_type::<errors::PendingError>())?;
     m.add("IDEMPOTENCY_KEYS_MAX", keys::IDEMPOTENCY_KEYS_MAX)?;
-    m.add("IDEMPOTENCY_KEY_BYTES_MAX", keys::IDEMPOTENCY_KEY_BYTES_MAX)?;
-    m.add("LEASE_WAIT_MS", core::LEASE_WAIT_MS)?;
+    // The gateway protocol's bounds (holon::gateway), as the sidecar's.
+    m.add("IDEMPOTENCY_KEY_BYTES_MAX", holon::store::keys::KEY_BYTES_MAX)?;
+    m.add("IDEMPOTENCY_KEEP_S", holon::gateway::KEEP_S)?;
+    m.add("LEASE_WAIT_MS", holon::gateway::LEASE_WAIT_MS)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use holon::engine::{Outcome, RunReport, SubCall};
+use holon::engine::{RunReport, SubCall};
 use holon::money::Amount;
 use holon::time::Timestamp;
 use pyo3::exceptions::PyValueError;
@@ -50,9 +50,6 @@ impl Facts {
     }
 }
 
-/// Longest latency a settle reports, in ms (as the sidecar's `latency_ms`).
-const LATENCY_MS_MAX: u32 = 86_400_000;
-
 /// An allowed call's reserved worst case: settle it with what the call cost, or release
 /// it if the call did not happen. As a context manager it is released on the way out of
 /// the block unless settled (an exception inside the block releases it too).
@@ -65,6 +62,15 @@ pub struct Reservation {
 impl Reservation {
     pub(crate) fn new(cell: Cell, facts: Facts) -> Reservation {
         Reservation { cell: parking_lot::Mutex::new(cell), facts }
+    }
+
+    /// Whether it is still open (neither settled nor released nor reclaimed).
+    pub(crate) fn is_open(&self) -> bool {
+        self.cell.lock().with_dependent(|_, open| open.as_ref().is_some_and(|r| r.is_active()))
+    }
+
+    pub(crate) fn reservation_id(&self) -> u64 {
+        self.facts.id
     }
 
     fn ended(&self) -> PyErr {
@@ -139,18 +145,6 @@ impl Settled {
     }
 }
 
-fn outcome(text: Option<&str>) -> PyResult<Outcome> {
-    match text {
-        None | Some("unreported") => Ok(Outcome::Unreported),
-        Some("success") => Ok(Outcome::Success),
-        Some("error") => Ok(Outcome::Error),
-        Some("declared_failure") => Ok(Outcome::DeclaredFailure),
-        Some(other) => Err(PyValueError::new_err(format!(
-            "`outcome` is one of success, error, declared_failure, unreported; not `{other}`"
-        ))),
-    }
-}
-
 #[pymethods]
 impl Reservation {
     /// The reservation's id (its receipt's).
@@ -179,7 +173,7 @@ impl Reservation {
     /// True while neither settled nor released (nor reclaimed by the engine).
     #[getter]
     fn active(&self) -> bool {
-        self.cell.lock().with_dependent(|_, open| open.as_ref().is_some_and(|r| r.is_active()))
+        self.is_open()
     }
 
     /// Keeps `actual` (at most the worst case) and gives the rest back. `outcome` is
@@ -190,14 +184,12 @@ impl Reservation {
         py: Python<'_>,
         actual: &Bound<'_, PyAny>,
         outcome: Option<&str>,
-        latency_ms: Option<u32>,
+        latency_ms: Option<u64>,
     ) -> PyResult<Settled> {
         let actual = money::amount("actual", actual)?;
-        let outcome = self::outcome(outcome)?;
-        if latency_ms.is_some_and(|l| l > LATENCY_MS_MAX) {
-            return Err(PyValueError::new_err(format!("`latency_ms` is at most {LATENCY_MS_MAX} ms")));
-        }
-        let report = RunReport { outcome, latency_ms: latency_ms.unwrap_or(0) };
+        let word = |e: holon::gateway::WordError| PyValueError::new_err(e.to_string());
+        let outcome = holon::gateway::outcome(outcome).map_err(word)?;
+        let report = RunReport { outcome, latency_ms: holon::gateway::latency_ms(latency_ms).map_err(word)? };
         let settled = py.detach(|| {
             self.cell
                 .lock()

@@ -56,11 +56,20 @@ def test_a_held_call_is_approved_by_its_issuer_only(engine):
     assert "the issuer alice must approve" in d.reasons[0].message
     with pytest.raises(holon.PendingError, match="did not issue"):
         engine.approve(d.pending, "bob")
+    with pytest.raises(holon.PendingError, match="did not issue"):
+        engine.approve(d.pending, "account:bob")
+    with pytest.raises(ValueError, match="is not an account"):
+        engine.approve(d.pending, "alice/assistant")
     approved = engine.approve(d.pending, "alice")
     assert approved.allowed and approved.reservation.delegated
     assert approved.reservation.sub_budget == Decimal("0.90")
     with pytest.raises(holon.UnknownNameError, match="no held call"):
         engine.approve(d.pending, "alice")
+    # The form every message asks for works too (issue #50: it was refused).
+    third = engine.admit(ROOT_MANDATE, "holon-labs/invoice-pipeline", max_cost="1.00")
+    by_role = engine.approve(third.pending, "account:alice")
+    assert by_role.allowed
+    by_role.reservation.release()
     again = engine.admit(ROOT_MANDATE, "holon-labs/invoice-pipeline", max_cost="1.00")
     assert engine.refuse(again.pending) is True
     assert engine.refuse(again.pending) is False
@@ -212,15 +221,29 @@ def test_an_idempotency_key_replays_the_first_answer(engine):
     assert engine.spend(ROOT_MANDATE).spent == spent, "a retry never reserves twice"
     with pytest.raises(holon.IdempotencyConflictError, match="another call"):
         engine.admit(ROOT_MANDATE, "acme/table-extract", idempotency_key="req-1")
-    with pytest.raises(ValueError, match="1 to 255 bytes"):
-        engine.admit(ROOT_MANDATE, "holon-labs/fx-convert", idempotency_key="")
-    with pytest.raises(ValueError, match="1 to 255 bytes"):
-        engine.admit(ROOT_MANDATE, "holon-labs/fx-convert", idempotency_key="k" * 256)
+    for bad in ("", "k" * 256, "a b", "tab\t"):
+        with pytest.raises(ValueError, match="1 to 255 visible ASCII characters"):
+            engine.admit(ROOT_MANDATE, "holon-labs/fx-convert", idempotency_key=bad)
     with pytest.raises(holon.UnknownNameError):
         engine.admit("nobody/m", "holon-labs/fx-convert", idempotency_key="req-2")
     assert engine.admit(ROOT_MANDATE, "holon-labs/fx-convert", idempotency_key="req-2").allowed
     first.reservation.settle("0.001")
     assert holon.IDEMPOTENCY_KEYS_MAX == 65_536 and holon.IDEMPOTENCY_KEY_BYTES_MAX == 255
+    assert holon.IDEMPOTENCY_KEEP_S == 86_400
+
+
+def test_a_replay_never_authorises_a_call_whose_reservation_ended(engine):
+    """Issue #50: a kept allowed answer was given to every retry of its key, also after its
+    reservation was settled. Now a retry after the end is a denial that lets nothing through."""
+    first = engine.admit(ROOT_MANDATE, "holon-labs/fx-convert", idempotency_key="once")
+    first.reservation.settle("0.001")
+    spent = engine.spend(ROOT_MANDATE).spent
+    for _ in range(20):
+        again = engine.admit(ROOT_MANDATE, "holon-labs/fx-convert", idempotency_key="once")
+        assert not again.allowed and again.reservation is None
+        assert again.codes == ["replay_reservation_ended"], again.codes
+        assert f"reservation `{first.reservation.id}`" in again.reasons[0].message
+    assert engine.spend(ROOT_MANDATE).spent == spent, "nothing reserved by the replays"
 
 
 def test_the_introspection(engine):
@@ -230,6 +253,52 @@ def test_the_introspection(engine):
     assert spend.currency == "EUR" and spend.total == Decimal("100.00") and spend.per_day == Decimal("20.00")
     assert spend.store_spent is None and spend.store_leased is None
     assert engine.flush() is None
+    assert holon.__version__ == "0.1.0"
+    private = {"Decimal", "Optional", "Union", "annotations", "asyncio"}
+    assert not private & set(dir(holon)), sorted(private & set(dir(holon)))
+
+
+def test_a_store_backed_engine_flushes_and_keeps_admitting_and_its_spend_is_the_stores(tmp_path):
+    """Issue #50: flush() stopped the node (every admit after it waited 2 s and was denied
+    lease_pending, for good), and spend() on a store reported ~4.6e12 micro-units (the
+    allowance a store-backed ledger withholds). Now flush leaves the node running, and
+    spend is what the calls reserved and kept, equal to the store's figure once flushed."""
+    import time
+
+    from conftest import hot_documents
+
+    docs = hot_documents(tmp_path, total="1.00")
+    url = f"sqlite:{tmp_path / 'store.db'}"
+    engine = holon.Engine.from_documents(str(docs), store=url, node="py-flush")
+
+    def allowed():
+        for _ in range(200):
+            d = engine.admit("test/hot", "holon-labs/fx-convert")
+            if d.allowed:
+                return d
+            assert d.codes == ["lease_pending"], d.codes
+        raise AssertionError("never allowed")
+
+    for _ in range(3):
+        allowed().reservation.settle("0.0004")
+    spend = engine.spend("test/hot")
+    assert spend.spent == Decimal("0.0012"), spend.spent
+    engine.flush()
+    after = engine.admit("test/hot", "holon-labs/fx-convert")
+    assert after.allowed, (after.codes, "an admit after flush() is allowed at once")
+    after.reservation.settle("0.0004")
+    engine.flush()
+    spend = engine.spend("test/hot")
+    assert spend.spent == Decimal("0.0016") and spend.store_spent == Decimal("0.0016"), (spend.spent, spend.store_spent)
+    assert holon.Store(url).status("test/hot")["spent"] == Decimal("0.0016")
+    # Stopping is another call: then every admit says so at once, never "retry shortly".
+    engine.stop()
+    started = time.monotonic()
+    stopped = engine.admit("test/hot", "holon-labs/fx-convert")
+    assert stopped.codes == ["node_stopped"], stopped.codes
+    assert "do not retry" in stopped.reasons[0].message
+    with pytest.raises(holon.StoreError, match="stopped"):
+        engine.flush()
 
 
 def test_admit_async(engine):

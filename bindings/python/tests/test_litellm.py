@@ -43,3 +43,28 @@ def test_the_request_worst_case_is_computed_from_the_price_table():
     assert request_worst_case_usd("no-such-model-anywhere", data) is None
     assert _usd(0.0000001) == Decimal("0.000001"), "a cost rounds up to a micro-unit, never down"
     assert _usd(float("nan")) is None and _usd(-1.0) is None and _usd(True) is None
+
+
+def test_a_client_set_call_id_never_buys_a_second_request(tmp_path):
+    """Issue #50: LiteLLM takes ``litellm_call_id`` from the client's ``x-litellm-call-id``
+    header; the callback keyed its admits by it, so on a budget that fits one request, 8
+    requests with the same client-set id were all served (the later ones replays, unbilled).
+    Now every request is admitted on its own: one served, the others refused, and the store
+    holds the budget."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for f in h2h.DOCS.iterdir():
+        # One request's ceiling (0.002 USD) fits, a second does not.
+        (docs / f.name).write_text(f.read_text().replace('total: "0.010"', 'total: "0.003"'))
+    proxy = h2h.Proxy("holon", 1, tmp_path / "work", docs=docs)
+    try:
+        answers = [proxy.ask(headers={"x-litellm-call-id": "client-chosen-1"}) for _ in range(8)]
+    finally:
+        proxy.stop()
+    served = [a for a in answers if a[0] == 200]
+    assert len(served) == 1, [(status, payload.get("error", {}).get("message", "")[:120]) for status, _, payload in answers]
+    import holon
+
+    status = holon.Store(f"sqlite:{proxy.dir / 'ledger.db'}").status("team/small")
+    assert status["spent"] + status["leased"] <= Decimal("0.003"), status
+    assert status["spent"] + status["leased"] >= h2h.COST_USD, "the one request served was billed"

@@ -294,40 +294,56 @@ impl Drop for Reservation<'_> {
     /// An unsettled reservation is released: no early return leaks budget.
     fn drop(&mut self) {
         if !self.ended {
-            self.ended = true;
-            // Only if the holder still owns the slot: a reclaimed reservation dropped
-            // without a word keeps the worst case the reaper kept (the call may have run).
-            if self.engine.slots().end(self.held.ticket) {
-                // An orchestrator's sub-calls ran: what they took stays billed (as in
-                // `release`); the rest goes back.
-                let passthrough = self.run_claimed().micros();
-                let kept = if passthrough > 0 {
-                    self.settle_charges(passthrough)
+            self.drop_unsettled();
+        }
+    }
+}
+
+impl Reservation<'_> {
+    /// `drop` of a reservation neither settled nor released, out of line (cold): its receipt
+    /// says what `release` would have said (`Settled` when an orchestrator's sub-calls ran
+    /// and what they took stays billed, `mandate_revoked` after a revocation).
+    #[cold]
+    #[inline(never)]
+    fn drop_unsettled(&mut self) {
+        self.ended = true;
+        // Only if the holder still owns the slot: a reclaimed reservation dropped
+        // without a word keeps the worst case the reaper kept (the call may have run).
+        if self.engine.slots().end(self.held.ticket) {
+            // An orchestrator's sub-calls ran: what they took stays billed (as in
+            // `release`); the rest goes back.
+            let passthrough = self.run_claimed().micros();
+            let (kept, end) = if passthrough > 0 {
+                (self.settle_charges(passthrough), End::Settled)
+            } else {
+                self.refund_charges();
+                (0, End::Released)
+            };
+            let now = self.engine.now();
+            self.engine.submit(&Receipt {
+                id: self.held.receipt_id,
+                parent: self.held.parent,
+                mandate: self.held.mandate,
+                agent: self.held.agent,
+                decision: Verdict::Allowed,
+                end,
+                // As `finish` says it (docs/trust.md): ended after its mandate was revoked.
+                codes: if self.held.ledger.is_revoked() {
+                    CodeSet::EMPTY.with(Code::MandateRevoked)
                 } else {
-                    self.refund_charges();
-                    0
-                };
-                let now = self.engine.now();
-                self.engine.submit(&Receipt {
-                    id: self.held.receipt_id,
-                    parent: self.held.parent,
-                    mandate: self.held.mandate,
-                    agent: self.held.agent,
-                    decision: Verdict::Allowed,
-                    end: End::Released,
-                    codes: CodeSet::EMPTY,
-                    worst_case: self.held.worst_case,
-                    actual: Amount::from_micros(kept),
-                    at: self.held.at,
-                    ended_at: now,
-                    outcome: Outcome::Unreported,
-                    latency_ms: 0,
-                    shadow: self.shadow().is_some(),
-                });
-            }
-            if self.run.is_some() {
-                self.give_back_run();
-            }
+                    CodeSet::EMPTY
+                },
+                worst_case: self.held.worst_case,
+                actual: Amount::from_micros(kept),
+                at: self.held.at,
+                ended_at: now,
+                outcome: Outcome::Unreported,
+                latency_ms: 0,
+                shadow: self.shadow().is_some(),
+            });
+        }
+        if self.run.is_some() {
+            self.give_back_run();
         }
     }
 }
