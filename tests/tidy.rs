@@ -236,6 +236,42 @@ fn hex_outside_its_module(files: &[(String, String)]) -> Vec<String> {
     found
 }
 
+/// The surfaces over the gateway protocol: the sidecar and the Python binding (its Rust and
+/// its LiteLLM callback). docs/ARCHITECTURE.md, "Which layer owns which rule".
+fn surfaces() -> Vec<(String, String)> {
+    let mut files = sources("src/serve");
+    files.extend(sources("bindings/python/src"));
+    let litellm = "bindings/python/holon_litellm/__init__.py";
+    files.push((litellm.to_owned(), std::fs::read_to_string(litellm).unwrap()));
+    files
+}
+
+/// What only `holon::gateway` (or a layer below it) may hold, written in a surface: the
+/// protocol's constants defined again, the lease codes that a wait loop or a keep rule
+/// matches on, an outcome word spelled out.
+fn protocol_rules_in_surfaces(files: &[(String, String)]) -> Vec<String> {
+    let owned = [
+        "const LEASE_WAIT_MS",
+        "const LATENCY_MS_MAX",
+        "const KEEP_S",
+        "const KEYS_MAX",
+        "const KEY_BYTES_MAX",
+        "const IDEMPOTENCY_KEY_BYTES_MAX",
+        "Code::LeasePending",
+        "Code::StoreUnavailable",
+        "\"lease_pending\"",
+        "\"store_unavailable\"",
+        "\"declared_failure\"",
+        "\"unreported\"",
+    ];
+    let mut found = Vec::new();
+    for word in owned {
+        found.extend(code_mentions(files, word, &[]));
+    }
+    found.extend(code_mentions(files, "idempotency_key=f", &[]));
+    found
+}
+
 /// The library's files (the binary, `src/cli/`, `src/serve/` and `src/main.rs`, is not the
 /// engine).
 fn library(files: &[(String, String)]) -> Vec<(String, String)> {
@@ -454,6 +490,48 @@ fn every_source_file_is_in_the_code_map() {
         "docs/ARCHITECTURE.md's code map has one row per source file (only {CODE_MAP_DIRECTORY_ROWS:?} may stand for a directory): add a row saying what lives there, or drop the stale one:\n{}",
         gaps.join("\n")
     );
+}
+
+#[test]
+fn no_surface_holds_a_protocol_rule() {
+    let found = protocol_rules_in_surfaces(&surfaces());
+    assert!(
+        found.is_empty(),
+        "a surface (src/serve/, bindings/) holds a rule of the gateway protocol: call holon::gateway instead (docs/ARCHITECTURE.md, \"Which layer owns which rule\"):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The sidecar's lease wait as it was before `holon::gateway` (src/serve/service/mod.rs at
+/// bf83940): put back into src/serve, the check above fails on it.
+const OLD_SERVE_LEASE_WAIT: &str = r#"pub(crate) const LEASE_WAIT_MS: u64 = 2_000;
+    pub(super) async fn waiting_for_lease<F, A>(&self, mut ask: F) -> Result<Admission<'static>, Refusal>
+    where
+        F: FnMut() -> A,
+        A: std::future::Future<Output = Result<Admission<'static>, Refusal>>,
+    {
+        let deadline = std::time::Instant::now() + Duration::from_millis(LEASE_WAIT_MS);
+        loop {
+            let admission = ask().await?;
+            let waiting = matches!(&admission, Admission::Denied(d)
+                if !d.codes.is_empty() && d.codes.iter().all(|c| c == Code::LeasePending));
+            if !waiting || std::time::Instant::now() >= deadline {
+                return Ok(admission);
+            }
+            self.node.wake();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }"#;
+
+#[test]
+fn the_protocol_check_fails_on_the_old_lease_wait_put_back() {
+    let mut files = surfaces();
+    let (_, service) = files.iter_mut().find(|(p, _)| p == "src/serve/service/mod.rs").expect("the service");
+    service.push_str(OLD_SERVE_LEASE_WAIT);
+    let found = protocol_rules_in_surfaces(&files);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found.iter().all(|l| l.starts_with("src/serve/service/mod.rs:")), "{found:?}");
+    assert!(found[0].contains("const LEASE_WAIT_MS") && found[1].contains("Code::LeasePending"), "{found:?}");
 }
 
 #[test]

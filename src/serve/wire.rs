@@ -149,12 +149,9 @@ impl Outcome {
         }
     }
 
+    /// The engine's word for it (`holon::engine::Outcome::as_str`, the one spelling).
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Success => "success",
-            Outcome::Error => "error",
-            Outcome::DeclaredFailure => "declared_failure",
-        }
+        self.engine().as_str()
     }
 }
 

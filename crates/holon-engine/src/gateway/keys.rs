@@ -20,14 +20,14 @@ pub const KEYS_MAX: u64 = 100_000;
 /// Why a key cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("an idempotency key is 1 to {KEY_BYTES_MAX} visible ASCII characters (a UUID, say)")]
-pub struct KeyError;
+pub struct IdempotencyKeyError;
 
 /// A key as sent: visible ASCII, 1 to [`KEY_BYTES_MAX`] bytes.
-pub fn key(sent: &[u8]) -> Result<&str, KeyError> {
+pub fn key(sent: &[u8]) -> Result<&str, IdempotencyKeyError> {
     let visible = !sent.is_empty() && sent.len() <= KEY_BYTES_MAX && sent.iter().all(u8::is_ascii_graphic);
     match std::str::from_utf8(sent) {
         Ok(key) if visible => Ok(key),
-        _ => Err(KeyError),
+        _ => Err(IdempotencyKeyError),
     }
 }
 
@@ -73,7 +73,7 @@ mod tests {
     fn a_key_is_visible_ascii_within_its_bound() {
         assert_eq!(key(b"6f1e-42"), Ok("6f1e-42"));
         for bad in [&b""[..], b"a b", b"k\xff", b"tab\t", &[b'k'; KEY_BYTES_MAX + 1]] {
-            assert_eq!(key(bad), Err(KeyError), "{bad:?}");
+            assert_eq!(key(bad), Err(IdempotencyKeyError), "{bad:?}");
         }
         assert!(key(&[b'k'; KEY_BYTES_MAX]).is_ok());
     }

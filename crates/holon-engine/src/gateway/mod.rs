@@ -20,7 +20,8 @@ pub mod words;
 
 pub use calls::{SpendView, capability_offered, held_call, spend_view};
 pub use keys::{
-    KEEP_S, KEYS_MAX, KeyError, REPLAY_ENDED, Replay, keep_answer, key, replay_ended_sentence, replay_of_allowed,
+    IdempotencyKeyError, KEEP_S, KEYS_MAX, REPLAY_ENDED, Replay, keep_answer, key, replay_ended_sentence,
+    replay_of_allowed,
 };
 pub use wait::{LEASE_WAIT_MS, lease_wait, lease_wait_blocking, only_for_want_of_lease_or_store};
 pub use words::{LATENCY_MS_MAX, WordError, account, latency_ms, outcome, reservation_id};
