@@ -128,13 +128,21 @@ fn a_closed_pipe_ends_the_command_with_exit_2_and_no_panic() {
         vec!["search", "--mandate", "examples/mandates/alice-root.yaml", "--agents", "examples/agents"],
         vec!["loadtest", "--calls", "1000", "--mandates", "10", "--agents", "10"],
         vec!["demo", "--seconds", "0.1"],
-        vec!["man"],
-        vec!["completions", "zsh"],
     ] {
         let (code, err) = with_closed_stdout(&args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(err.contains("standard output was closed"), "{args:?}: {err}");
+    }
+}
+
+/// A document with no verdict (a completion script, the manual) read by `| head` ends
+/// normally: exit 0, nothing on standard error (issue #50).
+#[test]
+fn a_closed_pipe_is_a_normal_end_for_a_printed_document() {
+    for args in [vec!["man"], vec!["completions", "zsh"], vec!["completions", "bash"]] {
+        let (code, err) = with_closed_stdout(&args);
+        assert_eq!((code, err.as_str()), (Some(0), ""), "{args:?}");
     }
 }
 

@@ -210,4 +210,9 @@ fn an_expired_mandate_is_valid_with_a_warning() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["files"][0]["warnings"][0]["path"], "/valid/until", "{json}");
+    // A CI gate built on `--strict` fails on it (issue #50), and passes the examples.
+    let (code, out, _) = holon(&["validate", "--strict", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let (code, out, _) = holon(&["validate", "--strict", "examples/mandates"]);
+    assert_eq!(code, 0, "{out}");
 }

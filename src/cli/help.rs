@@ -9,8 +9,17 @@ use super::{Cli, exit, out};
 pub(super) fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "holon", &mut script);
-    out::text(format_args!("{}", String::from_utf8_lossy(&script)))?;
-    Ok(exit::OK)
+    document(&script)
+}
+
+/// Prints a document (a completion script, a manual page). A reader that stops early
+/// (`| head`) is a normal end for it, said nowhere: it carries no verdict, unlike a check
+/// whose answer a closed pipe cut short (exit 2, `out::exit_code`).
+fn document(bytes: &[u8]) -> anyhow::Result<u8> {
+    match out::text(format_args!("{}", String::from_utf8_lossy(bytes))) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
+        written => written.map(|()| exit::OK).map_err(Into::into),
+    }
 }
 
 /// The manual (roff): `holon(1)`, and one page per verb (`holon-mandate-check(1)`, …) as
@@ -24,8 +33,7 @@ pub(super) fn man(dir: Option<&std::path::Path>) -> anyhow::Result<u8> {
     let Some(dir) = dir else {
         let mut page = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut page)?;
-        out::text(format_args!("{}", String::from_utf8_lossy(&page)))?;
-        return Ok(exit::OK);
+        return document(&page);
     };
     std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("--dir {}: {e}", dir.display()))?;
     let mut pages = vec![("holon".to_owned(), cmd.clone())];

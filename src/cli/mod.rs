@@ -57,7 +57,7 @@ struct Cli {
 enum Command {
     /// Validate manifests, mandates and agent records (files or directories, recursively).
     #[command(
-        after_help = "EXIT CODES: 0 every document valid, 1 some invalid, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon validate examples/\n  holon validate --json examples/mandates/alice-root.yaml"
+        after_help = "EXIT CODES: 0 every document valid, 1 some invalid (with --strict: or warned about, as an expired mandate), 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon validate examples/\n  holon validate --strict examples/mandates/\n  holon validate --json examples/mandates/alice-root.yaml"
     )]
     Validate {
         /// Files or directories (searched recursively for .yaml/.yml).
@@ -71,6 +71,10 @@ enum Command {
         /// provenance signature (its record among PATHS).
         #[arg(long)]
         keys: Option<PathBuf>,
+        /// Fail (exit 1) on warnings too: a valid document that will not do what its
+        /// writer may expect, as a mandate that has expired and admits nothing.
+        #[arg(long)]
+        strict: bool,
     },
     /// The main job on the bundled examples: validate them, replay the worked example
     /// through the engine, and load-test admission with a budget audit.
@@ -128,7 +132,7 @@ enum Command {
     Ledger(ledger::LedgerCommand),
     /// Print a shell completion script, e.g. `holon completions bash > ~/.local/share/bash-completion/completions/holon`.
     #[command(
-        after_help = "EXIT CODES: 0 printed, 2 bad input (an unreadable or invalid file, a bad flag, a closed output pipe).\n\nEXAMPLES:\n  holon completions bash > ~/.local/share/bash-completion/completions/holon\n  holon completions zsh > ~/.zfunc/_holon"
+        after_help = "EXIT CODES: 0 printed (a reader that stops early, as `| head`, is a normal end), 2 bad input (a bad flag).\n\nEXAMPLES:\n  holon completions bash > ~/.local/share/bash-completion/completions/holon\n  holon completions zsh > ~/.zfunc/_holon"
     )]
     Completions {
         /// The shell: bash, elvish, fish, powershell or zsh.
@@ -137,7 +141,7 @@ enum Command {
     /// The manual (roff): every page, one file per verb, into a directory (`--dir`), or
     /// `holon(1)` alone to standard output.
     #[command(
-        after_help = "EXIT CODES: 0 written, 2 an unwritable directory or a closed output pipe.\n\nEXAMPLES:\n  holon man --dir man/man1 && man -M man holon-mandate-check\n  holon man > holon.1 && man ./holon.1"
+        after_help = "EXIT CODES: 0 written (a reader that stops early, as `| head`, is a normal end), 2 an unwritable directory.\n\nEXAMPLES:\n  holon man --dir man/man1 && man -M man holon-mandate-check\n  holon man > holon.1 && man ./holon.1"
     )]
     Man {
         /// Write every page (holon.1, holon-mandate-check.1, …) into this directory.
@@ -227,7 +231,7 @@ pub(crate) fn run() -> ExitCode {
         ),
         Command::Job { state, command } => job::run(state, command, &style),
         Command::Loadtest(args) => loadtest_command::command(args, &style),
-        Command::Validate { paths, json, keys } => validate::run(&paths, keys.as_deref(), json, &style),
+        Command::Validate { paths, json, keys, strict } => validate::run(&paths, keys.as_deref(), json, strict, &style),
         Command::Completions { shell } => help::completions(shell),
         Command::Man { dir } => help::man(dir.as_deref()),
         #[cfg(feature = "serve")]

@@ -1,4 +1,5 @@
-//! `holon validate PATH...`: exit 0 all valid, 1 some invalid, 2 some unreadable.
+//! `holon validate PATH...`: exit 0 all valid, 1 some invalid (or, with `--strict`, some
+//! warned about: an expired mandate), 2 some unreadable.
 
 use std::path::{Path, PathBuf};
 
@@ -48,7 +49,13 @@ struct Report {
 /// line by loading it as `holon mandate simulate` does.
 const SCENARIO: &str = "scenario";
 
-pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &Style) -> anyhow::Result<u8> {
+pub(super) fn run(
+    paths: &[PathBuf],
+    keys: Option<&Path>,
+    json: bool,
+    strict: bool,
+    style: &Style,
+) -> anyhow::Result<u8> {
     let keys = keys.map(documents::load_keys).transpose()?;
     let mut files = Vec::new();
     let mut reports = Vec::new();
@@ -110,7 +117,9 @@ pub(super) fn run(paths: &[PathBuf], keys: Option<&Path>, json: bool, style: &St
     }
     let code = if reports.iter().any(|r| r.unreadable) {
         exit::BAD_INPUT
-    } else if reports.iter().any(|r| !r.valid) {
+    } else if reports.iter().any(|r| !r.valid || (strict && !r.warnings.is_empty())) {
+        // With `--strict`, a warning fails too: a CI gate must not pass a mandate that
+        // admits nothing (an expired one).
         exit::FAILED
     } else {
         exit::OK
@@ -197,7 +206,8 @@ fn classify_foreign(path: &Path, limits: &Limits) -> Foreign {
 }
 
 /// What is valid but will not do what its writer may expect, at `now`: a mandate that has
-/// expired admits nothing (said, and `validate` still exits 0: it is a valid document).
+/// expired admits nothing (said, and `validate` still exits 0: it is a valid document;
+/// `--strict` exits 1).
 fn warnings(document: &Document, now: holon::time::Timestamp) -> Vec<Violation> {
     match document {
         Document::Mandate(m) if m.valid.until < now => vec![Violation::new(

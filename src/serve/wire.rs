@@ -7,6 +7,9 @@ use holon::time::Timestamp;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+/// The request fields that carry money (a decimal string each).
+const MONEY_FIELDS: [&str; 2] = ["/max_cost", "/actual"];
+
 /// Largest request body read, in bytes.
 pub(crate) const BODY_BYTES_MAX: usize = 64 * 1024;
 
@@ -58,7 +61,16 @@ pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ErrorBody> {
             (None, ".") => "/".to_owned(),
             (None, path) => format!("/{}", path.replace('.', "/")),
         };
-        ErrorBody::field(&field, format!("the request body: {inner}"))
+        // Money as a JSON number (`"max_cost": 0.6`): the documents' own hint.
+        let number = ["invalid type: floating point `", "invalid type: integer `"]
+            .iter()
+            .find_map(|p| inner.strip_prefix(p))
+            .and_then(|rest| rest.split('`').next())
+            .filter(|_| MONEY_FIELDS.contains(&field.as_str()));
+        match number {
+            Some(n) => ErrorBody::field(&field, Amount::written_as_number(n)),
+            None => ErrorBody::field(&field, format!("the request body: {inner}")),
+        }
     })?;
     // What the fast path refused with a good value: something after it.
     de.end().map_err(|e| ErrorBody::field("/", format!("the request body: {e}")))?;
@@ -294,6 +306,17 @@ pub(crate) struct RefusedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn money_written_as_a_number_gets_the_documents_hint() {
+        let e = parse::<SettleRequest>(br#"{"actual": 100.0}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("/actual"), "{e:?}");
+        assert_eq!(e.error, "money must be a quoted decimal string, not a number: write \"100.0\"");
+        let e = parse::<AdmitRequest>(br#"{"mandate": "m", "agent": "a/b", "max_cost": 2}"#).unwrap_err();
+        assert!(e.error.ends_with("write \"2\""), "{e:?}");
+        let e = parse::<AdmitRequest>(br#"{"mandate": 2, "agent": "a/b"}"#).unwrap_err();
+        assert!(e.error.starts_with("the request body: invalid type"), "not money: {e:?}");
+    }
 
     #[test]
     fn a_bad_body_names_its_field() {

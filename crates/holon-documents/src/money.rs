@@ -137,6 +137,12 @@ impl Amount {
     pub const fn micros(self) -> u64 {
         self.0
     }
+    /// The one sentence for money written as a number (`100.0` where `"100.0"` is meant),
+    /// in a document or a request body alike: `number` as it was written.
+    pub fn written_as_number(number: &str) -> String {
+        format!("money must be a quoted decimal string, not a number: write \"{number}\"")
+    }
+
     /// Parses a decimal money string such as `"0.03"`.
     pub fn parse(text: &str) -> Result<Self, MoneyError> {
         parse_fixed6(text).map(Amount)

@@ -169,7 +169,7 @@ fn humanize(doc: Target, kind: &ValidationErrorKind, schema_path: &str, instance
     let is_money = schema_path.contains("/$defs/money/");
     match kind {
         ValidationErrorKind::Type { .. } if is_money && instance.is_number() => {
-            format!("money must be a quoted decimal string, not a number: write \"{instance}\"")
+            crate::money::Amount::written_as_number(&instance.to_string())
         }
         // YAML reads an unquoted 1.0 or 2026 as a number where the document wants text.
         ValidationErrorKind::Type { kind } if instance.is_number() && expected_types(kind) == "a string" => {
