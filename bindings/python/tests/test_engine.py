@@ -307,3 +307,30 @@ def test_admit_async(engine):
     d = asyncio.run(holon.admit_async(engine, ROOT_MANDATE, "holon-labs/fx-convert"))
     assert d.allowed
     d.reservation.settle("0.001")
+
+
+def test_the_use_example_in_docs_python_md_prints_what_it_says(monkeypatch):
+    """Issue #50: docs/python.md said `held.pending` is '1' where running it gave another id.
+    Its first example is run as written (from the repository's root); every top-level line
+    with a `# (…)` or `# Decimal(…)` comment must give what the comment starts with."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(root)
+    block = re.search(r"## Use\n\n```python\n(.*?)```", (root / "docs" / "python.md").read_text(), re.S).group(1)
+    checks = []
+    program = []
+    for line in block.splitlines():
+        code, _, comment = line.partition("  #")
+        comment = comment.strip()
+        if comment[:1] in ("(", "D") and not line.startswith(" "):
+            checks.append((code.strip(), comment))
+            program.append(f"__seen.append(({code.strip()!r}, repr(({code.strip()}))))")
+        else:
+            program.append(line)
+    seen: list = []
+    exec("\n".join(program), {"__seen": seen})  # noqa: S102 - our own documentation
+    assert len(seen) == len(checks) >= 3, (seen, checks)
+    for (code, given), (_, comment) in zip(seen, checks):
+        assert comment.startswith(given), (code, given, comment)

@@ -73,3 +73,26 @@ def test_a_client_set_call_id_never_buys_a_second_request(tmp_path):
     billed = status["spent"] + status["leased"]
     assert billed <= Decimal("0.003"), status
     assert billed >= h2h.COST_USD * len(served), ("every request served was billed", status, len(served))
+
+
+def test_a_settle_that_fails_after_the_request_ran_is_logged_and_counted(caplog):
+    """Issue #50: a settle that raised in the success hook was logged by LiteLLM and
+    ignored: a free request nobody saw. Now it is an ERROR on `holon_litellm` naming the
+    mandate, and counted."""
+    import asyncio
+    import logging
+
+    from holon_litellm import HolonBudget
+
+    budget = HolonBudget(documents=str(h2h.DOCS), models={"gpt-4o-mini": "openai/gpt-4o-mini"})
+    data = {"model": "gpt-4o-mini", "user": "team/small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
+    data = asyncio.run(budget.async_pre_call_hook(None, None, data, "completion"))
+    assert budget.open_reservations() == 1
+    reservation = budget._open[data["metadata"]["holon_request"]][0]
+    reservation.release()  # ended behind the callback's back
+    kwargs = {"litellm_params": {"metadata": data["metadata"]}, "response_cost": 0.0005}
+    with caplog.at_level(logging.ERROR, logger="holon_litellm"):
+        asyncio.run(budget.async_log_success_event(kwargs, None, None, None))
+    assert budget.settle_failures == 1 and budget.open_reservations() == 0
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR and r.name == "holon_litellm"]
+    assert len(errors) == 1 and "team/small" in errors[0].getMessage(), [r.getMessage() for r in caplog.records]
