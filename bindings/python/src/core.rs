@@ -57,9 +57,9 @@ impl Core {
                 .map(|h| h.call)
                 .ok_or_else(|| no_held(id));
         };
-        let now = Timestamp::now().unix();
-        let held = store.held_calls(None, now).map_err(|e| StoreError::new_err(e.to_string()))?;
-        let call = held.into_iter().find(|c| c.id == id).ok_or_else(|| no_held(id))?;
+        // A call held here a moment ago may not be in the store yet: the protocol waits.
+        let list = || store.held_calls(None, Timestamp::now().unix()).map_err(|e| StoreError::new_err(e.to_string()));
+        let call = holon::gateway::find_held_blocking(self.node.as_ref(), id, list)?.ok_or_else(|| no_held(id))?;
         // As the engine judges it: its `max_cost` and capability as held.
         holon::gateway::held_call(&self.engine, &call, Timestamp::now()).ok_or_else(|| {
             PendingError::new_err(format!(
@@ -198,13 +198,7 @@ impl Engine {
         let core = &self.core;
         let made = py.detach(|| -> PyResult<decision::Made> {
             let call = core.held_call(pending)?;
-            let issuer = core.engine.approver_of(call.mandate);
-            if issuer.as_ref() != Some(&approver) {
-                return Err(PendingError::new_err(format!(
-                    "`{}` did not issue this held call's mandate; only its issuer may approve it",
-                    approver.as_str()
-                )));
-            }
+            check_issuer(core, call.mandate, &approver)?;
             let about = About { mandate: call.mandate, agent: call.agent, currency: None };
             let mut made = decision::made(
                 core,
@@ -225,12 +219,29 @@ impl Engine {
     }
 
     /// Refuses a held call: it is forgotten, nothing was reserved. False when no such call
-    /// is held (approved or refused already, or expired).
-    fn refuse(&self, py: Python<'_>, pending: &str) -> PyResult<bool> {
+    /// is held (approved or refused already, or expired). With `approver` (the mandate's
+    /// issuer, `account:NAME` or `NAME`), anyone else raises `PendingError` and the call
+    /// stays held, as for `approve`.
+    #[pyo3(signature = (pending, approver=None))]
+    fn refuse(&self, py: Python<'_>, pending: &str, approver: Option<&str>) -> PyResult<bool> {
+        let approver = approver
+            .map(|a| holon::gateway::account(a).map_err(|e| PyValueError::new_err(e.to_string())))
+            .transpose()?;
         let core = &self.core;
-        py.detach(|| match &core.node {
-            Some(node) => node.refuse(pending).map_err(|e| StoreError::new_err(e.to_string())),
-            None => Ok(local_id(pending).is_ok_and(|n| core.engine.refuse(n).is_ok())),
+        py.detach(|| {
+            if let Some(approver) = &approver {
+                let call = match core.held_call(pending) {
+                    Ok(call) => call,
+                    // Not held (any more): nothing to refuse, as without an approver.
+                    Err(e) if Python::attach(|py| e.is_instance_of::<UnknownNameError>(py)) => return Ok(false),
+                    Err(e) => return Err(e),
+                };
+                check_issuer(core, call.mandate, approver)?;
+            }
+            match &core.node {
+                Some(node) => node.refuse(pending).map_err(|e| StoreError::new_err(e.to_string())),
+                None => Ok(local_id(pending).is_ok_and(|n| core.engine.refuse(n).is_ok())),
+            }
         })
     }
 
@@ -309,6 +320,17 @@ impl Engine {
             if self.core.node.is_some() { ", on a store" } else { "" }
         )
     }
+}
+
+/// `approver` issued the mandate (or its chain's root), else `PendingError`.
+fn check_issuer(core: &Core, mandate: holon::engine::MandateIx, approver: &holon::pattern::Principal) -> PyResult<()> {
+    if core.engine.approver_of(mandate).as_ref() == Some(approver) {
+        return Ok(());
+    }
+    Err(PendingError::new_err(format!(
+        "`{}` did not issue this held call's mandate; only its issuer may approve or refuse it",
+        approver.as_str()
+    )))
 }
 
 fn no_held(id: &str) -> PyErr {

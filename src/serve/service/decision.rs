@@ -145,10 +145,7 @@ impl Service {
             sub_budget: None,
             currency,
             codes: vec![code.as_str()],
-            reasons: vec![ReasonBody {
-                code: code.as_str(),
-                message: format!("no {what} `{name}` in the documents this server holds"),
-            }],
+            reasons: vec![ReasonBody { code: code.as_str(), message: holon::gateway::unknown_name(what, name) }],
             limited_by: None,
             shadow: self.shadow.then_some(true),
             shadow_decision: self.shadow.then_some("denied"),

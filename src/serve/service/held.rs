@@ -2,7 +2,6 @@
 //! before the call is taken out of the store (so a refused approver disturbs nothing).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use holon::node::NodeError;
 use holon::pattern::Principal;
@@ -104,42 +103,30 @@ impl Service {
         let Role::Account(principal) = role else {
             return Err(Refusal::new(403, "only the mandate's issuer (an `account:NAME` token) approves or refuses"));
         };
-        // Only a call held on this node a moment ago may not be in the store yet: wait for
-        // that one; any other id is looked up once (a stranger's guesses cost one read).
-        let here = self.node.held_id(0);
-        let local = id
-            .strip_prefix(here.strip_suffix('0').unwrap_or(&here))
-            .and_then(|n| n.parse::<u64>().ok())
-            .is_some_and(|n| self.engine.held_locally().iter().any(|h| h.id == n));
-        let deadline =
-            std::time::Instant::now() + Duration::from_millis(if local { holon::gateway::LEASE_WAIT_MS } else { 0 });
-        loop {
+        // A call held on this node a moment ago may not be in the store yet: the protocol
+        // waits for that one (`holon::gateway::find_held`); any other id is looked up once.
+        let list = || async move {
             let now = Timestamp::now().unix();
-            let held = self
-                .blocking(move || self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string())))
-                .await??;
-            if let Some(call) = held.into_iter().find(|c| c.id == id) {
-                let mandate = self.engine.mandate_ix(&call.mandate);
-                let issuer = mandate.and_then(|m| self.engine.approver_of(m));
-                return match (issuer, mandate) {
-                    (Some(issuer), Some(_)) if &issuer == principal => Ok((issuer, call)),
-                    // Not the mandate named: a stranger learns nothing about whose call it is.
-                    (Some(_), _) => Err(Refusal::new(
-                        403,
-                        format!("`{}` did not issue this held call's mandate; only its issuer may", principal.as_str()),
-                    )),
-                    _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
-                };
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(Refusal::new(
-                    404,
-                    format!(
-                        "no held call `{id}`: it was approved or refused already, it expired, or it was never held"
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            self.blocking(move || self.store.held_calls(None, now).map_err(|e| Refusal::new(503, e.to_string())))
+                .await?
+        };
+        let held = holon::gateway::find_held(Some(self.node), id, list, tokio::time::sleep).await?;
+        let Some(call) = held else {
+            return Err(Refusal::new(
+                404,
+                format!("no held call `{id}`: it was approved or refused already, it expired, or it was never held"),
+            ));
+        };
+        let mandate = self.engine.mandate_ix(&call.mandate);
+        let issuer = mandate.and_then(|m| self.engine.approver_of(m));
+        match (issuer, mandate) {
+            (Some(issuer), Some(_)) if &issuer == principal => Ok((issuer, call)),
+            // Not the mandate named: a stranger learns nothing about whose call it is.
+            (Some(_), _) => Err(Refusal::new(
+                403,
+                format!("`{}` did not issue this held call's mandate; only its issuer may", principal.as_str()),
+            )),
+            _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
         }
     }
 }

@@ -23,5 +23,7 @@ pub use keys::{
     IdempotencyKeyError, KEEP_S, KEYS_MAX, REPLAY_ENDED, Replay, keep_answer, key, replay_ended_sentence,
     replay_of_allowed,
 };
-pub use wait::{LEASE_WAIT_MS, lease_wait, lease_wait_blocking, only_for_want_of_lease_or_store};
-pub use words::{LATENCY_MS_MAX, WordError, account, latency_ms, outcome, reservation_id};
+pub use wait::{
+    LEASE_WAIT_MS, find_held, find_held_blocking, lease_wait, lease_wait_blocking, only_for_want_of_lease_or_store,
+};
+pub use words::{LATENCY_MS_MAX, WordError, account, latency_ms, outcome, reservation_id, unknown_name};

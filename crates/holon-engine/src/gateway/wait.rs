@@ -1,6 +1,7 @@
-//! The lease wait, once: a store-backed node denies a call `lease_pending` while a grant is
-//! on its way; the gateway asks again, waking the node, for at most [`LEASE_WAIT_MS`]. The
-//! loop is one `async fn`, generic over how it pauses: `holon serve` pauses on tokio's
+//! The waits, once: a store-backed node denies a call `lease_pending` while a grant is on
+//! its way, and copies a call it held to the store at its next poll; the gateway asks
+//! again, waking the node, for at most [`LEASE_WAIT_MS`] ([`lease_wait`], [`find_held`]).
+//! Each loop is one `async fn`, generic over how it pauses: `holon serve` pauses on tokio's
 //! timer, the Python binding and other threads on [`std::thread::sleep`] through
 //! [`lease_wait_blocking`] (the same loop, polled to its end in place).
 
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use crate::admission::{Code, CodeSet};
 use crate::engine::Admission;
 use crate::node::Node;
+use crate::store::HeldCall;
 
 /// The longest a request waits for a lease on its way (`lease_pending`), in ms. A node
 /// refills within a poll or two; on a loaded machine (or a store far away) that can take
@@ -67,21 +69,61 @@ pub fn lease_wait_blocking<'e, E>(
     node: Option<&Node>,
     mut ask: impl FnMut() -> Result<Admission<'e>, E>,
 ) -> Result<Admission<'e>, E> {
-    let waited = lease_wait(
-        node,
-        || std::future::ready(ask()),
-        |pause| {
-            std::thread::sleep(pause);
-            std::future::ready(())
-        },
-    );
-    // Every future it awaits is ready at once: one poll runs it to its end.
-    let mut waited = pin!(waited);
+    in_place(lease_wait(node, || std::future::ready(ask()), sleeping))
+}
+
+/// The pause of the blocking forms: this thread sleeps.
+fn sleeping(pause: Duration) -> std::future::Ready<()> {
+    std::thread::sleep(pause);
+    std::future::ready(())
+}
+
+/// Runs a future whose every await is ready at once (the blocking forms': their asks and
+/// pauses happen in place) to its end on this thread.
+fn in_place<T>(future: impl Future<Output = T>) -> T {
+    let mut future = pin!(future);
     loop {
-        if let Poll::Ready(out) = waited.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             return out;
         }
     }
+}
+
+/// The pause between two looks for a held call on its way to the store, in ms.
+const HELD_PAUSE_MS: u64 = 5;
+
+/// The held call `id` as the store lists it (`list`). A call this node held a moment ago
+/// may not be in the store yet: for that one (only: a stranger's guess costs one look) it
+/// looks again, waking the node, for up to [`LEASE_WAIT_MS`]. `None`: not held.
+pub async fn find_held<E, L, P>(
+    node: Option<&Node>,
+    id: &str,
+    mut list: impl FnMut() -> L,
+    pause: impl Fn(Duration) -> P,
+) -> Result<Option<HeldCall>, E>
+where
+    L: Future<Output = Result<Vec<HeldCall>, E>>,
+    P: Future<Output = ()>,
+{
+    let here = node.filter(|n| n.is_held_here(id));
+    let deadline = Instant::now() + Duration::from_millis(if here.is_some() { LEASE_WAIT_MS } else { 0 });
+    loop {
+        if let Some(call) = list().await?.into_iter().find(|c| c.id == id) {
+            return Ok(Some(call));
+        }
+        let Some(node) = here.filter(|_| Instant::now() < deadline) else { return Ok(None) };
+        node.wake();
+        pause(Duration::from_millis(HELD_PAUSE_MS)).await;
+    }
+}
+
+/// [`find_held`] on this thread.
+pub fn find_held_blocking<E>(
+    node: Option<&Node>,
+    id: &str,
+    mut list: impl FnMut() -> Result<Vec<HeldCall>, E>,
+) -> Result<Option<HeldCall>, E> {
+    in_place(find_held(node, id, || std::future::ready(list()), sleeping))
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@ pub fn account(text: &str) -> Result<Principal, WordError> {
     }
 }
 
+/// The sentence of a call naming a mandate or agent the live snapshot does not hold
+/// (`unknown_mandate`, `unknown_agent`): `what` is `mandate` or `agent`.
+pub fn unknown_name(what: &str, name: &str) -> String {
+    format!("no {what} `{name}` in the documents this engine holds")
+}
+
 /// A settlement's outcome word (`None`: not said, `unreported` on the receipt).
 pub fn outcome(text: Option<&str>) -> Result<Outcome, WordError> {
     match text {

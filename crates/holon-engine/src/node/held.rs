@@ -164,14 +164,24 @@ impl Node {
     /// A call this node held, taken out of the store here: forgotten by the engine at
     /// once (its count of held calls is right now, not a flush later).
     fn forget_here(&self, held_id: &str) {
-        let prefix = store_id(&self.name, self.run_id, 0);
-        let local = held_id
-            .strip_prefix(prefix.strip_suffix('0').unwrap_or(&prefix))
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|n| store_id(&self.name, self.run_id, *n) == held_id);
-        if let Some(local) = local {
+        if let Some(local) = self.local_held(held_id) {
             self.engine.forget_held(local);
         }
+    }
+
+    /// The engine's number of a call this run of this node holds, by its store id.
+    fn local_held(&self, held_id: &str) -> Option<u64> {
+        let prefix = store_id(&self.name, self.run_id, 0);
+        held_id
+            .strip_prefix(prefix.strip_suffix('0').unwrap_or(&prefix))
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|n| store_id(&self.name, self.run_id, *n) == held_id)
+    }
+
+    /// Whether `held_id` names a call this node's engine holds now: one held a moment ago
+    /// may not be in the store yet (the thread copies it at its next poll).
+    pub fn is_held_here(&self, held_id: &str) -> bool {
+        self.local_held(held_id).is_some_and(|n| self.engine.held_locally().iter().any(|h| h.id == n))
     }
 }
 
