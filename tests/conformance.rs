@@ -42,6 +42,8 @@ impl Step {
 pub(crate) struct Scenario {
     pub file: String,
     pub name: String,
+    /// `litellm`: the LiteLLM plug-in's documents in place of the bundled examples.
+    pub documents: Option<String>,
     /// Text replaced in files of the examples' copy, and files dropped from it.
     pub edits: Vec<(String, Vec<(String, String)>)>,
     pub drops: Vec<String>,
@@ -51,6 +53,11 @@ pub(crate) struct Scenario {
 impl Scenario {
     /// Applies the scenario's edits to a copy of the examples at `docs`.
     pub(crate) fn edit(&self, docs: &Path) {
+        if let Some(documents) = &self.documents {
+            assert_eq!(documents, "litellm", "{}: no documents `{documents}`", self.name);
+            std::fs::remove_dir_all(docs).unwrap();
+            common::copy_tree(Path::new(LITELLM_DOCS), docs);
+        }
         for (file, replacements) in &self.edits {
             let path = docs.join(file);
             let mut text = std::fs::read_to_string(&path).unwrap();
@@ -93,15 +100,26 @@ impl Names {
         self.by_name.get(name).cloned().unwrap_or_else(|| format!("never-given-{name}"))
     }
 
-    /// `text` with every id in backticks said by its step name (ids differ by surface).
+    /// `text` with every id in backticks said by its step name (ids differ by surface), and
+    /// a sentence's reading of the clock (`it is now 2026-12-08T00:09:11Z`) as `<now>`: the
+    /// surfaces run a second apart.
     pub(crate) fn in_text(&self, text: &str) -> String {
         let mut out = text.to_owned();
         for (id, name) in &self.by_id {
             out = out.replace(&format!("`{id}`"), &format!("`{name}`"));
         }
+        const NOW: &str = "it is now ";
+        if let Some(at) = out.find(NOW).map(|i| i + NOW.len())
+            && out.get(at..at + 20).is_some_and(|t| t.ends_with('Z'))
+        {
+            out.replace_range(at..at + 20, "<now>");
+        }
         out
     }
 }
+
+/// The LiteLLM plug-in's documents (a scenario's `documents: litellm`).
+const LITELLM_DOCS: &str = "bindings/python/tests/litellm/docs";
 
 /// A surface runs a scenario's steps on state of its own.
 pub(crate) trait Surface {
@@ -141,7 +159,8 @@ fn scenario(file: &str, s: &Value) -> Scenario {
         edits.push((file, pairs.collect()));
     }
     let steps = s["steps"].as_array().unwrap().iter().map(step).collect();
-    Scenario { file: file.to_owned(), name, edits, drops, steps }
+    let documents = s.get("documents").and_then(Value::as_str).map(str::to_owned);
+    Scenario { file: file.to_owned(), name, documents, edits, drops, steps }
 }
 
 fn step(s: &Value) -> Step {
@@ -184,6 +203,10 @@ fn allowed_difference(surface: &str, step: &Step, library: &Map<String, Value>) 
         // Envoy forwards an allowed request: only the reservation comes back.
         return Some(&["decision", "reservation"]);
     }
+    if surface == "grpc" && step.op == "request" && library.get("decision") == Some(&json!("allowed")) {
+        // The same, and the settle that followed over HTTP.
+        return Some(&["decision", "reservation", "kept"]);
+    }
     None
 }
 
@@ -218,7 +241,25 @@ fn compare(
 /// Runs one scenario on one surface: every step's normalized answer.
 fn run(surface: &mut dyn Surface, scenario: &Scenario) -> Vec<Answer> {
     let mut names = Names::default();
-    scenario.steps.iter().map(|step| surface.step(step, &mut names)).collect()
+    scenario.steps.iter().enumerate().map(|(n, step)| one_step(surface, step, n, &mut names)).collect()
+}
+
+/// One step; a `request` (what a proxy does for one request) is an admit, and for an
+/// allowed one its settle at the request's `cost`: its answer the admit's with `kept`.
+fn one_step(surface: &mut dyn Surface, step: &Step, n: usize, names: &mut Names) -> Answer {
+    if step.op != "request" {
+        return surface.step(step, names);
+    }
+    let name = step.name.clone().unwrap_or_else(|| format!("request-{}", n + 1));
+    let admit = Step { op: "admit".to_owned(), name: Some(name.clone()), ..step.clone() };
+    let mut answer = surface.step(&admit, names)?;
+    if answer.get("decision") == Some(&json!("allowed")) {
+        let args = json!({ "reservation": name, "actual": step.arg("cost").unwrap(), "outcome": "success" });
+        let settle = Step { op: "settle".to_owned(), args, name: None, expect: Map::new() };
+        let settled = surface.step(&settle, names)?;
+        answer.insert("kept".to_owned(), settled.get("kept").cloned().unwrap_or(Value::Null));
+    }
+    Some(answer)
 }
 
 #[test]

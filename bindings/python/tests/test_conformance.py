@@ -19,6 +19,7 @@ import holon
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 SCENARIOS = ROOT / "testdata" / "conformance"
 TRANSCRIPTS = ROOT / "target" / "conformance"
+LITELLM_DOCS = ROOT / "bindings" / "python" / "tests" / "litellm" / "docs"
 
 
 def scenarios():
@@ -53,7 +54,8 @@ class Names:
     def in_text(self, text):
         for ident, name in self.by_id.items():
             text = text.replace(f"`{ident}`", f"`{name}`")
-        return text
+        # A sentence's reading of the clock, as the Rust runner says it.
+        return re.sub(r"it is now \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "it is now <now>", text)
 
 
 ERRORS = (
@@ -72,20 +74,26 @@ def error_of(e):
     raise e
 
 
+def documents(scenario, tmp):
+    """A copy of the scenario's documents with its edits."""
+    docs = tmp / "docs"
+    shutil.copytree(LITELLM_DOCS if scenario.get("documents") == "litellm" else ROOT / "examples", docs)
+    for file, replacements in (scenario.get("edit") or {}).items():
+        if file == "drop":
+            for f in replacements:
+                (docs / f).unlink()
+            continue
+        text = (docs / file).read_text()
+        for a, b in replacements.items():
+            assert a in text, (file, a)
+            text = text.replace(a, b)
+        (docs / file).write_text(text)
+    return docs
+
+
 class Python:
     def __init__(self, scenario, tmp):
-        docs = tmp / "docs"
-        shutil.copytree(ROOT / "examples", docs)
-        for file, replacements in (scenario.get("edit") or {}).items():
-            if file == "drop":
-                for f in replacements:
-                    (docs / f).unlink()
-                continue
-            text = (docs / file).read_text()
-            for a, b in replacements.items():
-                assert a in text, (file, a)
-                text = text.replace(a, b)
-            (docs / file).write_text(text)
+        docs = documents(scenario, tmp)
         self.engine = holon.Engine.from_documents(str(docs), store=f"sqlite:{tmp / 'ledger.db'}", node="python")
         self.open = {}
 
@@ -117,6 +125,14 @@ class Python:
 
     def op(self, op, args, step, names):
         e = self.engine
+        if op == "request":
+            # What a proxy does for one request: the admit, then its settle at the cost.
+            name = step["as"]
+            answer = self.op("admit", args, step, names)
+            if answer.get("decision") == "allowed":
+                settled = self.op("settle", {"reservation": name, "actual": args["cost"], "outcome": "success"}, {}, names)
+                answer["kept"] = settled["kept"]
+            return answer
         if op == "admit":
             d = e.admit(args["mandate"], args["agent"], max_cost=args.get("max_cost"),
                         capability=args.get("capability"), idempotency_key=args.get("key"))
@@ -167,6 +183,8 @@ def test_a_scenario_gives_the_librarys_answers_through_python(file, scenario, tm
     differences = []
     for n, step in enumerate(scenario["steps"]):
         op, args = operation(step)
+        if op == "request" and not step.get("as"):
+            step = {**step, "as": f"request-{n + 1}"}
         answer = surface.step(op, args, step, names)
         lib = library[n] if library is not None else None
         if lib is not None and allowed_difference(lib):
@@ -179,6 +197,65 @@ def test_a_scenario_gives_the_librarys_answers_through_python(file, scenario, tm
             for key in sorted(set(lib) | set(answer)):
                 if lib.get(key) != answer.get(key):
                     differences.append(f"step {n + 1} ({op}): `{key}` differs: library {lib.get(key)!r}, python {answer.get(key)!r}")
+    assert not differences, f"{file} / {scenario['name']}:\n" + "\n".join(differences)
+
+
+def refusal(message):
+    """The plug-in's refusal (`holon denied the request under mandate M: code: sentence;
+    code: sentence`) as a normalized denial."""
+    head, _, rest = message.partition(": ")
+    words = head.split()
+    parts = re.split(r"; (?=[a-z_]+: )", rest)
+    codes = [p.partition(": ")[0] for p in parts]
+    reasons = [Names().in_text(p.partition(": ")[2]) for p in parts]
+    return {"decision": words[1] if len(words) > 1 else None, "codes": codes, "reasons": reasons}
+
+
+LITELLM_FIELDS = ("decision", "codes", "reasons")
+
+
+@pytest.mark.parametrize(
+    "file,scenario",
+    [(f, s) for f, s in scenarios() if s.get("documents") == "litellm"],
+    ids=lambda v: v if isinstance(v, str) else slug(v["name"]),
+)
+def test_a_request_through_a_real_litellm_proxy_gets_the_librarys_decision(file, scenario, tmp_path):
+    """The scenarios on the plug-in's documents through a real LiteLLM proxy with the
+    `holon_litellm` callback (mocked responses, loopback): each request's decision, codes
+    and sentences as the library's (what a client sees; the settle happens in the proxy's
+    callback, and the store's figures are the other tests' to check)."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("litellm") is None:
+        pytest.skip("LiteLLM is not installed here (pip install 'litellm[proxy]'): the proxy cannot run")
+    sys.path.insert(0, str(ROOT / "benches"))
+    import litellm_head_to_head as h2h
+
+    transcript = TRANSCRIPTS / f"{slug(scenario['name'])}.json"
+    if not transcript.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{transcript} is missing: `cargo test --test conformance` writes it (CI runs it first)")
+        pytest.skip(f"{transcript} is missing: run `cargo test --test conformance` first")
+    library = json.loads(transcript.read_text())["answers"]
+    proxy = h2h.Proxy("holon", 1, tmp_path / "work", docs=documents(scenario, tmp_path))
+    differences, asked = [], 0
+    try:
+        for n, step in enumerate(scenario["steps"]):
+            op, args = operation(step)
+            if op != "request":
+                continue
+            assert args["agent"] == "openai/gpt-4o-mini", "the proxy's one model"
+            status, _, payload = proxy.ask(user=args["mandate"])
+            asked += 1
+            answer = {"decision": "allowed"} if status == 200 else refusal(payload.get("error", {}).get("message", ""))
+            for key in LITELLM_FIELDS:
+                want = library[n].get(key)
+                if key in answer and answer[key] != want and not (key != "decision" and status == 200):
+                    differences.append(f"step {n + 1}: `{key}` differs: library {want!r}, litellm {answer[key]!r}")
+    finally:
+        proxy.stop()
+    assert asked >= 1
     assert not differences, f"{file} / {scenario['name']}:\n" + "\n".join(differences)
 
 

@@ -279,6 +279,13 @@ pub(super) fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount
     let ledger = &m.ledger;
     let (over, spent) = LedgerSpend(ledger).over_limits(m, worst, today);
     if ledger.is_store_backed() {
+        // A worst case that no budget of this mandate could ever hold (above its total or
+        // its daily limit by itself) is that limit's code at once, whatever the node holds:
+        // never `lease_pending`, which would have the caller wait and retry for nothing.
+        let never = budget::check_limits(&m.limits, worst, Amount::ZERO, Amount::ZERO);
+        if !never.is_empty() {
+            return (never, spent);
+        }
         (ledger.allowance_refused(worst.micros()), spent)
     } else {
         (refused.union(over), spent)
