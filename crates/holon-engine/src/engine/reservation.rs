@@ -20,7 +20,7 @@
 use super::held::{AncestorCharges, Extra, Held};
 use super::run::Run;
 use super::snapshot::MandateIx;
-use super::{End, Engine, Outcome, Receipt, RunReport};
+use super::{End, Engine, Receipt, RunReport};
 use crate::admission::{Code, CodeSet, Verdict};
 use crate::money::Amount;
 use crate::time::Timestamp;
@@ -260,27 +260,7 @@ impl<'e> Reservation<'e> {
             (false, true) => End::Settled,
             (false, false) => End::Released,
         };
-        self.engine.submit(&Receipt {
-            id: self.held.receipt_id,
-            parent: self.held.parent,
-            mandate: self.held.mandate,
-            agent: self.held.agent,
-            decision: Verdict::Allowed,
-            end,
-            // Settled after its mandate was revoked (docs/trust.md): the receipt says so.
-            codes: if self.held.ledger.is_revoked() {
-                CodeSet::EMPTY.with(Code::MandateRevoked)
-            } else {
-                CodeSet::EMPTY
-            },
-            worst_case: self.held.worst_case,
-            actual: kept,
-            at: self.held.at,
-            ended_at: at,
-            outcome: report.outcome,
-            latency_ms: report.latency_ms,
-            shadow: self.shadow().is_some(),
-        });
+        self.engine.submit(&self.end_receipt(end, kept, at, report));
         // Here and in `drop`'s unsettled branch, not in `drop` itself: a check there kept
         // `drop` from being inlined (13 instructions per leaf admit+settle in the gate).
         if self.run.is_some() {
@@ -300,6 +280,32 @@ impl Drop for Reservation<'_> {
 }
 
 impl Reservation<'_> {
+    /// The receipt of this reservation's end, one rule for every way it ends (`finish`,
+    /// `drop_unsettled`): ended after its mandate was revoked, it says so (docs/trust.md).
+    #[inline(always)]
+    fn end_receipt(&self, end: End, actual: Amount, ended_at: Timestamp, report: RunReport) -> Receipt {
+        Receipt {
+            id: self.held.receipt_id,
+            parent: self.held.parent,
+            mandate: self.held.mandate,
+            agent: self.held.agent,
+            decision: Verdict::Allowed,
+            end,
+            codes: if self.held.ledger.is_revoked() {
+                CodeSet::EMPTY.with(Code::MandateRevoked)
+            } else {
+                CodeSet::EMPTY
+            },
+            worst_case: self.held.worst_case,
+            actual,
+            at: self.held.at,
+            ended_at,
+            outcome: report.outcome,
+            latency_ms: report.latency_ms,
+            shadow: self.shadow().is_some(),
+        }
+    }
+
     /// `drop` of a reservation neither settled nor released, out of line (cold): its receipt
     /// says what `release` would have said (`Settled` when an orchestrator's sub-calls ran
     /// and what they took stays billed, `mandate_revoked` after a revocation).
@@ -320,27 +326,7 @@ impl Reservation<'_> {
                 (0, End::Released)
             };
             let now = self.engine.now();
-            self.engine.submit(&Receipt {
-                id: self.held.receipt_id,
-                parent: self.held.parent,
-                mandate: self.held.mandate,
-                agent: self.held.agent,
-                decision: Verdict::Allowed,
-                end,
-                // As `finish` says it (docs/trust.md): ended after its mandate was revoked.
-                codes: if self.held.ledger.is_revoked() {
-                    CodeSet::EMPTY.with(Code::MandateRevoked)
-                } else {
-                    CodeSet::EMPTY
-                },
-                worst_case: self.held.worst_case,
-                actual: Amount::from_micros(kept),
-                at: self.held.at,
-                ended_at: now,
-                outcome: Outcome::Unreported,
-                latency_ms: 0,
-                shadow: self.shadow().is_some(),
-            });
+            self.engine.submit(&self.end_receipt(end, Amount::from_micros(kept), now, RunReport::default()));
         }
         if self.run.is_some() {
             self.give_back_run();
