@@ -152,6 +152,11 @@ fn a_retry_replays_only_while_its_reservation_is_open_on_the_node_asked() {
     let (code, replayed, on_b) =
         b.post_keyed("/v1/admit", &b.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
     assert_eq!((code, replayed, on_b["code"].as_str()), (409, true, Some("replay_reservation_ended")), "{on_b}");
+    let sentence = on_b["error"].as_str().unwrap();
+    assert!(
+        sentence.contains("on node `serve`") && sentence.contains("Retry on `serve`"),
+        "names the node: {sentence}"
+    );
     assert_eq!(status(&b)["in_flight"], 0, "nothing reserved on the other node");
     let (code, replayed, again) =
         a.post_keyed("/v1/admit", &a.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
@@ -166,11 +171,16 @@ fn a_retry_replays_only_while_its_reservation_is_open_on_the_node_asked() {
         a.post_keyed("/v1/admit", &a.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
     assert_eq!((code, ended["code"].as_str()), (409, Some("replay_reservation_ended")), "{ended}");
     let a = a.restart(&[]);
+    // Ids start again with the process: another call (no key) may now hold the same id; the
+    // old key's replay must not be given its reservation (the review of issue #50's change
+    // found the replay keyed by the id alone).
+    let other = allowed(&a, "holon-labs/fx-convert", "r-2");
+    eprintln!("after the restart: reservation {} (the replayed answer named {id})", other["reservation"]);
     let (code, replayed, after) =
         a.post_keyed("/v1/admit", &a.gateway, &admit_body("holon-labs/fx-convert"), "r-1", LONG).unwrap();
     assert_eq!((code, replayed, after["code"].as_str()), (409, true, Some("replay_reservation_ended")), "{after}");
     assert!(after["error"].as_str().unwrap().contains(id), "the sentence names the reservation: {after}");
-    assert_eq!(status(&a)["in_flight"], 0);
+    assert_eq!(status(&a)["in_flight"], 1, "only the other call's reservation");
     let (_, metrics) = a.get("/metrics", Some(&a.gateway));
     assert!(metrics.contains("holon_idempotent_replays_refused_total 1\n"), "{metrics}");
 }

@@ -264,8 +264,13 @@ fn a_dropped_reservation_gets_the_receipt_release_would_give() {
         inner.settle(a("0.004"), at()).unwrap();
         if by_hand { run.release(at()).unwrap() } else { drop(run) }
     };
+    let ledger = engine.ledger(m).unwrap();
+    let before = ledger.spent_micros();
     ends(&engine, true);
+    let by_release = ledger.spent_micros() - before;
     ends(&engine, false);
+    let by_drop = ledger.spent_micros() - before - by_release;
+    assert_eq!((by_release, by_drop), (a("0.004").micros(), a("0.004").micros()), "the same spend either way");
     let runs: Vec<_> = rx.try_iter().filter(|r| r.worst_case == a("0.60") && r.decision == Verdict::Allowed).collect();
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert_eq!((runs[0].end, runs[0].actual), (End::Settled, a("0.004")), "release: {:?}", runs[0]);

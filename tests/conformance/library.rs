@@ -165,7 +165,7 @@ impl Library {
                 let mut map = Map::new();
                 map.insert("decision".to_owned(), json!("denied"));
                 map.insert("codes".to_owned(), json!([gateway::REPLAY_ENDED.as_str()]));
-                let sentence = gateway::replay_ended_sentence(&names.id(name));
+                let sentence = gateway::replay_ended_sentence(&names.id(name), None);
                 map.insert("reasons".to_owned(), json!([names.in_text(&sentence)]));
                 map
             }

@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import threading
+import time
 import uuid
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, Dict, Optional
@@ -62,6 +63,9 @@ MICRO = Decimal("0.000001")
 #: Most requests one worker holds a reservation for at once (admitted, not yet logged as a
 #: success or a failure), in requests; past it new requests are refused until some end.
 OPEN_RESERVATIONS_MAX = 100_000
+#: Longest a request may hold its reservation without the proxy calling a hook for it, in
+#: seconds; past it the next request's sweep settles it at its worst case.
+OPEN_RESERVATION_S_MAX = 3_600
 
 
 def _usd(value: Any) -> Optional[Decimal]:
@@ -163,6 +167,7 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
         mandate = self.mandate_for(user_api_key_dict, data)
         if mandate is None:
             raise self._refuse(f"holon: the request names no {self.mandate_from} to find its mandate by")
+        await self._sweep()
         # Each request is admitted once, here: no idempotency key (a key the client can
         # choose, as LiteLLM's call id, would replay an allowed answer to every request that
         # repeats it). The id the hooks find the reservation by is the callback's own.
@@ -174,42 +179,75 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
         if not decision.allowed:
             raise self._refuse(f"holon {decision.decision} the request under mandate {mandate}", decision)
         reservation = decision.reservation
+        try:
+            self._check_and_keep(request_id, reservation, decision, mandate, agent, model, data)
+        except BaseException:
+            # Whatever stopped the request here, it did not run: nothing is kept.
+            if reservation.active:
+                reservation.release()
+            raise
+        return data
+
+    def _check_and_keep(self, request_id, reservation, decision, mandate, agent, model, data) -> None:  # noqa: ANN001
         if decision.currency != "USD":
-            reservation.release()
             raise self._refuse(f"holon: mandate {mandate} is in {decision.currency}; LiteLLM bills in USD")
         worst = request_worst_case_usd(str(model), data)
         if worst is not None and worst > reservation.worst_case:
-            reservation.release()
             raise self._refuse(
                 f"holon: this request can cost {worst} USD, above the {reservation.worst_case} USD ceiling of agent {agent}"
             )
         with self._lock:
-            full = len(self._open) >= OPEN_RESERVATIONS_MAX
-            if not full:
-                self._open[request_id] = (reservation, mandate)
-        if full:
-            reservation.release()
-            raise self._refuse(f"holon: {OPEN_RESERVATIONS_MAX} requests of this worker are in flight already; retry shortly")
-        metadata = data.setdefault("metadata", {})
+            if len(self._open) >= OPEN_RESERVATIONS_MAX:
+                raise self._refuse(
+                    f"holon: {OPEN_RESERVATIONS_MAX} requests of this worker are in flight already; retry shortly"
+                )
+            self._open[request_id] = {"reservation": reservation, "mandate": mandate, "since": time.monotonic(), "failed_cost": Decimal(0)}
+        # The proxy's own metadata: `litellm_metadata` on the routes where `metadata` is the
+        # provider's parameter (responses, messages, batches, files), else `metadata`.
+        metadata = data["litellm_metadata"] if isinstance(data.get("litellm_metadata"), dict) else data.setdefault("metadata", {})
         metadata[REQUEST_KEY] = request_id
-        metadata["holon_reservation"] = reservation.id
-        metadata["holon_mandate"] = mandate
-        return data
 
-    def _take(self, kwargs: Dict[str, Any]) -> Optional[tuple]:
-        """The reservation and mandate of the request these hook arguments are about, by
-        the callback's own id in the request's metadata."""
-        metadata = kwargs.get("metadata") or (kwargs.get("litellm_params") or {}).get("metadata") or {}
-        request_id = metadata.get(REQUEST_KEY)
+    def _request_id(self, kwargs: Dict[str, Any]) -> Optional[str]:
+        """The callback's own id in the proxy's metadata, wherever LiteLLM carries it."""
+        params = kwargs.get("litellm_params") or {}
+        for place in (kwargs.get("metadata"), kwargs.get("litellm_metadata"), params.get("metadata"), params.get("litellm_metadata")):
+            if isinstance(place, dict) and place.get(REQUEST_KEY):
+                return place[REQUEST_KEY]
+        return None
+
+    def _take(self, kwargs: Dict[str, Any]) -> Optional[dict]:
+        """The open entry of the request these hook arguments are about, taken out."""
+        request_id = self._request_id(kwargs)
         if not request_id:
             return None
         with self._lock:
             return self._open.pop(request_id, None)
 
-    async def _end(self, taken: tuple, how: str, *args: Any) -> None:
+    async def _sweep(self) -> None:
+        """Entries whose request will never reach a hook (a client gone before the first
+        streamed chunk calls none): one the engine reclaimed is dropped (its worst case is
+        kept, spent); one open longer than OPEN_RESERVATION_S_MAX is settled at its worst
+        case (the call may have run: never less) and dropped, with a warning."""
+        now = time.monotonic()
+        with self._lock:
+            stale = [
+                (rid, e) for rid, e in self._open.items()
+                if not e["reservation"].active or now - e["since"] > OPEN_RESERVATION_S_MAX
+            ]
+            for rid, _ in stale:
+                del self._open[rid]
+        for _, entry in stale:
+            if entry["reservation"].active:
+                logger.warning(
+                    "holon: reservation %s under mandate %s had no answer from the proxy in %s s: settled at its worst case",
+                    entry["reservation"].id, entry["mandate"], OPEN_RESERVATION_S_MAX,
+                )
+                await self._end(entry, "settle", entry["reservation"].worst_case, "error")
+
+    async def _end(self, entry: dict, how: str, *args: Any) -> None:
         """Settles or releases; a failure is logged at ERROR with the mandate and counted
         (the request was served: it must not go unbilled in silence)."""
-        reservation, mandate = taken
+        reservation, mandate = entry["reservation"], entry["mandate"]
         try:
             await asyncio.to_thread(getattr(reservation, how), *args)
         except holon.HolonError as e:
@@ -221,10 +259,10 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
             )
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
-        taken = self._take(kwargs)
-        if taken is None:
+        entry = self._take(kwargs)
+        if entry is None:
             return
-        reservation = taken[0]
+        reservation = entry["reservation"]
         cost = _usd(kwargs.get("response_cost"))
         latency_ms = None
         try:
@@ -232,22 +270,30 @@ class HolonBudget(CustomLogger):  # type: ignore[misc]
         except (TypeError, AttributeError):
             pass
         # No cost known: the worst case stays billed (never less than the call may cost).
-        actual = reservation.worst_case if cost is None else cost
-        await self._end(taken, "settle", actual, "success", latency_ms)
+        # Attempts that failed before this one and cost something are billed with it.
+        actual = reservation.worst_case if cost is None else cost + entry["failed_cost"]
+        await self._end(entry, "settle", actual, "success", latency_ms)
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
-        taken = self._take(kwargs)
-        if taken is not None:
-            cost = _usd(kwargs.get("response_cost"))
-            if cost:
-                await self._end(taken, "settle", cost, "error")
-            else:
-                await self._end(taken, "release")
+        # Called for every failed attempt, before LiteLLM decides to retry it: the request
+        # may still succeed, so nothing ends here; what the attempt cost is added up.
+        request_id = self._request_id(kwargs)
+        cost = _usd(kwargs.get("response_cost"))
+        if request_id and cost:
+            with self._lock:
+                entry = self._open.get(request_id)
+                if entry is not None:
+                    entry["failed_cost"] += cost
 
     async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict, traceback_str=None):  # noqa: ANN001
-        taken = self._take(request_data)
-        if taken is not None:
-            await self._end(taken, "release")
+        # The whole request failed (once, after any retries): what its attempts cost is
+        # billed, else the reservation goes back.
+        entry = self._take(request_data)
+        if entry is not None:
+            if entry["failed_cost"] > 0:
+                await self._end(entry, "settle", entry["failed_cost"], "error")
+            else:
+                await self._end(entry, "release")
         return None
 
     def open_reservations(self) -> int:

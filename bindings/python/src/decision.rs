@@ -24,7 +24,7 @@ pub(crate) struct About {
 
 /// A decision, before it meets Python.
 pub(crate) struct Made {
-    verdict: &'static str,
+    verdict: Verdict,
     codes: Vec<&'static str>,
     reasons: Vec<(&'static str, String)>,
     worst: Amount,
@@ -66,7 +66,7 @@ pub(crate) fn made(
         about.currency.clone().or_else(|| snap.mandate(about.mandate).map(|m| m.source().budget.currency.to_string()));
     let agent = snap.agent(about.agent).map(|a| a.source().id.to_string());
     let mut made = Made {
-        verdict: "allowed",
+        verdict: Verdict::Allowed,
         codes: Vec::new(),
         reasons: Vec::new(),
         worst: Amount::ZERO,
@@ -89,13 +89,13 @@ pub(crate) fn made(
         }
         Some(Refused::Failed(e)) => return Err(e),
         Some(Refused::Held(p)) => {
-            made.verdict = "held";
+            made.verdict = Verdict::Held;
             made.worst = p.worst_case;
             made.pending = Some(core.held_id(p.id));
             (CodeSet::EMPTY.with(Code::ApprovalRequired), Spent::default())
         }
         Some(Refused::Denied(d)) => {
-            made.verdict = "denied";
+            made.verdict = Verdict::Denied;
             made.worst = d.worst_case;
             (d.codes, d.spent)
         }
@@ -118,7 +118,7 @@ impl Made {
     /// After an approval the node put the call back (a lease on its way, the store away):
     /// it is still held, under the same id.
     pub(crate) fn still_held_as(&mut self, id: &str) {
-        if self.verdict == "denied" && holon::gateway::only_for_want_of_lease_or_store(self.code_set) {
+        if self.verdict == Verdict::Denied && holon::gateway::only_for_want_of_lease_or_store(self.code_set) {
             self.pending = Some(id.to_owned());
         }
     }
@@ -126,12 +126,7 @@ impl Made {
     /// Whether a retry with the same idempotency key gets this decision again
     /// (`holon::gateway::keep_answer`).
     pub(crate) fn keep(&self) -> bool {
-        let verdict = match self.verdict {
-            "allowed" => Verdict::Allowed,
-            "held" => Verdict::Held,
-            _ => Verdict::Denied,
-        };
-        holon::gateway::keep_answer(verdict, self.code_set)
+        holon::gateway::keep_answer(self.verdict, self.code_set)
     }
 
     pub(crate) fn into_decision(self, py: Python<'_>) -> PyResult<Decision> {
@@ -140,7 +135,7 @@ impl Made {
             None => None,
         };
         Ok(Decision {
-            decision: self.verdict,
+            decision: self.verdict.as_str(),
             codes: self.codes,
             reasons: self.reasons,
             worst: self.worst,
@@ -164,7 +159,8 @@ impl Decision {
             holon::gateway::Replay::Give => Ok(kept.clone_ref(py)),
             holon::gateway::Replay::Ended => {
                 let code = holon::gateway::REPLAY_ENDED.as_str();
-                let sentence = holon::gateway::replay_ended_sentence(&reservation.get().reservation_id().to_string());
+                let sentence =
+                    holon::gateway::replay_ended_sentence(&reservation.get().reservation_id().to_string(), None);
                 Py::new(
                     py,
                     Decision {

@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use crate::decision::Decision;
 use crate::errors::IdempotencyConflictError;
 
-/// Most idempotency keys one engine remembers, in keys.
-pub const IDEMPOTENCY_KEYS_MAX: usize = 65_536;
+/// Most idempotency keys one engine remembers, in keys: the protocol's bound.
+pub const IDEMPOTENCY_KEYS_MAX: u64 = holon::gateway::KEYS_MAX;
 
 /// What a key was first used for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +81,10 @@ impl Keys {
             ))),
             None => {
                 make_room(table, order);
+                // Tombstones of forgotten keys: at most as many as live keys (amortized).
+                if order.len() > table.len().saturating_mul(2).max(1_024) {
+                    order.retain(|k| table.contains_key(k));
+                }
                 table.insert(key.to_owned(), (Slot::InFlight(fingerprint.clone()), now));
                 order.push_back(key.to_owned());
                 Ok(Claim::New)
@@ -101,12 +105,12 @@ impl Keys {
         }
     }
 
-    /// An admission that raised or was not kept: its key is free again.
+    /// An admission that raised or was not kept: its key is free again. Its place in the
+    /// order stays behind, a tombstone the next walks step over (no scan of the order).
     pub(crate) fn forget(&self, key: &str) {
         let mut guard = self.table.lock();
         if matches!(guard.0.get(key), Some((Slot::InFlight(_), _))) {
             guard.0.remove(key);
-            guard.1.retain(|k| k != key);
         }
     }
 }
@@ -117,10 +121,12 @@ fn forget_expired(table: &mut Table, order: &mut VecDeque<String>, now: Instant)
     let keep = Duration::from_secs(holon::gateway::KEEP_S);
     while let Some(oldest) = order.front() {
         match table.get(oldest) {
-            Some((Slot::Answered(..), at)) if now.duration_since(*at) >= keep => {
+            // Expired, answered or (a claim whose admission never came back) in flight.
+            Some((_, at)) if now.duration_since(*at) >= keep => {
                 table.remove(oldest);
                 order.pop_front();
             }
+            // A tombstone (a key forgotten) or a key claimed again since: its place was here.
             None => {
                 order.pop_front();
             }
@@ -133,7 +139,7 @@ fn forget_expired(table: &mut Table, order: &mut VecDeque<String>, now: Instant)
 /// flight (a table of nothing but keys in flight grows past the bound by those alone).
 fn make_room(table: &mut Table, order: &mut VecDeque<String>) {
     let mut looked = 0;
-    while table.len() >= IDEMPOTENCY_KEYS_MAX && looked < order.len() {
+    while u64::try_from(table.len()).unwrap_or(u64::MAX) >= IDEMPOTENCY_KEYS_MAX && looked < order.len() {
         let Some(oldest) = order.pop_front() else { break };
         if matches!(table.get(&oldest), Some((Slot::InFlight(_), _))) {
             order.push_back(oldest);

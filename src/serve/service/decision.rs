@@ -60,31 +60,31 @@ impl Service {
                 }
                 // Kept by the caller once it holds no guard on the table (a DashMap guard
                 // held across an insert into the same shard deadlocks).
-                let open = Open { reservation: r, reclaimed_at: None };
+                let open = Open { reservation: r, reclaimed_at: None, key: None };
                 (body, Some((open.reservation.receipt_id(), open)))
             }
             Admission::Held(p) => {
                 let codes = CodeSet::EMPTY.with(Code::ApprovalRequired);
-                let mut body = self.refusal_body("held", asked, codes, p.worst_case, Spent::default());
+                let mut body = self.refusal_body(Verdict::Held, asked, codes, p.worst_case, Spent::default());
                 body.pending = Some(self.node.held_id(p.id));
                 (body, None)
             }
-            Admission::Denied(d) => (self.refusal_body("denied", asked, d.codes, d.worst_case, d.spent), None),
+            Admission::Denied(d) => (self.refusal_body(Verdict::Denied, asked, d.codes, d.worst_case, d.spent), None),
         }
     }
 
     /// A held or denied call's body, with the engine's sentences for its codes.
     fn refusal_body(
         &self,
-        decision: &'static str,
+        verdict: Verdict,
         asked: &Asked<'_>,
         codes: CodeSet,
         worst: Amount,
         spent: Spent,
     ) -> DecisionBody {
+        let decision = verdict.as_str();
         self.count(decision, codes);
         let mut body = self.body(decision, asked, worst);
-        let verdict = if decision == "held" { Verdict::Held } else { Verdict::Denied };
         body.keep = holon::gateway::keep_answer(verdict, codes);
         body.codes = codes.iter().map(Code::as_str).collect();
         body.reasons = self.reasons(asked, codes, worst, spent);

@@ -131,13 +131,18 @@ pub(crate) struct Answered {
     pub replayed: bool,
 }
 
-/// The reservation a kept answer allowed a call under, if it is an allowed decision.
-fn allowed_reservation(kept: &Answer) -> Option<String> {
+/// The reservation a kept answer allowed a call under, and the node that made it, if it is
+/// an allowed decision.
+fn allowed_reservation(kept: &Answer) -> Option<(String, Option<String>)> {
     if kept.status != 200 {
         return None;
     }
     let body: serde_json::Value = serde_json::from_str(&kept.body).ok()?;
-    (body["decision"] == "allowed").then(|| body["reservation"].as_str().map(str::to_owned))?
+    if body["decision"] != "allowed" {
+        return None;
+    }
+    let reservation = body["reservation"].as_str()?.to_owned();
+    Some((reservation, body["node"].as_str().map(str::to_owned)))
 }
 
 /// The request's key, if it has one: visible ASCII, 1 to [`KEY_BYTES_MAX`] bytes, else a 400.
@@ -239,28 +244,47 @@ impl Service {
                 "this Idempotency-Key was used for another request (another endpoint, id or body); a new request takes a new key".to_owned(),
             ),
             Ok(KeyState::Answered(a)) => {
-                Answered { answer: self.replay(Answer { status: a.status, body: a.body, keep: true }), replayed: true }
+                let kept = Answer { status: a.status, body: a.body, keep: true };
+                Answered { answer: self.replay(&scope, &key, kept), replayed: true }
             }
             Ok(KeyState::Claimed) => {
                 let answer = run.await;
+                self.bind_key(&scope, &key, &answer);
                 self.settle_key(scope, key, &answer).await;
                 Answered { answer, replayed: false }
             }
         }
     }
 
-    /// A kept answer as a retry gets it: an allowed call's only while its reservation is
-    /// still open here (`holon::gateway::replay_of_allowed`), else a 409 that lets nothing
-    /// through, with the protocol's code.
-    fn replay(&self, kept: Answer) -> Answer {
-        let Some(reservation) = allowed_reservation(&kept) else { return kept };
-        let open = holon::gateway::reservation_id(&reservation)
-            .is_ok_and(|id| self.open.get(&id).is_some_and(|o| o.reservation.is_active()));
+    /// Marks the reservation a keyed request's answer opened as that key's, so that a
+    /// replay can tell it from another call that got the same id later.
+    fn bind_key(&self, scope: &str, key: &str, answer: &Answer) {
+        let Some((reservation, _)) = allowed_reservation(answer) else { return };
+        if let Ok(id) = holon::gateway::reservation_id(&reservation)
+            && let Some(mut open) = self.open.get_mut(&id)
+        {
+            open.key = Some((scope.to_owned(), key.to_owned()));
+        }
+    }
+
+    /// A kept answer as a retry gets it: an allowed call's only while the reservation that
+    /// key's request opened is still open here (`holon::gateway::replay_of_allowed`), else
+    /// a 409 that lets nothing through, with the protocol's code and a sentence naming the
+    /// node that made it.
+    fn replay(&self, scope: &str, key: &str, kept: Answer) -> Answer {
+        let Some((reservation, node)) = allowed_reservation(&kept) else { return kept };
+        let open = holon::gateway::reservation_id(&reservation).is_ok_and(|id| {
+            self.open.get(&id).is_some_and(|o| {
+                o.reservation.is_active() && o.key.as_ref().is_some_and(|(s, k)| s == scope && k == key)
+            })
+        });
         match holon::gateway::replay_of_allowed(open) {
             holon::gateway::Replay::Give => kept,
             holon::gateway::Replay::Ended => {
                 self.metrics.replays_refused.inc();
-                let mut body = crate::serve::wire::ErrorBody::new(holon::gateway::replay_ended_sentence(&reservation));
+                let elsewhere = node.filter(|n| *n != self.node_name);
+                let sentence = holon::gateway::replay_ended_sentence(&reservation, elsewhere.as_deref());
+                let mut body = crate::serve::wire::ErrorBody::new(sentence);
                 body.code = Some(holon::gateway::REPLAY_ENDED.as_str());
                 Answer::refusal(Refusal { status: 409, body })
             }

@@ -54,6 +54,10 @@ impl From<ErrorBody> for Refusal {
 
 pub(super) struct Open {
     pub(super) reservation: Reservation<'static>,
+    /// The idempotency key (scope, key) whose request opened it: a replay of that key's
+    /// answer is given only while this very reservation is open (ids restart with the
+    /// process and are reused across nodes: the id alone names nobody's call for sure).
+    pub(super) key: Option<(String, String)>,
     /// When the reaper first found it reclaimed (its callee's timeout plus the grace had
     /// passed); kept [`LATE_SETTLE_S`] more for a late settle to reconcile.
     pub(super) reclaimed_at: Option<std::time::Instant>,

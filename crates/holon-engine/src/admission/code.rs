@@ -145,10 +145,12 @@ impl CodeSet {
     pub fn len(self) -> u32 {
         self.0.count_ones()
     }
-    /// Whether these are a denial's codes only for want of a lease or of the store: nothing
-    /// was decided about the call itself (the one rule; `holon::gateway` and the node read it).
+    /// Whether these are a denial's codes only for want of a lease, of the store or of a
+    /// running node: nothing was decided about the call itself, so the same key may ask
+    /// again and a held call stays held (the one rule; `holon::gateway` and the node read
+    /// it).
     pub fn only_for_want_of_lease_or_store(self) -> bool {
-        let want = CodeSet::EMPTY.with(Code::LeasePending).with(Code::StoreUnavailable);
+        let want = CodeSet::EMPTY.with(Code::LeasePending).with(Code::StoreUnavailable).with(Code::NodeStopped);
         !self.is_empty() && self.0 & !want.0 == 0
     }
 }

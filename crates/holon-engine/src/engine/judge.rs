@@ -282,7 +282,9 @@ pub(super) fn refused_codes(m: &CompiledMandate, refused: CodeSet, worst: Amount
         // A worst case that no budget of this mandate could ever hold (above its total or
         // its daily limit by itself) is that limit's code at once, whatever the node holds:
         // never `lease_pending`, which would have the caller wait and retry for nothing.
-        let never = budget::check_limits(&m.limits, worst, Amount::ZERO, Amount::ZERO);
+        let alone = budget::check_limits(&m.limits, worst, Amount::ZERO, Amount::ZERO);
+        let never = CodeSet::EMPTY.with(Code::TotalExceeded).with(Code::PerDayExceeded);
+        let never = CodeSet::from_bits(alone.bits() & never.bits());
         if !never.is_empty() {
             return (never, spent);
         }

@@ -306,9 +306,11 @@ impl Reservation<'_> {
         }
     }
 
-    /// `drop` of a reservation neither settled nor released, out of line (cold): its receipt
-    /// says what `release` would have said (`Settled` when an orchestrator's sub-calls ran
-    /// and what they took stays billed, `mandate_revoked` after a revocation).
+    /// `drop` of a reservation neither settled nor released, out of line (cold). While the
+    /// holder still owns its slot, it ends as `release` would and its receipt says so
+    /// (`Settled` when an orchestrator's sub-calls ran and what they took stays billed,
+    /// `mandate_revoked` after a revocation). One the reaper reclaimed keeps the worst case
+    /// the reaper kept, without a receipt of its own (the call may have run: never less).
     #[cold]
     #[inline(never)]
     fn drop_unsettled(&mut self) {

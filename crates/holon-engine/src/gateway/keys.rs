@@ -56,10 +56,17 @@ pub fn replay_of_allowed(open: bool) -> Replay {
 }
 
 /// The sentence of a replay refused because its reservation ended, for every surface.
-pub fn replay_ended_sentence(reservation: &str) -> String {
-    format!(
-        "this idempotency key's first answer allowed a call under reservation `{reservation}`, which is no longer open here (settled, released or reclaimed, or open on another node): a replay never authorises a call; nothing was reserved. A new call takes a new key"
-    )
+/// `elsewhere`: the node that made the reservation, when it is not the one asked (which
+/// cannot see whether it is still open there).
+pub fn replay_ended_sentence(reservation: &str, elsewhere: Option<&str>) -> String {
+    match elsewhere {
+        None => format!(
+            "this idempotency key's first answer allowed a call under reservation `{reservation}`, which has ended (settled, released or reclaimed): a replay never authorises a call; nothing was reserved. A new call takes a new key"
+        ),
+        Some(node) => format!(
+            "this idempotency key's first answer allowed a call under reservation `{reservation}` on node `{node}`, which this node cannot see open: a replay never authorises a call; nothing was reserved. Retry on `{node}` (it replays while the reservation is open), or settle or release `{reservation}` there"
+        ),
+    }
 }
 
 /// The denial a replay refused because its reservation ended carries.

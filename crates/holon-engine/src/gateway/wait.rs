@@ -51,7 +51,8 @@ where
             && d.codes.only_for_want_of_lease_or_store()
             && !node.is_running()
         {
-            // Nothing will supply this engine again: say so, not "retry".
+            // Nothing will supply this engine again: say so, not "retry". (Its receipt, written
+            // by the engine, says `lease_pending`: the engine cannot see its node.)
             d.codes = CodeSet::EMPTY.with(Code::NodeStopped);
             return Ok(admission);
         }
@@ -137,6 +138,10 @@ mod tests {
         assert!(only_for_want_of_lease_or_store(lease));
         assert!(only_for_want_of_lease_or_store(lease.with(Code::StoreUnavailable)));
         assert!(only_for_want_of_lease_or_store(store));
+        assert!(
+            only_for_want_of_lease_or_store(CodeSet::EMPTY.with(Code::NodeStopped)),
+            "a stopped node decided nothing"
+        );
         assert!(!only_for_want_of_lease_or_store(CodeSet::EMPTY));
         assert!(!only_for_want_of_lease_or_store(lease.with(Code::TotalExceeded)));
     }

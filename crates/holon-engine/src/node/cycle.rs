@@ -171,16 +171,17 @@ impl Runner {
         }
     }
 
-    /// A pass that flushes now (the node model test steps the node with it).
-    pub(super) fn cycle_now(&mut self) {
+    /// A pass that flushes now (the node model test steps the node with it): whether the
+    /// flush reached the store.
+    pub(super) fn cycle_now(&mut self) -> bool {
         self.flushed_at =
             self.flushed_at.checked_sub(Duration::from_millis(self.config.flush_ms)).unwrap_or(self.flushed_at);
-        self.cycle();
+        self.cycle().unwrap_or(false)
     }
 
     /// One pass of the thread. Store errors are counted and retried; the ledgers say
-    /// `store_unavailable` meanwhile.
-    pub(super) fn cycle(&mut self) {
+    /// `store_unavailable` meanwhile. `Some(reached)` when it flushed.
+    pub(super) fn cycle(&mut self) -> Option<bool> {
         self.refresh();
         let now = Instant::now();
         let mut refills = Vec::new();
@@ -195,14 +196,13 @@ impl Runner {
         // store sees what this node really holds when it sizes the lease.
         let renew = now.duration_since(self.renewed_at) >= Duration::from_millis(self.config.lease_ttl_s * 1_000 / 3);
         let due = now.duration_since(self.flushed_at) >= Duration::from_millis(self.config.flush_ms);
-        if renew || due || !refills.is_empty() {
-            self.flush(renew);
-        }
+        let flushed = (renew || due || !refills.is_empty()).then(|| self.flush(renew));
         for (ix, request) in refills {
             let _ = self.grant(ix, &request, now);
         }
         self.mirror_held(renew || due);
         self.assert_allowance_in_leases();
+        flushed
     }
 
     /// The node's invariant after each pass, on in release (a few loads per mandate, next to

@@ -31,7 +31,7 @@ pub use cycle::{
 
 use crate::engine::{Engine, EngineError};
 use crate::store::{LedgerStore, LimitsCheckError, NODE_NAME_BYTES_MAX, StoreError, StoreLimits, check_limits};
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 use crate::time::Timestamp;
 
 /// Shortest and longest flush interval, in milliseconds.
@@ -216,6 +216,8 @@ struct Shared {
     /// cannot miss one between its check and its wait), and the last one the thread did.
     flushes_asked: AtomicU64,
     flushes_done: parking_lot::Mutex<u64>,
+    /// Whether the last flush asked for did not reach the store.
+    flush_failed: AtomicBool,
     flushed: parking_lot::Condvar,
 }
 
@@ -256,11 +258,13 @@ impl Node {
             .spawn(move || {
                 let flushes = |runner: &mut cycle::Runner, asked: u64| {
                     if asked > *thread_shared.flushes_done.lock() {
-                        runner.cycle_now();
+                        let reached = runner.cycle_now();
+                        // Relaxed: published by the `flushes_done` lock taken just after.
+                        thread_shared.flush_failed.store(!reached, Ordering::Relaxed);
                         *thread_shared.flushes_done.lock() = asked;
                         thread_shared.flushed.notify_all();
                     } else {
-                        runner.cycle();
+                        let _ = runner.cycle();
                     }
                 };
                 loop {
@@ -309,13 +313,14 @@ impl Node {
         Ok(self.stats())
     }
 
-    /// Sends what this node's calls settled to the store now, and renews its leases, then
-    /// returns; the node goes on running (stopping it is [`Node::drain`]). Waits for the
-    /// node's thread to do one pass that flushes; `Err` when the store refused or could not
-    /// be reached during it (what was settled stays here, for the next flush), or when the
-    /// node is stopped.
+    /// Sends what this node's calls settled to the store now (and whatever else the node's
+    /// pass does: refills, and the leases' renewal once it is due), then returns; the node
+    /// goes on running (stopping it is [`Node::drain`]). Waits for the node's thread to do
+    /// one pass that flushes; `Err` when that flush did not reach the store (what was
+    /// settled stays here, for the next flush), when the node is stopped, or when its
+    /// thread ended on its own ([`NodeError::ThreadPanicked`]). The wait has no bound of
+    /// its own: a store that hangs is bounded by its own connect and statement limits.
     pub fn flush_now(&self) -> Result<NodeStats, NodeError> {
-        let errors_before = self.stats().store_errors;
         let asked = {
             let stop = self.shared.stop.lock();
             if *stop || self.thread.lock().is_none() {
@@ -327,33 +332,33 @@ impl Node {
         self.shared.wake.notify_one();
         let mut done = self.shared.flushes_done.lock();
         while *done < asked {
-            // A thread that ended without saying so (a panic) is looked for at each wake.
-            let ended = self.thread.try_lock().is_some_and(|t| t.as_ref().is_none_or(|t| t.is_finished()));
+            // A thread that ended without a stop (a panic) is looked for at each wake.
+            let ended = self.thread.try_lock().is_some_and(|t| t.as_ref().is_some_and(|t| t.is_finished()));
             if ended {
-                *done = u64::MAX;
-                break;
+                return Err(NodeError::ThreadPanicked);
             }
             self.shared.flushed.wait_for(&mut done, std::time::Duration::from_millis(FLUSH_LOOK_MS));
         }
         let stopped = *done == u64::MAX;
         drop(done);
-        let stats = self.stats();
         if stopped {
             return Err(NodeError::Stopped);
         }
-        if stats.store_errors > errors_before {
+        // Relaxed: written before `flushes_done` under its lock, read after it.
+        if self.shared.flush_failed.load(Ordering::Relaxed) {
             return Err(NodeError::Store(StoreError::Unavailable(
                 "the flush did not reach the ledger store; what was settled stays on this node for the next flush"
                     .to_owned(),
             )));
         }
-        Ok(stats)
+        Ok(self.stats())
     }
 
-    /// Whether the node's thread runs (false once drained or stopped): a store-backed
-    /// engine without a running node admits nothing (`node_stopped`).
+    /// Whether the node's thread runs (false once drained or stopped, or once it ended on
+    /// its own): a store-backed engine without a running node admits nothing
+    /// (`node_stopped`).
     pub fn is_running(&self) -> bool {
-        !*self.shared.stop.lock() && self.thread.lock().is_some()
+        !*self.shared.stop.lock() && self.thread.lock().as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// [`Node::drain`] for a node that lives as long as its process (`holon serve` keeps
@@ -427,7 +432,7 @@ impl Stepper {
 
     /// One pass of the thread's loop, flushing whether or not the flush interval passed.
     pub fn step(&mut self) {
-        self.runner.cycle_now();
+        let _flushed = self.runner.cycle_now();
     }
 
     /// One pass after the mandates have been idle for [`IDLE_EMPTY_MS`] (their unused
