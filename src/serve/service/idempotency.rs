@@ -70,19 +70,29 @@ pub(crate) struct Answer {
     pub body: String,
     /// Whether a retry should get it again (false: it says nothing happened, retry).
     pub keep: bool,
+    /// The reservation an allowed decision opened (the key is bound to it, `bind_key`);
+    /// known where the decision is made, so the answer's body is never read back for it.
+    pub opened: Option<u64>,
 }
 
 impl Answer {
     /// The answer of an operation: its body (200) or its refusal.
     pub(crate) fn of<T: serde::Serialize>(result: Result<T, Refusal>) -> Answer {
         match result {
-            Ok(body) => Answer { status: 200, body: serde_json::to_string(&body).unwrap_or_default(), keep: true },
+            Ok(body) => {
+                Answer { status: 200, body: serde_json::to_string(&body).unwrap_or_default(), keep: true, opened: None }
+            }
             Err(r) => Answer::refusal(r),
         }
     }
 
     pub(crate) fn refusal(r: Refusal) -> Answer {
-        Answer { status: r.status, body: serde_json::to_string(&r.body).unwrap_or_default(), keep: r.status < 500 }
+        Answer {
+            status: r.status,
+            body: serde_json::to_string(&r.body).unwrap_or_default(),
+            keep: r.status < 500,
+            opened: None,
+        }
     }
 }
 
@@ -90,8 +100,10 @@ impl Answer {
 /// go (denied only for want of a lease or of the store: the same key must ask again).
 pub(crate) fn decision_answer(result: Result<crate::serve::wire::DecisionBody, Refusal>) -> Answer {
     let keep = result.as_ref().map_or(true, |d| d.keep);
+    let opened = result.as_ref().ok().and_then(|d| d.reservation.as_deref()).and_then(|r| r.parse().ok());
     let mut answer = Answer::of(result);
     answer.keep &= keep;
+    answer.opened = opened;
     answer
 }
 
@@ -244,7 +256,7 @@ impl Service {
                 "this Idempotency-Key was used for another request (another endpoint, id or body); a new request takes a new key".to_owned(),
             ),
             Ok(KeyState::Answered(a)) => {
-                let kept = Answer { status: a.status, body: a.body, keep: true };
+                let kept = Answer { status: a.status, body: a.body, keep: true, opened: None };
                 Answered { answer: self.replay(&scope, &key, kept), replayed: true }
             }
             Ok(KeyState::Claimed) => {
@@ -259,10 +271,7 @@ impl Service {
     /// Marks the reservation a keyed request's answer opened as that key's, so that a
     /// replay can tell it from another call that got the same id later.
     fn bind_key(&self, scope: &str, key: &str, answer: &Answer) {
-        let Some((reservation, _)) = allowed_reservation(answer) else { return };
-        if let Ok(id) = holon::gateway::reservation_id(&reservation)
-            && let Some(mut open) = self.open.get_mut(&id)
-        {
+        if let Some(mut open) = answer.opened.and_then(|id| self.open.get_mut(&id)) {
             open.key = Some((scope.to_owned(), key.to_owned()));
         }
     }
