@@ -205,7 +205,7 @@ impl Library {
         let Ok(by) = gateway::account(step.arg("by").unwrap()) else { return error("bad_request") };
         let Some(held) = self.held(&id) else { return error("not_found") };
         let Some(call) = gateway::held_call(self.engine, &held, Timestamp::now()) else { return error("conflict") };
-        if self.engine.approver_of(call.mandate).as_ref() != Some(&by) {
+        if gateway::check_approver(self.engine, call.mandate, &by).is_err() {
             return error("forbidden");
         }
         let (engine, node) = (self.engine, self.node);
@@ -229,7 +229,7 @@ impl Library {
             return Some(map);
         };
         let m = self.engine.mandate_ix(&held.mandate).unwrap();
-        if self.engine.approver_of(m).as_ref() != Some(&by) {
+        if gateway::check_approver(self.engine, m, &by).is_err() {
             return error("forbidden");
         }
         map.insert("refused".to_owned(), json!(self.node.refuse(&id).unwrap()));

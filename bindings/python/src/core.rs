@@ -322,15 +322,10 @@ impl Engine {
     }
 }
 
-/// `approver` issued the mandate (or its chain's root), else `PendingError`.
+/// `approver` may approve or refuse a call held under `mandate` (the protocol's rule),
+/// else `PendingError`.
 fn check_issuer(core: &Core, mandate: holon::engine::MandateIx, approver: &holon::pattern::Principal) -> PyResult<()> {
-    if core.engine.approver_of(mandate).as_ref() == Some(approver) {
-        return Ok(());
-    }
-    Err(PendingError::new_err(format!(
-        "`{}` did not issue this held call's mandate; only its issuer may approve or refuse it",
-        approver.as_str()
-    )))
+    holon::gateway::check_approver(&core.engine, mandate, approver).map_err(|e| PendingError::new_err(e.to_string()))
 }
 
 fn no_held(id: &str) -> PyErr {

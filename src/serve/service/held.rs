@@ -117,17 +117,12 @@ impl Service {
                 format!("no held call `{id}`: it was approved or refused already, it expired, or it was never held"),
             ));
         };
-        let mandate = self.engine.mandate_ix(&call.mandate);
-        let issuer = mandate.and_then(|m| self.engine.approver_of(m));
-        match (issuer, mandate) {
-            (Some(issuer), Some(_)) if &issuer == principal => Ok((issuer, call)),
-            // Not the mandate named: a stranger learns nothing about whose call it is.
-            (Some(_), _) => Err(Refusal::new(
-                403,
-                format!("`{}` did not issue this held call's mandate; only its issuer may", principal.as_str()),
-            )),
-            _ => Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold"))),
-        }
+        let Some(mandate) = self.engine.mandate_ix(&call.mandate) else {
+            return Err(Refusal::new(409, format!("held call `{id}` names a mandate this server does not hold")));
+        };
+        holon::gateway::check_approver(self.engine, mandate, principal)
+            .map_err(|e| Refusal::new(403, e.to_string()))?;
+        Ok((principal.clone(), call))
     }
 }
 

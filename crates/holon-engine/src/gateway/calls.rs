@@ -6,6 +6,7 @@
 
 use crate::engine::{AgentIx, Call, Engine, MandateIx};
 use crate::money::Amount;
+use crate::pattern::Principal;
 use crate::store::HeldCall;
 use crate::time::Timestamp;
 
@@ -19,6 +20,22 @@ pub fn capability_offered(engine: &Engine, agent: AgentIx, class: &str) -> Resul
         return Ok(());
     }
     Err(format!("agent `{}` does not offer capability `{class}`: pick one of its implementers", a.source().id))
+}
+
+/// Someone who did not issue a held call's mandate asked to approve or refuse it. The
+/// sentence names the asker only: a stranger learns nothing about whose call it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` did not issue this held call's mandate; only its issuer may approve or refuse it")]
+pub struct NotTheIssuer(pub String);
+
+/// Whether `approver` may approve or refuse a call held under `mandate`: its issuer, or
+/// under a sub-mandate the issuer of its chain's root (`Engine::approver_of`). Checked
+/// before the call is taken out of the store, so a refused asker disturbs nothing.
+pub fn check_approver(engine: &Engine, mandate: MandateIx, approver: &Principal) -> Result<(), NotTheIssuer> {
+    if engine.approver_of(mandate).as_ref() == Some(approver) {
+        return Ok(());
+    }
+    Err(NotTheIssuer(approver.as_str().to_owned()))
 }
 
 /// A held call (as the store keeps it) as the engine judges it at `at`: `None` when this

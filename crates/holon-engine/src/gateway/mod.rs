@@ -18,7 +18,7 @@ pub mod keys;
 pub mod wait;
 pub mod words;
 
-pub use calls::{SpendView, capability_offered, held_call, spend_view};
+pub use calls::{NotTheIssuer, SpendView, capability_offered, check_approver, held_call, spend_view};
 pub use keys::{
     IdempotencyKeyError, KEEP_S, KEYS_MAX, REPLAY_ENDED, Replay, keep_answer, key, replay_ended_sentence,
     replay_of_allowed,
